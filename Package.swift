@@ -1,0 +1,33 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "LMDBStore",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LMDB", targets: ["LMDB"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLMDB",
+            path: "Sources/CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        .target(
+            name: "LMDB",
+            dependencies: ["CLMDB"]
+        ),
+        // A small program the tests spawn as a second OS process (multi-process writes, crash tests).
+        .executableTarget(
+            name: "lmdbstore-test-helper",
+            dependencies: ["LMDB"],
+            path: "Tests/TestHelper"
+        ),
+        .testTarget(
+            name: "LMDBTests",
+            dependencies: ["LMDB", "lmdbstore-test-helper"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,309 @@
+internal import CLMDB
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An open LMDB store: one memory-mapped file (or directory) shared by every thread of this process and by other
+/// processes that open the same file.
+///
+/// Open a store with ``open(at:options:)``. Opening the same file twice in one process returns the same
+/// `Environment` — LMDB's locks break if one process maps a file twice — whatever path or link reaches it.
+///
+/// ```swift
+/// let environment = try Environment.open(at: "/var/data/people.lmdb")
+/// let people = try environment.openDatabase(named: "people")
+/// try environment.write { transaction in
+///     try people.put(Array("Ada".utf8), forKey: Array("p1".utf8), in: transaction)
+/// }
+/// let name = try environment.read { transaction in
+///     try people.value(forKey: Array("p1".utf8), in: transaction)
+/// }
+/// ```
+///
+/// An environment is `Sendable`: share it between threads and tasks. It closes when the last reference goes away.
+/// The corresponding LMDB type is `MDB_env`.
+public final class Environment: @unchecked Sendable {
+    /// The path the environment was opened at.
+    public let path: String
+
+    /// The options the environment was opened with.
+    public let options: Options
+
+    /// The largest key LMDB accepts, in bytes (511 for the LMDB this package builds with). Keys must also be at
+    /// least one byte long. The corresponding LMDB function is `mdb_env_get_maxkeysize`.
+    public let maxKeySize: Int
+
+    let handle: OpaquePointer
+    let gate = ResizeGate()
+    private let identity: StoreFile.Identity
+    private let readerPool = Mutex<[TransactionHandle]>([])
+    private let writerThread = Mutex<WriterThread?>(nil)
+    private let databases = Mutex<[String?: Database]>([:])
+
+    /// The number of reset read transactions kept for reuse.
+    private static let readerPoolLimit = 32
+
+    /// Opens (or creates) the store at `path`, or returns the environment this process already has open for it.
+    ///
+    /// Before LMDB maps an existing file, its meta pages are read: a file that is not an LMDB store, was written by
+    /// an incompatible LMDB, or is shorter than its meta page says (a truncated copy would otherwise crash the
+    /// process with `SIGBUS`) is reported as an error. Stale reader slots left by crashed processes are cleared.
+    ///
+    /// When the file is already open in this process, the existing environment is returned and `options` other
+    /// than ``Options/isReadOnly`` are ignored.
+    ///
+    /// - Throws: ``LMDBError`` naming the path: ``LMDBError/noSuchFile`` for a missing store opened read-only,
+    ///   ``LMDBError/invalid`` for a foreign file, ``LMDBError/corrupted`` for a truncated one,
+    ///   ``LMDBError/versionMismatch``, ``LMDBError/busy`` when the file is open read-only in this process and
+    ///   `options` asks for writing, or the operating system's error.
+    ///   The corresponding LMDB functions are `mdb_env_create`, `mdb_env_open` and `mdb_reader_check`.
+    public static func open(at path: String, options: Options = Options()) throws -> Environment {
+        while true {
+            let opened = try registry.withLock { (entries) throws(LMDBError) -> Environment? in
+                if let identity = StoreFile.identity(of: path), let entry = entries[identity] {
+                    // An entry whose environment is gone is still closing on another thread: wait for it.
+                    guard let existing = entry.environment else { return nil }
+                    if existing.options.isReadOnly && !options.isReadOnly {
+                        throw LMDBError(.busy, path: path,
+                                        message: "the store is already open read-only in this process; it cannot also be opened for writing")
+                    }
+                    return existing
+                }
+                let environment = try Environment(path: path, options: options)
+                entries[environment.identity] = RegistryEntry(environment: environment)
+                return environment
+            }
+            if let opened { return opened }
+            usleep(100)
+        }
+    }
+
+    private init(path: String, options: Options) throws(LMDBError) {
+        let dataPath: String
+        switch options.layout {
+        case .singleFile:
+            dataPath = path
+        case .directory:
+            if !StoreFile.isDirectory(path) && !options.isReadOnly {
+                if mkdir(path, 0o755) != 0 && errno != EEXIST {
+                    throw LMDBError(LMDBError(rawValue: errno), path: path, message: "cannot create the store directory")
+                }
+            }
+            dataPath = path + "/data.mdb"
+        }
+        if options.isReadOnly && StoreFile.identity(of: dataPath) == nil {
+            throw LMDBError(.noSuchFile, path: path, message: "there is no store here to open read-only")
+        }
+        try StoreFile.validate(dataPath: dataPath, reportedPath: path)
+
+        var created: OpaquePointer?
+        try check(mdb_env_create(&created), path: path)
+        guard let handle = created else { throw LMDBError(.invalidArgument, path: path) }
+        do {
+            try check(mdb_env_set_mapsize(handle, options.mapSize), path: path, message: "mapSize \(options.mapSize) was refused")
+            try check(mdb_env_set_maxdbs(handle, MDB_dbi(clamping: options.maxDatabases)), path: path)
+            try check(mdb_env_set_maxreaders(handle, UInt32(clamping: options.maxReaders)), path: path)
+            try check(mdb_env_open(handle, path, options.flags, mode_t(options.fileMode)), path: path,
+                      message: options.isReadOnly ? "cannot open the store read-only" : "cannot open the store")
+        } catch {
+            mdb_env_close(handle)
+            throw error
+        }
+        var dead: Int32 = 0
+        mdb_reader_check(handle, &dead)
+
+        guard let identity = StoreFile.identity(of: path) else {
+            mdb_env_close(handle)
+            throw LMDBError(.noSuchFile, path: path, message: "the store vanished while it was being opened")
+        }
+        self.path = path
+        self.options = options
+        self.handle = handle
+        self.identity = identity
+        self.maxKeySize = Int(mdb_env_get_maxkeysize(handle))
+    }
+
+    deinit {
+        Self.registry.withLock { entries in
+            for pooled in readerPool.withLock({ $0 }) {
+                mdb_txn_abort(pooled.pointer)
+            }
+            mdb_env_close(handle)
+            entries[identity] = nil
+        }
+    }
+
+    // MARK: - Process-wide registry
+
+    private struct RegistryEntry: Sendable {
+        weak var environment: Environment?
+    }
+
+    private static let registry = Mutex<[StoreFile.Identity: RegistryEntry]>([:])
+}
+
+// MARK: - Transactions' plumbing
+
+struct TransactionHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+struct WriterThread: @unchecked Sendable {
+    let thread: pthread_t
+}
+
+extension Environment {
+    /// A read transaction from the pool (renewed) or a new one. Runs with the resize gate held shared.
+    func takeReadHandle() -> (Int32, OpaquePointer?) {
+        while let pooled = readerPool.withLock({ $0.popLast() }) {
+            let code = mdb_txn_renew(pooled.pointer)
+            if code == MDB_SUCCESS { return (code, pooled.pointer) }
+            mdb_txn_abort(pooled.pointer)
+            if code != MDB_BAD_RSLOT { return (code, nil) }
+        }
+        var pointer: OpaquePointer?
+        let code = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &pointer)
+        return (code, pointer)
+    }
+
+    /// Resets a finished read transaction and keeps it for reuse.
+    func recycleReadHandle(_ pointer: OpaquePointer) {
+        mdb_txn_reset(pointer)
+        let kept = readerPool.withLock { pool -> Bool in
+            guard pool.count < Self.readerPoolLimit else { return false }
+            pool.append(TransactionHandle(pointer: pointer))
+            return true
+        }
+        if !kept { mdb_txn_abort(pointer) }
+    }
+
+    /// Whether the calling thread holds this environment's write transaction.
+    var isWriterThread: Bool {
+        let current = pthread_self()
+        return writerThread.withLock { writer in writer.map { pthread_equal($0.thread, current) != 0 } ?? false }
+    }
+
+    func markWriterThread(_ holds: Bool) {
+        let value = holds ? WriterThread(thread: pthread_self()) : nil
+        writerThread.withLock { $0 = value }
+    }
+
+    /// Adopts a map size another process set (`MDB_MAP_RESIZED`).
+    func adoptMapSize() throws(LMDBError) {
+        try gate.withExclusiveAccess { () throws(LMDBError) in
+            try check(mdb_env_set_mapsize(handle, 0), path: path, message: "cannot adopt the map size another process set")
+        }
+    }
+
+    /// Grows the map after a write filled it, unless another thread already grew it past `observed`.
+    func growMap(from observed: Int) throws(LMDBError) {
+        try gate.withExclusiveAccess { () throws(LMDBError) in
+            let current = currentMapSize()
+            guard current <= observed else { return }
+            let grown = Swift.min(options.maxMapSize, Swift.max(observed &* 2, observed &+ (1 << 20)))
+            guard grown > current else {
+                throw LMDBError(.mapFull, path: path,
+                                message: "the store needs more than its maxMapSize of \(options.maxMapSize) bytes")
+            }
+            try check(mdb_env_set_mapsize(handle, grown), path: path, message: "cannot grow the map to \(grown) bytes")
+        }
+    }
+
+    func currentMapSize() -> Int {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        return info.me_mapsize
+    }
+}
+
+// MARK: - Databases
+
+extension Environment {
+    /// Opens the named database, creating it when `create` is true and the environment is writable.
+    ///
+    /// Open every database before the write transactions that use it: a database handle belongs to the whole
+    /// environment and is opened once, then shared. Opening the same name again returns the same handle.
+    ///
+    /// - Parameters:
+    ///   - name: The database's name, or `nil` for the unnamed main database.
+    ///   - options: The database's flags. They must match the flags the database was created with.
+    ///   - create: Whether to create a missing database (ignored, and treated as `false`, in a read-only store).
+    /// - Throws: ``LMDBError/notFound`` naming the database when it does not exist and is not created;
+    ///   ``LMDBError/incompatible`` when `options` differ from the database's; ``LMDBError/databasesFull``;
+    ///   ``LMDBError/wouldDeadlock`` when called for a new database inside a write transaction on this thread.
+    ///   The corresponding LMDB function is `mdb_dbi_open`.
+    public func openDatabase(named name: String?, options: DatabaseOptions = [], create: Bool = true) throws -> Database {
+        if let cached = databases.withLock({ $0[name] }) {
+            return try checkCompatible(cached, options: options)
+        }
+        if isWriterThread {
+            throw LMDBError(.wouldDeadlock, path: path, database: name,
+                            message: "a new database cannot be opened inside a write transaction; open it before")
+        }
+        return try databases.withLock { (cache) throws -> Database in
+            if let cached = cache[name] { return try checkCompatible(cached, options: options) }
+            let creating = create && !self.options.isReadOnly
+            let flags = options.rawValue | (creating ? UInt32(MDB_CREATE) : 0)
+            var dbi = MDB_dbi()
+            var stored: UInt32 = 0
+            let body = { (transaction: OpaquePointer) throws(LMDBError) in
+                let code = mdb_dbi_open(transaction, name, flags, &dbi)
+                if code == MDB_NOTFOUND {
+                    throw LMDBError(.notFound, path: self.path, database: name,
+                                    message: "the database \"\(name ?? "<main>")\" does not exist in this store")
+                }
+                try check(code, path: self.path, database: name, message: "cannot open the database")
+                try check(mdb_dbi_flags(transaction, dbi, &stored), path: self.path, database: name)
+            }
+            if creating {
+                try write { transaction in try body(transaction.handle) }
+            } else {
+                try withCommittedReadTransaction(body)
+            }
+            let database = Database(handle: dbi, name: name, options: DatabaseOptions(rawValue: stored))
+            cache[name] = database
+            return try checkCompatible(database, options: options)
+        }
+    }
+
+    /// Forgets a dropped database's handle so that its name can be opened (and created) again.
+    func forgetDatabase(named name: String?) {
+        databases.withLock { _ = $0.removeValue(forKey: name) }
+    }
+
+    private func checkCompatible(_ database: Database, options: DatabaseOptions) throws(LMDBError) -> Database {
+        guard database.options == options else {
+            throw LMDBError(.incompatible, path: path, database: database.name,
+                            message: "the database has options \(database.options), not \(options)")
+        }
+        return database
+    }
+
+    /// Runs `body` in a read-only transaction that is committed, not reset, so database handles opened in it stay
+    /// open for the environment.
+    private func withCommittedReadTransaction(_ body: (OpaquePointer) throws(LMDBError) -> Void) throws(LMDBError) {
+        while true {
+            gate.lockShared()
+            var pointer: OpaquePointer?
+            let code = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &pointer)
+            guard code == MDB_SUCCESS, let transaction = pointer else {
+                gate.unlockShared()
+                if code == MDB_MAP_RESIZED { try adoptMapSize(); continue }
+                throw LMDBError(LMDBError(rawValue: code), path: path, message: "cannot begin a read transaction")
+            }
+            defer { gate.unlockShared() }
+            do {
+                try body(transaction)
+            } catch {
+                mdb_txn_abort(transaction)
+                throw error
+            }
+            try check(mdb_txn_commit(transaction), path: path)
+            return
+        }
+    }
+}

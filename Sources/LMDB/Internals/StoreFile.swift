@@ -1,0 +1,91 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What this process can learn about a store file before LMDB maps it.
+///
+/// LMDB 0.9 trusts the file: a file shorter than its meta page claims is mapped anyway and the first access past its
+/// end is a `SIGBUS`, and a foreign file can be misread. Reading the two meta pages first turns both into errors.
+///
+/// Meta page layout (LMDB 0.9, `MDB_meta` after the 16-byte page header, native byte order):
+/// magic `0xBEEFC0DE` (u32) at 16, format version (u32) at 20, page size (u32, `mm_dbs[0].md_pad`) at 40,
+/// last used page number (u64) at 136, transaction id (u64) at 144. The second meta page starts at one page size.
+struct StoreFile {
+    /// Device and inode: one identity for every path (or link) that reaches the same file.
+    struct Identity: Hashable, Sendable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    static let magic: UInt32 = 0xBEEF_C0DE
+    static let formatVersion: UInt32 = 1
+    private static let metaFieldsEnd = 152
+
+    /// The identity of the file or directory at `path`, or `nil` when nothing is there.
+    static func identity(of path: String) -> Identity? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// The size of the regular file at `path`, or `nil` when there is none.
+    static func size(of path: String) -> Int? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int(info.st_size)
+    }
+
+    /// Whether `path` is a directory.
+    static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Throws when the non-empty data file at `dataPath` is not an LMDB file of a known version, or is shorter than
+    /// its newest meta page says. An empty or missing file passes: LMDB initialises it.
+    static func validate(dataPath: String, reportedPath: String) throws(LMDBError) {
+        guard let fileSize = size(of: dataPath), fileSize > 0 else { return }
+        let descriptor = open(dataPath, O_RDONLY)
+        guard descriptor >= 0 else {
+            throw LMDBError(LMDBError(rawValue: errno), path: reportedPath, message: "cannot read the store file")
+        }
+        defer { close(descriptor) }
+
+        func readMeta(at offset: Int) -> (pageSize: UInt32, lastPage: UInt64, transaction: UInt64)? {
+            var buffer = [UInt8](repeating: 0, count: metaFieldsEnd)
+            let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, metaFieldsEnd, off_t(offset)) }
+            guard count == metaFieldsEnd else { return nil }
+            func load<T: FixedWidthInteger>(_ type: T.Type, _ at: Int) -> T {
+                buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: T.self) }
+            }
+            guard load(UInt32.self, 16) == magic else { return nil }
+            return (load(UInt32.self, 40), load(UInt64.self, 136), load(UInt64.self, 144))
+        }
+
+        guard let first = readMeta(at: 0) else {
+            throw LMDBError(.invalid, path: reportedPath, message: "the file is not an LMDB store (no LMDB meta page at its start)")
+        }
+        var versionBytes: UInt32 = 0
+        _ = withUnsafeMutableBytes(of: &versionBytes) { pread(descriptor, $0.baseAddress, 4, 20) }
+        guard versionBytes == formatVersion else {
+            throw LMDBError(.versionMismatch, path: reportedPath,
+                            message: "the file has LMDB format version \(versionBytes); this LMDB reads version \(formatVersion)")
+        }
+        let pageSize = Int(first.pageSize)
+        guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else {
+            throw LMDBError(.invalid, path: reportedPath, message: "the file's meta page names an impossible page size \(pageSize)")
+        }
+        var newest = first
+        if let second = readMeta(at: pageSize), second.transaction > first.transaction {
+            newest = second
+        }
+        let required = (Int(exactly: newest.lastPage) ?? Int.max / 2 - 1) &+ 1
+        let (requiredBytes, overflow) = required.multipliedReportingOverflow(by: pageSize)
+        if overflow || fileSize < requiredBytes {
+            throw LMDBError(.corrupted, path: reportedPath,
+                            message: "the store file is truncated: it is \(fileSize) bytes but its meta page needs \(overflow ? "more than Int.max" : String(requiredBytes))")
+        }
+    }
+}

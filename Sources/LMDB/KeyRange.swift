@@ -1,0 +1,173 @@
+internal import CLMDB
+
+/// A range of keys: an optional lower and an optional upper bound, each inclusive or exclusive.
+///
+/// Bounds compare the way the database orders its keys (bytewise by default).
+public struct KeyRange: Sendable, Hashable {
+    /// One end of a range.
+    public enum Bound: Sendable, Hashable {
+        /// The range includes this key.
+        case inclusive([UInt8])
+        /// The range stops just short of this key.
+        case exclusive([UInt8])
+
+        /// The bound's key.
+        public var key: [UInt8] {
+            switch self {
+            case .inclusive(let key), .exclusive(let key): key
+            }
+        }
+
+        /// Whether the bound's key is in the range.
+        public var isInclusive: Bool {
+            if case .inclusive = self { true } else { false }
+        }
+    }
+
+    /// The lowest keys of the range, or `nil` to start at the first key.
+    public var lower: Bound?
+    /// The highest keys of the range, or `nil` to run to the last key.
+    public var upper: Bound?
+
+    /// Creates a range from its bounds; `nil` leaves that side open.
+    public init(lower: Bound? = nil, upper: Bound? = nil) {
+        self.lower = lower
+        self.upper = upper
+    }
+
+    /// Every key.
+    public static let all = KeyRange()
+
+    /// Every key that starts with `prefix` (in bytewise order).
+    public static func prefix<Bytes: Sequence<UInt8>>(_ prefix: Bytes) -> KeyRange {
+        let start = Array(prefix)
+        var end = start
+        // The first key after every key with this prefix: drop trailing 0xFF bytes, then add one to the last byte.
+        while let last = end.last, last == 0xFF { end.removeLast() }
+        guard !end.isEmpty else { return KeyRange(lower: start.isEmpty ? nil : .inclusive(start)) }
+        end[end.count - 1] += 1
+        return KeyRange(lower: start.isEmpty ? nil : .inclusive(start), upper: .exclusive(end))
+    }
+}
+
+/// Which way a scan walks its range.
+public enum ScanDirection: Sendable, Hashable {
+    /// From the lowest key to the highest.
+    case forward
+    /// From the highest key to the lowest.
+    case reverse
+}
+
+/// Walks the entries of a key range with a cursor, one ``next()`` at a time, allocating nothing per step.
+///
+/// Each entry's bytes are valid until the next call to ``next()``. In a ``DatabaseOptions/dupSort`` database,
+/// every value of every key in the range is visited.
+public struct CursorRangeIterator {
+    /// The cursor doing the walking.
+    public let cursor: Cursor
+    /// The range being walked.
+    public let range: KeyRange
+    /// The direction of the walk.
+    public let direction: ScanDirection
+    private var started = false
+    private var finished = false
+
+    init(cursor: Cursor, range: KeyRange, direction: ScanDirection) {
+        self.cursor = cursor
+        self.range = range
+        self.direction = direction
+    }
+
+    /// The next entry in the range, or `nil` once the range is exhausted.
+    ///
+    /// - Throws: ``LMDBError`` if LMDB fails (corruption, or the transaction became unusable).
+    public mutating func next() throws -> CursorEntry? {
+        guard !finished else { return nil }
+        let entry: CursorEntry?
+        if started {
+            entry = direction == .forward ? try cursor.get(MDB_NEXT) : try cursor.get(MDB_PREV)
+        } else {
+            started = true
+            entry = direction == .forward ? try positionAtLowerBound() : try positionAtUpperBound()
+        }
+        guard let entry, isWithinFarBound(entry.key) else {
+            finished = true
+            return nil
+        }
+        return entry
+    }
+
+    private func positionAtLowerBound() throws -> CursorEntry? {
+        guard let lower = range.lower else { return try cursor.get(MDB_FIRST) }
+        return try lower.key.withUnsafeBytes { (key) throws -> CursorEntry? in
+            guard let entry = try cursor.get(MDB_SET_RANGE, key: key) else { return nil }
+            if !lower.isInclusive && compare(entry.key, key) == 0 {
+                return try cursor.get(MDB_NEXT_NODUP)
+            }
+            return entry
+        }
+    }
+
+    private func positionAtUpperBound() throws -> CursorEntry? {
+        guard let upper = range.upper else { return try cursor.get(MDB_LAST) }
+        return try upper.key.withUnsafeBytes { (key) throws -> CursorEntry? in
+            guard let entry = try cursor.get(MDB_SET_RANGE, key: key) else {
+                return try cursor.get(MDB_LAST)  // every key sorts before the bound
+            }
+            if upper.isInclusive && compare(entry.key, key) == 0 {
+                return cursor.database.options.contains(.dupSort) ? try cursor.get(MDB_LAST_DUP) : entry
+            }
+            return try cursor.get(MDB_PREV)
+        }
+    }
+
+    /// Whether `key` has not yet passed the bound the walk moves toward.
+    @inline(__always)
+    private func isWithinFarBound(_ key: UnsafeRawBufferPointer) -> Bool {
+        let bound = direction == .forward ? range.upper : range.lower
+        guard let bound else { return true }
+        let order = bound.key.withUnsafeBytes { compare(key, $0) }
+        switch (direction, bound.isInclusive) {
+        case (.forward, true): return order <= 0
+        case (.forward, false): return order < 0
+        case (.reverse, true): return order >= 0
+        case (.reverse, false): return order > 0
+        }
+    }
+
+    /// Compares two keys the way the database orders them. The corresponding LMDB function is `mdb_cmp`.
+    @inline(__always)
+    private func compare(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Int32 {
+        var left = mdbValue(lhs)
+        var right = mdbValue(rhs)
+        return mdb_cmp(cursor.transaction.handle, cursor.database.handle, &left, &right)
+    }
+}
+
+extension Cursor {
+    /// An iterator over the entries whose keys lie in `range`, walked in `direction`.
+    ///
+    /// ```swift
+    /// try index.withCursor(in: transaction) { cursor in
+    ///     var entries = cursor.entries(in: KeyRange(lower: .inclusive(low), upper: .exclusive(high)))
+    ///     while let entry = try entries.next() {
+    ///         // entry.key, entry.value: valid until the next call
+    ///     }
+    /// }
+    /// ```
+    public func entries(in range: KeyRange = .all, direction: ScanDirection = .forward) -> CursorRangeIterator {
+        CursorRangeIterator(cursor: self, range: range, direction: direction)
+    }
+
+    /// Calls `body` with each entry whose key lies in `range`, walked in `direction`; `body` returns `false` to stop.
+    ///
+    /// - Throws: What `body` throws, or ``LMDBError`` if LMDB fails.
+    public func forEach(
+        in range: KeyRange = .all, direction: ScanDirection = .forward, _ body: (CursorEntry) throws -> Bool
+    ) throws {
+        var iterator = entries(in: range, direction: direction)
+        while let entry = try iterator.next() {
+            guard try body(entry) else { return }
+        }
+    }
+}

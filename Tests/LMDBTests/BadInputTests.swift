@@ -1,0 +1,114 @@
+import Foundation
+import LMDB
+import Testing
+
+@Suite struct BadInputTests {
+    let directory = TemporaryDirectory()
+
+    @Test(arguments: [0, 512, 600, 10_000])
+    func aKeyOutsideTheSizeLimitsIsRefusedAndNothingIsWritten(length: Int) throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        do {
+            try environment.write { txn throws in
+                try db.put([1], forKey: [UInt8](utf8: "fine"), in: txn)
+                try db.put([1], forKey: [UInt8](repeating: 0x61, count: length), in: txn)
+            }
+            Issue.record("a \(length)-byte key was accepted")
+        } catch let error as LMDBError {
+            #expect(error == .badValueSize)
+            #expect(error.database == "d")
+            #expect(error.description.contains(length == 0 ? "must not be empty" : "\(length) bytes is longer than the 511-byte limit"))
+        }
+        try environment.read { txn throws in
+            #expect(try db.statistics(in: txn).entries == 0, "the transaction with the bad key must commit nothing")
+        }
+    }
+
+    @Test func aKeyOfExactlyTheMaximumSizeIsAccepted() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        let key = [UInt8](repeating: 0x62, count: 511)
+        try environment.write { try db.put([1], forKey: key, in: $0) }
+        try environment.read { txn throws in #expect(try db.value(forKey: key, in: txn) == [1]) }
+    }
+
+    @Test func aFileThatIsNotAStoreIsRejectedAndLeftAlone() throws {
+        let path = directory.file("notes.txt")
+        let text = Array(String(repeating: "These are not LMDB pages. ", count: 400).utf8)
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(text)))
+        do {
+            _ = try Environment.open(at: path)
+            Issue.record("a text file opened as a store")
+        } catch let error as LMDBError {
+            #expect(error == .invalid)
+            #expect(error.path == path)
+            #expect(error.description.contains("not an LMDB store"))
+        }
+        #expect(FileManager.default.contents(atPath: path) == Data(text))
+    }
+
+    @Test func aTinyForeignFileIsRejected() throws {
+        let path = directory.file("tiny")
+        #expect(FileManager.default.createFile(atPath: path, contents: Data([1, 2, 3])))
+        #expect(throws: LMDBError.invalid) { try Environment.open(at: path) }
+    }
+
+    @Test func aTruncatedStoreIsAnErrorNotACrash() throws {
+        let path = directory.file("truncated.lmdb")
+        do {
+            let environment = try Environment.open(at: path)
+            let db = try environment.openDatabase(named: "d")
+            try environment.write { txn throws in for n in UInt16(0)..<2000 { try db.put([UInt8](repeating: 9, count: 200), forKey: bigEndianKey(n), in: txn) } }
+        }
+        let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int
+        #expect(truncate(path, off_t(size / 2)) == 0)
+        do {
+            _ = try Environment.open(at: path)
+            Issue.record("a truncated store opened")
+        } catch let error as LMDBError {
+            #expect(error == .corrupted)
+            #expect(error.description.contains("truncated"))
+            #expect(error.path == path)
+        }
+    }
+
+    @Test func openingAMissingStoreReadOnlyFailsAndCreatesNothing() throws {
+        let path = directory.file("missing.lmdb")
+        do {
+            _ = try Environment.open(at: path, options: .init { $0.isReadOnly = true })
+            Issue.record("a missing store opened read-only")
+        } catch let error as LMDBError {
+            #expect(error == .noSuchFile)
+            #expect(error.path == path)
+            #expect(error.description.contains("no store here"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(!FileManager.default.fileExists(atPath: path + "-lock"))
+    }
+
+    @Test func aMissingDatabaseInAReadOnlyStoreIsNamedInTheError() throws {
+        let path = directory.file("ro.lmdb")
+        do {
+            let environment = try Environment.open(at: path)
+            _ = try environment.openDatabase(named: "present")
+        }
+        let readOnly = try Environment.open(at: path, options: .init { $0.isReadOnly = true })
+        _ = try readOnly.openDatabase(named: "present")
+        do {
+            _ = try readOnly.openDatabase(named: "absent")
+            Issue.record("a missing database opened in a read-only store")
+        } catch let error as LMDBError {
+            #expect(error == .notFound)
+            #expect(error.database == "absent")
+            #expect(error.description.contains("\"absent\" does not exist"))
+        }
+    }
+
+    @Test func anErrorsDescriptionNamesTheCodeAndLMDBsReason() {
+        let error = LMDBError(.mapFull, path: "/tmp/x.lmdb", database: "rows", message: "while saving")
+        #expect(error.description == "while saving — MDB_MAP_FULL: MDB_MAP_FULL: Environment mapsize limit reached (database \"rows\") [/tmp/x.lmdb]")
+        #expect(!(LMDBError.notFound ~= error))
+        #expect(LMDBError.mapFull ~= error)
+    }
+}

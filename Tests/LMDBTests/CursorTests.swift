@@ -1,0 +1,195 @@
+import LMDB
+import Testing
+
+@Suite struct CursorTests {
+    let directory = TemporaryDirectory()
+
+    @Test func keysComeBackInBytewiseOrder() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        var generator = SplitMix64(seed: 42)
+        var keys = Set<[UInt8]>()
+        while keys.count < 2000 {
+            let length = Int(generator.next() % 12) + 1
+            keys.insert((0..<length).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        }
+        try environment.write { txn throws in for key in keys { try db.put([], forKey: key, in: txn) } }
+        let walked: [[UInt8]] = try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                var seen: [[UInt8]] = []
+                var entry = try cursor.first()
+                while let current = entry { seen.append(current.keyBytes); entry = try cursor.next() }
+                return seen
+            }
+        }
+        #expect(walked == keys.sorted { $0.lexicographicallyPrecedes($1) })
+        let reversed: [[UInt8]] = try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                var seen: [[UInt8]] = []
+                var entry = try cursor.last()
+                while let current = entry { seen.append(current.keyBytes); entry = try cursor.previous() }
+                return seen
+            }
+        }
+        #expect(reversed == walked.reversed())
+    }
+
+    @Test(arguments: [false, true])
+    func rangeIterationHonoursEveryBoundKindInBothDirections(duplicates: Bool) throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d", options: duplicates ? .dupSort : [])
+        // Keys 10, 20, …, 100 (two values each with dupSort): probes hit keys, gaps and both ends.
+        let stored = (1...10).map { UInt16($0 * 10) }
+        try environment.write { txn throws in
+            for key in stored {
+                try db.put([1], forKey: bigEndianKey(key), in: txn)
+                if duplicates { try db.put([2], forKey: bigEndianKey(key), in: txn) }
+            }
+        }
+        var expectedEntries: [(key: UInt16, value: UInt8)] = []
+        for key in stored {
+            expectedEntries.append((key, 1))
+            if duplicates { expectedEntries.append((key, 2)) }
+        }
+        let probes: [UInt16] = [0, 10, 15, 50, 55, 100, 200]
+        var bounds: [KeyRange.Bound?] = [nil]
+        for probe in probes { bounds += [.inclusive(bigEndianKey(probe)), .exclusive(bigEndianKey(probe))] }
+
+        func contains(_ key: UInt16, _ lower: KeyRange.Bound?, _ upper: KeyRange.Bound?) -> Bool {
+            func number(_ bound: KeyRange.Bound) -> UInt16 { UInt16(bound.key[0]) << 8 | UInt16(bound.key[1]) }
+            if let lower, lower.isInclusive ? key < number(lower) : key <= number(lower) { return false }
+            if let upper, upper.isInclusive ? key > number(upper) : key >= number(upper) { return false }
+            return true
+        }
+
+        try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                for lower in bounds {
+                    for upper in bounds {
+                        for direction in [ScanDirection.forward, .reverse] {
+                            var iterator = cursor.entries(in: KeyRange(lower: lower, upper: upper), direction: direction)
+                            var seen: [String] = []
+                            while let entry = try iterator.next() {
+                                seen.append("\(UInt16(entry.key[0]) << 8 | UInt16(entry.key[1]))/\(entry.value[0])")
+                            }
+                            var expected = expectedEntries.filter { contains($0.0, lower, upper) }.map { "\($0.0)/\($0.1)" }
+                            if direction == .reverse { expected.reverse() }
+                            #expect(seen == expected, "lower \(String(describing: lower)) upper \(String(describing: upper)) \(direction)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func prefixRangeCoversExactlyTheKeysWithThePrefix() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        let keys: [[UInt8]] = [[0x01], [0x01, 0xFF], [0x01, 0xFF, 0x00], [0x01, 0xFF, 0xFF], [0x02], [0x02, 0x00], [0xFF, 0xFF, 0x01]]
+        try environment.write { txn throws in for key in keys { try db.put([], forKey: key, in: txn) } }
+        func scan(_ prefix: [UInt8]) throws -> [[UInt8]] {
+            try environment.read { txn throws in
+                try db.withCursor(in: txn) { cursor throws in
+                    var seen: [[UInt8]] = []
+                    try cursor.forEach(in: .prefix(prefix)) { seen.append($0.keyBytes); return true }
+                    return seen
+                }
+            }
+        }
+        #expect(try scan([0x01, 0xFF]) == [[0x01, 0xFF], [0x01, 0xFF, 0x00], [0x01, 0xFF, 0xFF]])
+        #expect(try scan([0x01]) == [[0x01], [0x01, 0xFF], [0x01, 0xFF, 0x00], [0x01, 0xFF, 0xFF]])
+        #expect(try scan([0xFF, 0xFF]) == [[0xFF, 0xFF, 0x01]])
+        #expect(try scan([]) == keys)
+    }
+
+    @Test func forEachStopsWhenTheBodyReturnsFalse() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { txn throws in for n in UInt16(0)..<100 { try db.put([], forKey: bigEndianKey(n), in: txn) } }
+        let visited = try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                var count = 0
+                try cursor.forEach(direction: .reverse) { _ in count += 1; return count < 7 }
+                return count
+            }
+        }
+        #expect(visited == 7)
+    }
+
+    @Test func seekFindsExactAndFollowingKeys() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { txn throws in for n: UInt16 in [10, 20, 30] { try db.put([UInt8(n)], forKey: bigEndianKey(n), in: txn) } }
+        try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                #expect(try cursor.seek(exactly: bigEndianKey(20))?.valueBytes == [20])
+                #expect(try cursor.current()?.valueBytes == [20])
+                #expect(try cursor.seek(exactly: bigEndianKey(25)) == nil)
+                #expect(try cursor.seek(atOrAfter: bigEndianKey(25))?.valueBytes == [30])
+                #expect(try cursor.seek(atOrAfter: bigEndianKey(31)) == nil)
+                #expect(try cursor.seek(atOrAfter: bigEndianKey(0))?.valueBytes == [10])
+            }
+        }
+    }
+
+    @Test func putReplaceAndDeleteAtTheCursor() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                for n: UInt16 in [1, 2, 3, 4] { try cursor.put([UInt8(n)], forKey: bigEndianKey(n)) }
+                _ = try cursor.seek(exactly: bigEndianKey(2))
+                try cursor.deleteCurrent()
+                #expect(try cursor.current()?.valueBytes == [3], "after a delete the cursor stands on the next entry")
+                _ = try cursor.seek(exactly: bigEndianKey(4))
+                try [UInt8]([40]).withUnsafeBytes { try cursor.replaceCurrentValue(with: $0) }
+            }
+        }
+        let remaining: [[UInt8]] = try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                var seen: [[UInt8]] = []
+                try cursor.forEach { seen.append($0.keyBytes + $0.valueBytes); return true }
+                return seen
+            }
+        }
+        #expect(remaining == [[0, 1, 1], [0, 3, 3], [0, 4, 40]])
+    }
+
+    @Test func dupSortNavigationVisitsKeysAndDuplicates() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d", options: .dupSort)
+        try environment.write { txn throws in
+            for key: UInt8 in [1, 2] { for value: UInt8 in [7, 8, 9] { try db.put([value], forKey: [key], in: txn) } }
+        }
+        try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                #expect(try cursor.first()?.valueBytes == [7])
+                #expect(try cursor.lastDuplicate()?.valueBytes == [9])
+                #expect(try cursor.nextDuplicate() == nil)
+                #expect(try cursor.firstDuplicate()?.valueBytes == [7])
+                let next = try cursor.nextKey()
+                #expect(next?.keyBytes == [2])
+                #expect(next?.valueBytes == [7])
+                #expect(try cursor.previousKey()?.keyBytes == [1])
+                let key: [UInt8] = [1], present: [UInt8] = [8], absent: [UInt8] = [5]
+                try key.withUnsafeBytes { key throws in
+                    try present.withUnsafeBytes { value throws in #expect(try cursor.seek(key: key, value: value)?.valueBytes == [8]) }
+                    try absent.withUnsafeBytes { value throws in #expect(try cursor.seek(key: key, value: value) == nil) }
+                }
+            }
+        }
+    }
+}
+
+/// A small deterministic generator so failing cases reproduce.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

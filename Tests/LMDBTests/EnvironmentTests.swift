@@ -1,0 +1,163 @@
+import Foundation
+import LMDB
+import Testing
+
+@Suite struct EnvironmentTests {
+    let directory = TemporaryDirectory()
+
+    @Test func theMapGrowsFromATinyStartWithoutLosingData() throws {
+        let environment = try directory.openStore { $0.mapSize = 64 * 1024 }
+        let db = try environment.openDatabase(named: "big")
+        let startSize = try environment.info().mapSize
+        var bodyRuns = 0
+        for batch in UInt16(0)..<40 {
+            try environment.write { txn throws in
+                bodyRuns += 1
+                for n in 0..<25 {
+                    let key = bigEndianKey(batch * 25 + UInt16(n))
+                    try db.put([UInt8](repeating: UInt8(truncatingIfNeeded: n), count: 10_000), forKey: key, in: txn)
+                }
+            }
+        }
+        #expect(bodyRuns > 40, "the map never filled, so growth was not exercised")
+        #expect(try environment.info().mapSize > startSize)
+        try environment.read { txn throws in
+            #expect(try db.statistics(in: txn).entries == 1000)
+            for batch in UInt16(0)..<40 {
+                for n in 0..<25 {
+                    let value = try db.value(forKey: bigEndianKey(batch * 25 + UInt16(n)), in: txn)
+                    #expect(value == [UInt8](repeating: UInt8(truncatingIfNeeded: n), count: 10_000))
+                }
+            }
+        }
+    }
+
+    @Test func growthStopsAtMaxMapSizeWithAClearError() throws {
+        let environment = try directory.openStore {
+            $0.mapSize = 64 * 1024
+            $0.maxMapSize = 256 * 1024
+        }
+        let db = try environment.openDatabase(named: "d")
+        do {
+            try environment.write { txn throws in try db.put([UInt8](repeating: 0, count: 1 << 20), forKey: [1], in: txn) }
+            Issue.record("a 1 MiB value fit in a 256 KiB map")
+        } catch let error as LMDBError {
+            #expect(error == .mapFull)
+            #expect(error.description.contains("maxMapSize"))
+        }
+        try environment.read { txn throws in #expect(try db.value(forKey: [1], in: txn) == nil) }
+    }
+
+    @Test func theSameFileOpensAsOneEnvironmentByAnyPath() throws {
+        let path = directory.file("shared.lmdb")
+        let first = try Environment.open(at: path)
+        let again = try Environment.open(at: path)
+        #expect(first === again)
+        try FileManager.default.createSymbolicLink(atPath: directory.file("link.lmdb"), withDestinationPath: path)
+        let viaLink = try Environment.open(at: directory.file("link.lmdb"))
+        #expect(first === viaLink)
+    }
+
+    @Test func aClosedEnvironmentCanBeOpenedAgainWithItsData() throws {
+        let path = directory.file("reopen.lmdb")
+        do {
+            let environment = try Environment.open(at: path)
+            let db = try environment.openDatabase(named: "d")
+            try environment.write { try db.put([42], forKey: [1], in: $0) }
+        }
+        let environment = try Environment.open(at: path)
+        let db = try environment.openDatabase(named: "d", create: false)
+        try environment.read { txn throws in #expect(try db.value(forKey: [1], in: txn) == [42]) }
+    }
+
+    @Test func aStoreOpenReadOnlyCannotAlsoBeOpenedForWriting() throws {
+        let path = directory.file("ro.lmdb")
+        do { _ = try Environment.open(at: path) }
+        let readOnly = try Environment.open(at: path, options: .init { $0.isReadOnly = true })
+        #expect(throws: LMDBError.busy) { try Environment.open(at: path) }
+        withExtendedLifetime(readOnly) {}
+    }
+
+    @Test func singleFileLayoutWritesOneDataFileAndALockFile() throws {
+        let path = directory.file("single.lmdb")
+        let environment = try Environment.open(at: path)
+        try environment.write { _ in }
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue)
+        #expect(FileManager.default.fileExists(atPath: path + "-lock"))
+    }
+
+    @Test func directoryLayoutCreatesTheDirectory() throws {
+        let path = directory.file("dir-store")
+        let environment = try Environment.open(at: path, options: .init { $0.layout = .directory })
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { try db.put([1], forKey: [1], in: $0) }
+        #expect(FileManager.default.fileExists(atPath: path + "/data.mdb"))
+        #expect(FileManager.default.fileExists(atPath: path + "/lock.mdb"))
+    }
+
+    @Test func statisticsAndInfoDescribeTheStore() throws {
+        let environment = try directory.openStore { $0.maxReaders = 50 }
+        let a = try environment.openDatabase(named: "a")
+        let b = try environment.openDatabase(named: "b")
+        try environment.write { txn throws in
+            try a.put([1], forKey: [1], in: txn)
+            try b.put([1], forKey: [1], in: txn)
+        }
+        #expect(try environment.statistics().entries == 2, "the main tree holds one record per named database")
+        let info = try environment.info()
+        #expect(info.maxReaders == 50)
+        #expect(info.mapSize == 1 << 30)
+        #expect(info.lastTransactionID >= 3)
+        #expect(environment.maxKeySize == 511)
+    }
+
+    @Test(arguments: [Environment.Durability.full, .skipMetaSync, .noSync])
+    func everyDurabilityKeepsCommitsAcrossReopen(durability: Environment.Durability) throws {
+        let path = directory.file("durability.lmdb")
+        do {
+            let environment = try Environment.open(at: path, options: .init { $0.durability = durability })
+            let db = try environment.openDatabase(named: "d")
+            try environment.write { try db.put([7], forKey: [7], in: $0) }
+            try environment.sync()
+        }
+        let environment = try Environment.open(at: path)
+        let db = try environment.openDatabase(named: "d")
+        try environment.read { txn throws in #expect(try db.value(forKey: [7], in: txn) == [7]) }
+    }
+
+    @Test func writeMapStoresWork() throws {
+        let environment = try directory.openStore("writemap.lmdb") { $0.usesWriteMap = true; $0.mapSize = 1 << 20 }
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { txn throws in for n in UInt16(0)..<2000 { try db.put([UInt8](repeating: 3, count: 1000), forKey: bigEndianKey(n), in: txn) } }
+        try environment.read { txn throws in #expect(try db.statistics(in: txn).entries == 2000) }
+    }
+
+    @Test func aCompactingCopyHoldsTheSameDataInLessSpace() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { txn throws in for n in UInt16(0)..<3000 { try db.put([UInt8](repeating: 1, count: 500), forKey: bigEndianKey(n), in: txn) } }
+        try environment.write { txn throws in for n in UInt16(0)..<2900 { try db.delete(key: bigEndianKey(n), in: txn) } }
+        let plain = directory.file("plain-copy.lmdb"), compact = directory.file("compact-copy.lmdb")
+        try environment.copy(to: plain)
+        try environment.copy(to: compact, compacting: true)
+        let plainSize = try FileManager.default.attributesOfItem(atPath: plain)[.size] as! Int
+        let compactSize = try FileManager.default.attributesOfItem(atPath: compact)[.size] as! Int
+        #expect(compactSize < plainSize / 4)
+        for path in [plain, compact] {
+            let copy = try Environment.open(at: path, options: .init { $0.isReadOnly = true })
+            let copied = try copy.openDatabase(named: "d")
+            try copy.read { txn throws in
+                #expect(try copied.statistics(in: txn).entries == 100)
+                #expect(try copied.value(forKey: bigEndianKey(2950), in: txn) == [UInt8](repeating: 1, count: 500))
+            }
+        }
+        #expect(throws: LMDBError(rawValue: EEXIST)) { try environment.copy(to: plain) }
+    }
+
+    @Test func staleReaderCheckFindsNothingInAHealthyStore() throws {
+        let environment = try directory.openStore()
+        try environment.read { _ in }
+        #expect(environment.clearStaleReaders() == 0)
+    }
+}
