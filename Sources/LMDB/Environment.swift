@@ -1,5 +1,4 @@
 internal import CLMDB
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -40,9 +39,9 @@ public final class Environment: @unchecked Sendable {
     let handle: OpaquePointer
     let gate = ResizeGate()
     private let identity: StoreFile.Identity
-    private let readerPool = Mutex<[TransactionHandle]>([])
-    private let writerThread = Mutex<WriterThread?>(nil)
-    private let databases = Mutex<[String?: Database]>([:])
+    private let readerPool = Locked<[TransactionHandle]>([])
+    private let writerThread = Locked<WriterThread?>(nil)
+    private let databases = Locked<[String?: Database]>([:])
 
     /// The number of reset read transactions kept for reuse.
     private static let readerPoolLimit = 32
@@ -143,7 +142,7 @@ public final class Environment: @unchecked Sendable {
         weak var environment: Environment?
     }
 
-    private static let registry = Mutex<[StoreFile.Identity: RegistryEntry]>([:])
+    private static let registry = Locked<[StoreFile.Identity: RegistryEntry]>([:])
 }
 
 // MARK: - Transactions' plumbing
