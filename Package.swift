@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "LMDB", targets: ["LMDB"]),
+        .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
     ],
     targets: [
         .systemLibrary(
@@ -18,6 +19,9 @@ let package = Package(
             name: "LMDB",
             dependencies: ["CLMDB"]
         ),
+        .target(
+            name: "ObjectGraph"
+        ),
         // A small program the tests spawn as a second OS process (multi-process writes, crash tests).
         .executableTarget(
             name: "lmdbstore-test-helper",
@@ -27,6 +31,11 @@ let package = Package(
         .testTarget(
             name: "LMDBTests",
             dependencies: ["LMDB", "lmdbstore-test-helper"]
+        ),
+        .testTarget(
+            name: "ObjectGraphTests",
+            dependencies: ["ObjectGraph"],
+            resources: [.copy("Fixtures")]
         ),
     ],
     swiftLanguageModes: [.v6]

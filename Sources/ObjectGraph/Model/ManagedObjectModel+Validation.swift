@@ -1,0 +1,226 @@
+import Foundation
+
+extension ManagedObjectModel {
+    /// Names a property may not have, because `ManagedObject` answers to them itself.
+    public static let reservedPropertyNames: Set<String> = [
+        "entity", "objectID", "managedObjectContext", "context", "isFault", "isInserted", "isUpdated", "isDeleted",
+        "hasChanges", "hasPersistentChangedValues", "changedValues", "changedValuesForCurrentEvent",
+        "committedValues", "faultingState", "description", "debugDescription", "hash", "hashValue", "self", "class",
+        "className", "value", "setValue", "primitiveValue", "setPrimitiveValue", "willAccessValue", "didAccessValue",
+        "willChangeValue", "didChangeValue", "awakeFromInsert", "awakeFromFetch", "validateForInsert",
+        "validateForUpdate", "validateForDelete", "willSave", "didSave", "willTurnIntoFault", "didTurnIntoFault",
+        "prepareForDeletion", "observationInfo",
+    ]
+
+    /// Every problem in a would-be model, in a stable order.
+    static func problems(
+        entities: [EntityDescription], configurations: [ModelConfiguration], templates: [FetchRequestTemplate]
+    ) -> [ModelProblem] {
+        var problems: [ModelProblem] = []
+        var byName: [String: EntityDescription] = [:]
+        for entity in entities {
+            if entity.name.isEmpty {
+                problems.append(ModelProblem(.emptyName, message: "an entity has an empty name"))
+            }
+            if byName[entity.name] != nil {
+                problems.append(ModelProblem(.duplicateEntity, entity: entity.name, message: "two entities are named \"\(entity.name)\""))
+            } else {
+                byName[entity.name] = entity
+            }
+        }
+
+        // Inheritance: parents exist, no cycles.
+        var acyclic: Set<String> = []
+        for entity in entities {
+            guard let parent = entity.parentName else { acyclic.insert(entity.name); continue }
+            guard byName[parent] != nil else {
+                problems.append(ModelProblem(.unknownParent, entity: entity.name,
+                                             message: "the parent entity \"\(parent)\" does not exist"))
+                continue
+            }
+            var seen: [String] = [entity.name]
+            var current: String? = parent
+            while let name = current, let ancestor = byName[name] {
+                if seen.contains(name) {
+                    problems.append(ModelProblem(.inheritanceCycle, entity: entity.name,
+                                                 message: "inherits from itself: \((seen + [name]).joined(separator: " → "))"))
+                    break
+                }
+                seen.append(name)
+                current = ancestor.parentName
+            }
+            if current == nil || byName[current!] == nil { acyclic.insert(entity.name) }
+        }
+
+        func lineage(_ entity: EntityDescription) -> [EntityDescription] {
+            guard acyclic.contains(entity.name) else { return [entity] }
+            var chain = [entity]
+            while let parent = chain[0].parentName, let ancestor = byName[parent] { chain.insert(ancestor, at: 0) }
+            return chain
+        }
+        func allProperties(_ entityName: String) -> [String: PropertyDescription] {
+            guard let entity = byName[entityName] else { return [:] }
+            var properties: [String: PropertyDescription] = [:]
+            for owner in lineage(entity) { for property in owner.properties where properties[property.name] == nil { properties[property.name] = property } }
+            return properties
+        }
+
+        for entity in entities {
+            var owners: [String: String] = [:]
+            for owner in lineage(entity) {
+                for property in owner.properties {
+                    if let first = owners[property.name] {
+                        // Report a clash once, on the entity that introduces the second declaration.
+                        if owner.name == entity.name {
+                            let place = first == entity.name ? "twice" : "again (\"\(first)\" already has it)"
+                            problems.append(ModelProblem(.duplicateProperty, entity: entity.name, property: property.name,
+                                                         message: "the property \"\(property.name)\" is declared \(place)"))
+                        }
+                    } else {
+                        owners[property.name] = owner.name
+                    }
+                }
+            }
+            for property in entity.properties {
+                problems += Self.propertyProblems(property, in: entity, entities: byName, allProperties: allProperties)
+            }
+            let properties = allProperties(entity.name)
+            for index in entity.fetchIndexes {
+                if index.elements.isEmpty {
+                    problems.append(ModelProblem(.invalidIndex, entity: entity.name, property: index.name,
+                                                 message: "the fetch index \"\(index.name)\" has no elements"))
+                }
+                for element in index.elements {
+                    if let message = Self.keyPropertyProblem(element.propertyName, properties) {
+                        problems.append(ModelProblem(.invalidIndex, entity: entity.name, property: index.name,
+                                                     message: "the fetch index \"\(index.name)\" \(message)"))
+                    }
+                }
+            }
+            for constraint in entity.uniquenessConstraints {
+                let label = constraint.propertyNames.joined(separator: ", ")
+                if constraint.propertyNames.isEmpty {
+                    problems.append(ModelProblem(.invalidConstraint, entity: entity.name, message: "a uniqueness constraint names no property"))
+                }
+                for name in constraint.propertyNames {
+                    if let message = Self.keyPropertyProblem(name, properties) {
+                        problems.append(ModelProblem(.invalidConstraint, entity: entity.name, property: label,
+                                                     message: "the uniqueness constraint (\(label)) \(message)"))
+                    }
+                }
+            }
+        }
+
+        for configuration in configurations {
+            for name in configuration.entityNames where byName[name] == nil {
+                problems.append(ModelProblem(.unknownEntity, property: configuration.name,
+                                             message: "the configuration \"\(configuration.name)\" names the unknown entity \"\(name)\""))
+            }
+        }
+        for template in templates where byName[template.entityName] == nil {
+            problems.append(ModelProblem(.unknownEntity, property: template.name,
+                                         message: "the fetch request template \"\(template.name)\" names the unknown entity \"\(template.entityName)\""))
+        }
+        return problems
+    }
+
+    /// Why a property cannot be part of an index or constraint key, or `nil` when it can.
+    private static func keyPropertyProblem(_ name: String, _ properties: [String: PropertyDescription]) -> String? {
+        switch properties[name] {
+        case nil: "names the unknown property \"\(name)\""
+        case .relationship(let relationship) where relationship.isToMany: "names the to-many relationship \"\(name)\""
+        case .fetchedProperty: "names the fetched property \"\(name)\""
+        case .attribute(let attribute) where attribute.isTransient: "names the transient attribute \"\(name)\""
+        case .relationship(let relationship) where relationship.isTransient: "names the transient relationship \"\(name)\""
+        default: nil
+        }
+    }
+
+    private static func propertyProblems(
+        _ property: PropertyDescription, in entity: EntityDescription, entities: [String: EntityDescription],
+        allProperties: (String) -> [String: PropertyDescription]
+    ) -> [ModelProblem] {
+        var problems: [ModelProblem] = []
+        func problem(_ code: ModelProblem.Code, _ message: String) {
+            problems.append(ModelProblem(code, entity: entity.name, property: property.name, message: message))
+        }
+        if property.name.isEmpty { problem(.emptyName, "a property has an empty name") }
+        if reservedPropertyNames.contains(property.name) {
+            problem(.reservedPropertyName, "\"\(property.name)\" is a name ManagedObject uses itself; rename the property")
+        }
+        switch property {
+        case .attribute(let attribute):
+            if attribute.type == .undefined && !attribute.isTransient {
+                problem(.missingType, "the attribute has no type; only transient attributes may be undefined")
+            }
+            if let value = attribute.defaultValue, !value.fits(attribute.type) {
+                problem(.defaultValueType, "the default value \(value) (\(value.kindName)) is not a valid \(attribute.type.coreDataName)")
+            }
+            problems += validationProblems(attribute, entity: entity.name)
+        case .relationship(let relationship):
+            guard let destination = entities[relationship.destinationEntityName] else {
+                problem(.unknownDestination, "the destination entity \"\(relationship.destinationEntityName)\" does not exist")
+                return problems
+            }
+            if relationship.minimumCount < 0 || relationship.maximumCount < 0
+                || (relationship.maximumCount > 0 && relationship.minimumCount > relationship.maximumCount) {
+                problem(.invalidCount, "the count range \(relationship.minimumCount)…\(relationship.maximumCount) is impossible")
+            }
+            guard let inverseName = relationship.inverseName else { return problems }
+            guard case .relationship(let inverse) = allProperties(destination.name)[inverseName] else {
+                problem(.unknownInverse, "the inverse \"\(inverseName)\" is not a relationship of \"\(destination.name)\"")
+                return problems
+            }
+            let pointsBack = inverse.inverseName == relationship.name
+                && (inverse.destinationEntityName == entity.name || isAncestor(inverse.destinationEntityName, of: entity.name, entities))
+            if !pointsBack {
+                problem(.inverseMismatch,
+                        "the inverse \"\(destination.name).\(inverseName)\" points at \"\(inverse.destinationEntityName).\(inverse.inverseName ?? "<none>")\", not back at \"\(entity.name).\(relationship.name)\"")
+            }
+        case .fetchedProperty(let fetched):
+            if entities[fetched.entityName] == nil {
+                problem(.unknownDestination, "the fetched property's entity \"\(fetched.entityName)\" does not exist")
+            }
+        }
+        return problems
+    }
+
+    private static func isAncestor(_ candidate: String, of entityName: String, _ entities: [String: EntityDescription]) -> Bool {
+        var current = entities[entityName]?.parentName
+        var steps = 0
+        while let name = current, steps < entities.count {
+            if name == candidate { return true }
+            current = entities[name]?.parentName
+            steps += 1
+        }
+        return false
+    }
+
+    private static func validationProblems(_ attribute: AttributeDescription, entity: String) -> [ModelProblem] {
+        var problems: [ModelProblem] = []
+        let rules = attribute.validation
+        func problem(_ message: String) {
+            problems.append(ModelProblem(.invalidValidationRule, entity: entity, property: attribute.name, message: message))
+        }
+        for (label, bound) in [("minimum", rules.minimumValue), ("maximum", rules.maximumValue)] {
+            guard let bound else { continue }
+            let fits = bound.fits(attribute.type) || (attribute.type.isNumeric && bound.numericValue != nil && bound.kindName != "date")
+            if !fits { problem("the \(label) value \(bound) does not fit a \(attribute.type.coreDataName) attribute") }
+        }
+        if let low = rules.minimumValue?.numericValue, let high = rules.maximumValue?.numericValue, low > high {
+            problem("the minimum value is above the maximum value")
+        }
+        if (rules.minimumLength != nil || rules.maximumLength != nil) && attribute.type != .string && attribute.type != .binaryData {
+            problem("length rules apply to strings and binary data, not \(attribute.type.coreDataName)")
+        }
+        if let low = rules.minimumLength, let high = rules.maximumLength, low > high {
+            problem("the minimum length \(low) is above the maximum length \(high)")
+        }
+        if let low = rules.minimumLength, low < 0 { problem("the minimum length \(low) is negative") }
+        if let pattern = rules.pattern {
+            if attribute.type != .string { problem("a regular expression applies to strings, not \(attribute.type.coreDataName)") }
+            if (try? NSRegularExpression(pattern: pattern)) == nil { problem("the regular expression \"\(pattern)\" does not compile") }
+        }
+        return problems
+    }
+}

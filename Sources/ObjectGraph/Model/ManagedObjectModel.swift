@@ -1,0 +1,255 @@
+/// A named subset of a model's entities, for putting different entities in different stores.
+public struct ModelConfiguration: Sendable, Hashable {
+    /// The configuration's name.
+    public var name: String
+    /// The names of the entities it holds.
+    public var entityNames: [String]
+
+    /// Creates a configuration.
+    public init(_ name: String, entities: [String]) {
+        self.name = name
+        self.entityNames = entities
+    }
+}
+
+/// A named fetch request stored in the model: an entity and a predicate that may contain `$VARIABLES`, filled in
+/// when the template is used.
+public struct FetchRequestTemplate: Sendable, Hashable {
+    /// The template's name.
+    public var name: String
+    /// The entity the request fetches.
+    public var entityName: String
+    /// The predicate in the predicate format language, or `nil` for every object.
+    public var predicateFormat: String?
+    /// The most objects the request returns (0: no limit).
+    public var fetchLimit: Int
+
+    /// Creates a template.
+    public init(_ name: String, entity: String, predicate: String? = nil, fetchLimit: Int = 0) {
+        self.name = name
+        self.entityName = entity
+        self.predicateFormat = predicate
+        self.fetchLimit = fetchLimit
+    }
+}
+
+/// The schema of an object graph: its entities, configurations and fetch request templates.
+///
+/// A model is an immutable, `Sendable` value. Building one (in code, from JSON, or from a Core Data model file)
+/// checks it and reports every problem at once as a ``ModelError``; a model that exists is consistent: every
+/// relationship's destination and inverse exist and point back, names are unique, indexes and constraints name
+/// real properties, defaults fit their types.
+///
+/// ```swift
+/// let model = try ManagedObjectModel {
+///     EntityDescription("Department") {
+///         AttributeDescription("name", .string)
+///         RelationshipDescription("employees", destination: "Employee", inverse: "department", toMany: true)
+///     }
+///     EntityDescription("Employee") {
+///         AttributeDescription("name", .string).indexed()
+///         RelationshipDescription("department", destination: "Department", inverse: "employees")
+///     }
+/// }
+/// ```
+public struct ManagedObjectModel: Sendable {
+    /// The entities, in declaration order.
+    public let entities: [EntityDescription]
+    /// The named configurations.
+    public let configurations: [ModelConfiguration]
+    /// The fetch request templates.
+    public let fetchRequestTemplates: [FetchRequestTemplate]
+    /// The developer's version label for the model (Xcode's "model version identifier"); not part of the hash.
+    public let versionIdentifier: String?
+    /// What loading the model from a file passed over. Empty for models built in code or from JSON.
+    public internal(set) var warnings: [ModelWarning] = []
+
+    /// A SHA-256 digest of everything the model persists: it changes exactly when a store written with the old
+    /// model could not be read as-is with the new one. See ``versionHash(ofEntity:)``.
+    public let versionHash: [UInt8]
+
+    private let entityIndex: [String: Int]
+    private let resolved: [String: ResolvedEntity]
+
+    struct ResolvedEntity: Sendable {
+        var ancestry: [String]                     // root first, the entity itself last
+        var properties: [PropertyDescription]      // inherited first
+        var propertyIndex: [String: Int]
+        var directSubentities: [String]
+        var indexes: [FetchIndexDescription]       // inherited first, implied ones after each entity's own
+        var constraints: [UniquenessConstraint]    // inherited first
+        var versionHash: [UInt8]
+    }
+
+    /// Builds a model from its parts, checking it.
+    ///
+    /// - Throws: ``ModelError`` listing every problem found.
+    public init(
+        entities: [EntityDescription], configurations: [ModelConfiguration] = [],
+        fetchRequestTemplates: [FetchRequestTemplate] = [], versionIdentifier: String? = nil
+    ) throws(ModelError) {
+        let problems = Self.problems(entities: entities, configurations: configurations, templates: fetchRequestTemplates)
+        guard problems.isEmpty else { throw ModelError(problems: problems) }
+        self.entities = entities
+        self.configurations = configurations
+        self.fetchRequestTemplates = fetchRequestTemplates
+        self.versionIdentifier = versionIdentifier
+        var index: [String: Int] = [:]
+        for (position, entity) in entities.enumerated() { index[entity.name] = position }
+        self.entityIndex = index
+        let resolved = Self.resolve(entities, index: index)
+        self.resolved = resolved
+        self.versionHash = Self.modelHash(entities.map { ($0.name, resolved[$0.name]!.versionHash) })
+    }
+
+    /// Builds a model from the entities listed in `content`, checking it.
+    ///
+    /// - Throws: ``ModelError`` listing every problem found.
+    public init(
+        configurations: [ModelConfiguration] = [], fetchRequestTemplates: [FetchRequestTemplate] = [],
+        versionIdentifier: String? = nil, @ModelContentBuilder _ content: () -> [EntityDescription]
+    ) throws(ModelError) {
+        try self.init(entities: content(), configurations: configurations, fetchRequestTemplates: fetchRequestTemplates,
+                      versionIdentifier: versionIdentifier)
+    }
+
+    private static func resolve(_ entities: [EntityDescription], index: [String: Int]) -> [String: ResolvedEntity] {
+        var resolved: [String: ResolvedEntity] = [:]
+        var children: [String: [String]] = [:]
+        for entity in entities { if let parent = entity.parentName { children[parent, default: []].append(entity.name) } }
+        for entity in entities {
+            var ancestry = [entity.name]
+            var current = entity
+            while let parent = current.parentName, let position = index[parent] {
+                current = entities[position]
+                ancestry.insert(current.name, at: 0)
+            }
+            let properties = ancestry.flatMap { entities[index[$0]!].properties }
+            var propertyIndex: [String: Int] = [:]
+            for (position, property) in properties.enumerated() { propertyIndex[property.name] = position }
+            let lineage = ancestry.map { entities[index[$0]!] }
+            let indexes = lineage.flatMap { owner -> [FetchIndexDescription] in
+                let declared = Set(owner.fetchIndexes.map(\.name))
+                let implied = owner.attributes.filter { $0.isIndexed && !declared.contains("\($0.name)Index") }
+                    .map { FetchIndexDescription("\($0.name)Index", properties: [$0.name]) }
+                return owner.fetchIndexes + implied
+            }
+            resolved[entity.name] = ResolvedEntity(
+                ancestry: ancestry, properties: properties, propertyIndex: propertyIndex,
+                directSubentities: children[entity.name] ?? [], indexes: indexes,
+                constraints: lineage.flatMap(\.uniquenessConstraints), versionHash: [])
+        }
+        for entity in entities {
+            resolved[entity.name]!.versionHash = entityHash(entity, resolved: resolved[entity.name]!)
+        }
+        return resolved
+    }
+}
+
+// MARK: - Looking things up
+
+extension ManagedObjectModel {
+    /// The entity with this name.
+    public func entity(named name: String) -> EntityDescription? {
+        entityIndex[name].map { entities[$0] }
+    }
+
+    /// The entities' names, in declaration order.
+    public var entityNames: [String] { entities.map(\.name) }
+
+    /// Every property of the entity, inherited ones first, in declaration order.
+    public func allProperties(of entityName: String) -> [PropertyDescription] {
+        resolved[entityName]?.properties ?? []
+    }
+
+    /// The entity's property with this name, inherited or its own.
+    public func property(named name: String, in entityName: String) -> PropertyDescription? {
+        guard let entity = resolved[entityName], let position = entity.propertyIndex[name] else { return nil }
+        return entity.properties[position]
+    }
+
+    /// The entity's attribute with this name, inherited or its own.
+    public func attribute(named name: String, in entityName: String) -> AttributeDescription? {
+        if case .attribute(let attribute) = property(named: name, in: entityName) { attribute } else { nil }
+    }
+
+    /// The entity's relationship with this name, inherited or its own.
+    public func relationship(named name: String, in entityName: String) -> RelationshipDescription? {
+        if case .relationship(let relationship) = property(named: name, in: entityName) { relationship } else { nil }
+    }
+
+    /// The inverse of a relationship, if it has one.
+    public func inverse(of relationship: RelationshipDescription) -> RelationshipDescription? {
+        relationship.inverseName.flatMap { self.relationship(named: $0, in: relationship.destinationEntityName) }
+    }
+
+    /// The entity's ancestors and itself, root first.
+    public func ancestry(of entityName: String) -> [String] {
+        resolved[entityName]?.ancestry ?? []
+    }
+
+    /// The entity at the top of the entity's inheritance tree (the entity itself when it has no parent).
+    public func rootEntityName(of entityName: String) -> String? {
+        resolved[entityName]?.ancestry.first
+    }
+
+    /// The entities that name this one as their parent.
+    public func directSubentities(of entityName: String) -> [String] {
+        resolved[entityName]?.directSubentities ?? []
+    }
+
+    /// The entity and every entity below it, depth first.
+    public func entityAndDescendants(of entityName: String) -> [String] {
+        guard resolved[entityName] != nil else { return [] }
+        return [entityName] + directSubentities(of: entityName).flatMap { entityAndDescendants(of: $0) }
+    }
+
+    /// Whether `entityName` is `ancestorName` or inherits from it.
+    public func entity(_ entityName: String, isKindOf ancestorName: String) -> Bool {
+        resolved[entityName]?.ancestry.contains(ancestorName) ?? false
+    }
+
+    /// The fetch indexes that apply to the entity: its ancestors' and its own, plus a one-element index named
+    /// `"<attribute>Index"` for every attribute marked ``AttributeDescription/isIndexed``.
+    public func fetchIndexes(of entityName: String) -> [FetchIndexDescription] {
+        resolved[entityName]?.indexes ?? []
+    }
+
+    /// The uniqueness constraints that apply to the entity: its ancestors' and its own.
+    public func uniquenessConstraints(of entityName: String) -> [UniquenessConstraint] {
+        resolved[entityName]?.constraints ?? []
+    }
+
+    /// The names of the entities in a configuration; every entity for `nil` or an unknown name.
+    public func entityNames(inConfiguration name: String?) -> [String] {
+        guard let name, let configuration = configurations.first(where: { $0.name == name }) else { return entityNames }
+        return configuration.entityNames
+    }
+
+    /// The fetch request template with this name.
+    public func fetchRequestTemplate(named name: String) -> FetchRequestTemplate? {
+        fetchRequestTemplates.first { $0.name == name }
+    }
+
+    /// A SHA-256 digest of what the entity persists. See `Docs/MODEL-JSON.md` ("Version hashes") for what goes in.
+    public func versionHash(ofEntity entityName: String) -> [UInt8]? {
+        resolved[entityName]?.versionHash
+    }
+}
+
+extension ManagedObjectModel: Hashable {
+    /// Two models are equal when their entities, configurations, templates and version identifier are; loading
+    /// warnings do not count.
+    public static func == (lhs: ManagedObjectModel, rhs: ManagedObjectModel) -> Bool {
+        lhs.entities == rhs.entities && lhs.configurations == rhs.configurations
+            && lhs.fetchRequestTemplates == rhs.fetchRequestTemplates && lhs.versionIdentifier == rhs.versionIdentifier
+    }
+
+    /// Hashes what equality compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(entities)
+        hasher.combine(configurations)
+        hasher.combine(fetchRequestTemplates)
+        hasher.combine(versionIdentifier)
+    }
+}
