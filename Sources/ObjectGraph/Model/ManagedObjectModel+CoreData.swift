@@ -160,7 +160,12 @@ struct CoreDataModelReader {
                     child["name"] ?? "", entity: request?["entity"] ?? "", predicate: request?["predicateString"],
                     userInfo: userInfo(child))))
             case "fetchIndex":
-                entity.fetchIndexes.append(fetchIndex(child, in: entity.name))
+                let index = fetchIndex(child, in: entity.name)
+                if index.elements.isEmpty {
+                    warn(child, "the fetch index \"\(index.name)\" of \"\(entity.name)\" indexes no property; it is left out")
+                } else {
+                    entity.fetchIndexes.append(index)
+                }
             case "uniquenessConstraints":
                 for constraint in child.children(named: "uniquenessConstraint") {
                     entity.uniquenessConstraints.append(UniquenessConstraint(constraint.children(named: "constraint").compactMap { $0["value"] }))

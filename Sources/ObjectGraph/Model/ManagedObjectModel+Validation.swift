@@ -3,13 +3,11 @@ import Foundation
 extension ManagedObjectModel {
     /// Names a property may not have, because `ManagedObject` answers to them itself.
     public static let reservedPropertyNames: Set<String> = [
-        "entity", "objectID", "managedObjectContext", "context", "isFault", "isInserted", "isUpdated", "isDeleted",
-        "hasChanges", "hasPersistentChangedValues", "changedValues", "changedValuesForCurrentEvent",
-        "committedValues", "faultingState", "description", "debugDescription", "hash", "hashValue", "self", "class",
-        "className", "value", "setValue", "primitiveValue", "setPrimitiveValue", "willAccessValue", "didAccessValue",
-        "willChangeValue", "didChangeValue", "awakeFromInsert", "awakeFromFetch", "validateForInsert",
-        "validateForUpdate", "validateForDelete", "willSave", "didSave", "willTurnIntoFault", "didTurnIntoFault",
-        "prepareForDeletion", "observationInfo",
+        "entity", "objectID", "managedObjectContext", "isFault", "isInserted", "isUpdated", "isDeleted", "hasChanges",
+        "hasPersistentChangedValues", "changedValues", "changedValuesForCurrentEvent", "faultingState", "description",
+        "debugDescription", "hash", "hashValue", "self", "class", "className", "observationInfo", "awakeFromInsert",
+        "awakeFromFetch", "validateForInsert", "validateForUpdate", "validateForDelete", "willSave", "didSave",
+        "willTurnIntoFault", "didTurnIntoFault", "prepareForDeletion",
     ]
 
     /// Every problem in a would-be model, in a stable order.

@@ -29,16 +29,35 @@ final class XMLElementNode {
         let parser = XMLParser(data: data)
         parser.delegate = builder
         parser.shouldProcessNamespaces = false
-        guard parser.parse(), let root = builder.root else {
-            let error = parser.parserError.map { "\($0.localizedDescription)" } ?? "no root element"
-            throw XMLSyntaxError(line: parser.lineNumber, column: parser.columnNumber, reason: error)
+        // On Linux, parse() can return true after a recoverable error; the delegate records the first one.
+        let succeeded = parser.parse()
+        if let failure = builder.failure {
+            throw failure
+        }
+        guard succeeded, parser.parserError == nil, let root = builder.root else {
+            let reason = parser.parserError.map { "\($0.localizedDescription)" } ?? "no root element"
+            throw XMLSyntaxError(line: parser.lineNumber, column: parser.columnNumber, reason: reason)
         }
         return root
     }
 
     private final class TreeBuilder: NSObject, XMLParserDelegate {
         var root: XMLElementNode?
+        var failure: XMLSyntaxError?
         private var stack: [XMLElementNode] = []
+
+        func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {
+            if failure == nil {
+                let code = (parseError as NSError).code
+                failure = XMLSyntaxError(line: parser.lineNumber, column: parser.columnNumber,
+                                         reason: "parser error \(code) (\(Self.reasons[code] ?? "see libxml2's error codes"))")
+            }
+        }
+
+        private static let reasons: [Int: String] = [
+            4: "the document is empty", 5: "the document ended early", 41: "an attribute is not closed",
+            73: "a tag is not closed", 76: "an end tag does not match its start tag", 111: "an entity is not defined",
+        ]
 
         func parser(_ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
                     qualifiedName: String?, attributes: [String: String]) {
@@ -48,7 +67,7 @@ final class XMLElementNode {
         }
 
         func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName: String?) {
-            stack.removeLast()
+            if !stack.isEmpty { stack.removeLast() }
         }
     }
 }
