@@ -116,3 +116,21 @@ import Testing
             == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
     }
 }
+
+@Suite struct ModelFileTests {
+    @Test func aJSONFileLoadsAndAMissingOneIsNamed() throws {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("model-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let model = try companyModel()
+        try model.jsonData().write(to: url)
+        #expect(try ManagedObjectModel(contentsOfJSON: url) == model)
+        try FileManager.default.removeItem(at: url)
+        do {
+            _ = try ManagedObjectModel(contentsOfJSON: url)
+            Issue.record("a missing file loaded")
+        } catch {
+            #expect(error.problems.first?.code == .unreadableFile)
+            #expect(error.problems.first?.file == url.path)
+        }
+    }
+}

@@ -23,13 +23,7 @@ extension ManagedObjectModel {
         case "xcdatamodel":
             try self.init(contentsOfCoreDataModel: url.appendingPathComponent("contents"))
         default:
-            let data: Data
-            do {
-                data = try Data(contentsOf: url)
-            } catch {
-                throw ModelError(problems: [ModelProblem(.unreadableFile, file: url.path, message: "the file cannot be read: \(error.localizedDescription)")])
-            }
-            try self.init(coreDataModelXML: data, file: url.path)
+            try self.init(coreDataModelXML: Self.contents(of: url), file: url.path)
         }
     }
 

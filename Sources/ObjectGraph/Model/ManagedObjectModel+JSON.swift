@@ -32,13 +32,16 @@ extension ManagedObjectModel {
     ///
     /// - Throws: ``ModelError`` naming the file when it cannot be read or does not describe a valid model.
     public init(contentsOfJSON url: URL) throws(ModelError) {
-        let data: Data
+        try self.init(json: Self.contents(of: url), file: url.path)
+    }
+
+    /// The bytes of a model file, or a ``ModelError`` naming it.
+    static func contents(of url: URL) throws(ModelError) -> Data {
         do {
-            data = try Data(contentsOf: url)
+            return try Data(contentsOf: url)
         } catch {
             throw ModelError(problems: [ModelProblem(.unreadableFile, file: url.path, message: "the file cannot be read: \(error.localizedDescription)")])
         }
-        try self.init(json: data, file: url.path)
     }
 
     /// The model's JSON description: pretty-printed, keys sorted, so equal models give equal bytes.
