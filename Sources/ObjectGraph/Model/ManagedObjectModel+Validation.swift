@@ -115,11 +115,35 @@ extension ManagedObjectModel {
                                              message: "the configuration \"\(configuration.name)\" names the unknown entity \"\(name)\""))
             }
         }
-        for template in templates where byName[template.entityName] == nil {
-            problems.append(ModelProblem(.unknownEntity, property: template.name,
-                                         message: "the fetch request template \"\(template.name)\" names the unknown entity \"\(template.entityName)\""))
+        for template in templates {
+            if byName[template.entityName] == nil {
+                problems.append(ModelProblem(.unknownEntity, property: template.name,
+                                             message: "the fetch request template \"\(template.name)\" names the unknown entity \"\(template.entityName)\""))
+            }
+            if let format = template.predicateFormat, let problem = predicateProblem(format) {
+                problems.append(ModelProblem(.invalidPredicate, entity: template.entityName, property: template.name,
+                                             message: "the fetch request template \"\(template.name)\" has a predicate that \(problem)"))
+            }
+        }
+        for entity in entities {
+            for fetched in entity.fetchedProperties {
+                if let format = fetched.predicateFormat, let problem = predicateProblem(format) {
+                    problems.append(ModelProblem(.invalidPredicate, entity: entity.name, property: fetched.name,
+                                                 message: "the fetched property's predicate \(problem)"))
+                }
+            }
         }
         return problems
+    }
+
+    /// Why predicate text does not parse, or `nil` when it does.
+    private static func predicateProblem(_ format: String) -> String? {
+        do {
+            _ = try FetchPredicate(format: format)
+            return nil
+        } catch {
+            return "does not parse: \(error)"
+        }
     }
 
     /// Why a property cannot be part of an index or constraint key, or `nil` when it can.

@@ -57,6 +57,8 @@ public struct ModelProblem: Sendable, Hashable, CustomStringConvertible {
         public static let missingType = Code(rawValue: "missingType")
         /// A configuration or fetch request template names an entity that does not exist.
         public static let unknownEntity = Code(rawValue: "unknownEntity")
+        /// A fetch request template's or fetched property's predicate does not parse.
+        public static let invalidPredicate = Code(rawValue: "invalidPredicate")
         /// A name is empty.
         public static let emptyName = Code(rawValue: "emptyName")
         /// A model file cannot be read.

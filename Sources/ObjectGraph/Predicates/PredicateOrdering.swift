@@ -1,0 +1,125 @@
+import Foundation
+
+/// How predicate values compare: numbers as numbers (whatever their kind), dates by time, strings with the
+/// comparison's case and diacritic options, NULL equal only to NULL.
+enum PredicateOrdering {
+    /// Whether two values are equal under `options`.
+    static func equal(_ lhs: PredicateValue, _ rhs: PredicateValue, options: ComparisonOptions) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.null, _), (_, .null): return false
+        case (.string(let a), .string(let b)): return StringMatching.fold(a, options) == StringMatching.fold(b, options)
+        case (.array(let a), .array(let b)):
+            return a.count == b.count && zip(a, b).allSatisfy { equal($0, $1, options: options) }
+        default:
+            if let order = numericOrder(lhs, rhs) { return order == 0 }
+            return lhs == rhs
+        }
+    }
+
+    /// The order of two non-NULL values, or `nil` when their kinds cannot be ordered against each other.
+    static func order(_ lhs: PredicateValue, _ rhs: PredicateValue, options: ComparisonOptions) -> Int? {
+        if let order = numericOrder(lhs, rhs) { return order }
+        switch (lhs, rhs) {
+        case (.string(let a), .string(let b)):
+            let (x, y) = (StringMatching.fold(a, options), StringMatching.fold(b, options))
+            return x == y ? 0 : x < y ? -1 : 1
+        case (.date(let a), .date(let b)): return a == b ? 0 : a < b ? -1 : 1
+        case (.uuid(let a), .uuid(let b)): return a.uuidString == b.uuidString ? 0 : a.uuidString < b.uuidString ? -1 : 1
+        case (.data(let a), .data(let b)): return a == b ? 0 : a.lexicographicallyPrecedes(b) ? -1 : 1
+        case (.uri(let a), .uri(let b)):
+            return a.absoluteString == b.absoluteString ? 0 : a.absoluteString < b.absoluteString ? -1 : 1
+        default: return nil
+        }
+    }
+
+    /// The order of two numeric values (integers, Booleans, doubles, decimals), exactly where possible.
+    static func numericOrder(_ lhs: PredicateValue, _ rhs: PredicateValue) -> Int? {
+        guard let a = Number(lhs), let b = Number(rhs) else { return nil }
+        switch (a.kind, b.kind) {
+        case (.integer, .integer):
+            return a.integer == b.integer ? 0 : a.integer < b.integer ? -1 : 1
+        case (.decimal, _), (_, .decimal):
+            if let x = a.decimal, let y = b.decimal { return x == y ? 0 : x < y ? -1 : 1 }
+            fallthrough
+        default:
+            if a.double.isNaN || b.double.isNaN { return a.double.isNaN && b.double.isNaN ? 0 : (a.double.isNaN ? -1 : 1) }
+            return a.double == b.double ? 0 : a.double < b.double ? -1 : 1
+        }
+    }
+}
+
+/// String operations with `[c]`, `[d]` and `[n]` options.
+enum StringMatching {
+    /// The string with case and/or diacritics folded away, as the options ask.
+    static func fold(_ text: String, _ options: ComparisonOptions) -> String {
+        var folding: String.CompareOptions = []
+        if options.contains(.caseInsensitive) { folding.insert(.caseInsensitive) }
+        if options.contains(.diacriticInsensitive) { folding.insert(.diacriticInsensitive) }
+        guard !folding.isEmpty else { return text }
+        return text.folding(options: folding, locale: nil)
+    }
+
+    static func contains(_ haystack: String, _ needle: String, options: ComparisonOptions) -> Bool {
+        needle.isEmpty || fold(haystack, options).contains(fold(needle, options))
+    }
+
+    static func hasPrefix(_ text: String, _ prefix: String, options: ComparisonOptions) -> Bool {
+        fold(text, options).hasPrefix(fold(prefix, options))
+    }
+
+    static func hasSuffix(_ text: String, _ suffix: String, options: ComparisonOptions) -> Bool {
+        fold(text, options).hasSuffix(fold(suffix, options))
+    }
+
+    /// LIKE: `*` matches any run of characters (newlines included), `?` exactly one, `\` escapes the next
+    /// character; everything else is literal. The whole string must match.
+    static func like(_ text: String, _ pattern: String, options: ComparisonOptions) -> Bool {
+        let subject = Array(fold(text, options))
+        var tokens: [LikeToken] = []
+        var escaping = false
+        for character in fold(pattern, options) {
+            if escaping { tokens.append(.literal(character)); escaping = false; continue }
+            switch character {
+            case "\\": escaping = true
+            case "*": if tokens.last != .anyRun { tokens.append(.anyRun) }
+            case "?": tokens.append(.anyOne)
+            default: tokens.append(.literal(character))
+            }
+        }
+        if escaping { tokens.append(.literal("\\")) }
+        // Greedy matching with one backtrack point per star: linear in practice, no exponential blow-up.
+        var s = 0, p = 0
+        var starP = -1, starS = 0
+        while s < subject.count {
+            if p < tokens.count, tokens[p] == .anyOne || tokens[p] == .literal(subject[s]) {
+                s += 1; p += 1
+            } else if p < tokens.count, tokens[p] == .anyRun {
+                starP = p; starS = s; p += 1
+            } else if starP >= 0 {
+                p = starP + 1; starS += 1; s = starS
+            } else {
+                return false
+            }
+        }
+        while p < tokens.count, tokens[p] == .anyRun { p += 1 }
+        return p == tokens.count
+    }
+
+    private enum LikeToken: Equatable {
+        case literal(Character)
+        case anyOne
+        case anyRun
+    }
+
+    /// MATCHES: an ICU regular expression that must match the whole string; `nil` for an invalid expression.
+    static func matches(_ text: String, _ pattern: String, options: ComparisonOptions) -> Bool? {
+        var regexOptions: NSRegularExpression.Options = [.anchorsMatchLines]
+        if options.contains(.caseInsensitive) { regexOptions.insert(.caseInsensitive) }
+        let subject = options.contains(.diacriticInsensitive) ? fold(text, [.diacriticInsensitive]) : text
+        let expression = options.contains(.diacriticInsensitive) ? fold(pattern, [.diacriticInsensitive]) : pattern
+        // \A and \z anchor the whole string; ^ and $ inside the pattern still match at line boundaries.
+        guard let regex = try? NSRegularExpression(pattern: "\\A(?:" + expression + ")\\z", options: regexOptions) else { return nil }
+        return regex.firstMatch(in: subject, options: [], range: NSRange(subject.startIndex..., in: subject)) != nil
+    }
+}
