@@ -219,7 +219,7 @@ struct PredicateEvaluator {
             case .null: elements = []
             case .array, .dictionary: elements = current.collectionElements!
             default:
-                throw failure(.typeMismatch, "\(key) needs a collection, but the value is a \(current.kindName)", node.format)
+                throw failure(.typeMismatch, "\(key) needs a collection, but the value is \(current.kindPhrase)", node.format)
             }
             var values: [PredicateValue] = []
             for element in elements {
@@ -260,7 +260,7 @@ struct PredicateEvaluator {
         case .string(let text) where key == "length":
             return .integer(Int64(text.count))
         default:
-            throw failure(.typeMismatch, "a \(value.kindName) has no key \"\(key)\"", node.format)
+            throw failure(.typeMismatch, "\(value.kindPhrase) has no key \"\(key)\"", node.format)
         }
     }
 
@@ -270,7 +270,7 @@ struct PredicateEvaluator {
             return pairs[key] ?? .null
         }
         guard let elements = base.collectionElements else {
-            throw failure(.typeMismatch, "only collections can be indexed, not a \(base.kindName)", node.format)
+            throw failure(.typeMismatch, "only collections can be indexed, not \(base.kindPhrase)", node.format)
         }
         switch selector {
         case .first: return elements.first ?? .null
@@ -280,7 +280,7 @@ struct PredicateEvaluator {
             var copy = self
             let position = try copy.value(expression)
             guard case .integer(let offset) = position else {
-                throw failure(.typeMismatch, "an index must be an integer, not a \(position.kindName)", node.format)
+                throw failure(.typeMismatch, "an index must be an integer, not \(position.kindPhrase)", node.format)
             }
             guard offset >= 0, offset < elements.count else {
                 throw failure(.indexOutOfRange, "index \(offset) is outside a collection of \(elements.count)", node.format)

@@ -19,7 +19,7 @@ extension PredicateEvaluator {
             }
         case .between:
             guard let bounds = rhs.collectionElements, bounds.count == 2 else {
-                throw failure(.invalidOperand, "BETWEEN needs two bounds, {lower, upper}, not a \(rhs.kindName)", node.format)
+                throw failure(.invalidOperand, "BETWEEN needs two bounds, {lower, upper}, not \(rhs.kindPhrase)", node.format)
             }
             guard let low = try order(lhs, bounds[0], options: options, node),
                   let high = try order(lhs, bounds[1], options: options, node) else { return false }
@@ -30,7 +30,7 @@ extension PredicateEvaluator {
             }
             if rhs.isNull { return false }
             guard let elements = rhs.collectionElements else {
-                throw failure(.typeMismatch, "IN needs a collection or a string on its right, not a \(rhs.kindName)", node.format)
+                throw failure(.typeMismatch, "IN needs a collection or a string on its right, not \(rhs.kindPhrase)", node.format)
             }
             return elements.contains { PredicateOrdering.equal(lhs, $0, options: options) }
         case .contains:
@@ -39,13 +39,13 @@ extension PredicateEvaluator {
             }
             if lhs.isNull { return false }
             guard let elements = lhs.collectionElements else {
-                throw failure(.typeMismatch, "CONTAINS needs a collection or a string on its left, not a \(lhs.kindName)", node.format)
+                throw failure(.typeMismatch, "CONTAINS needs a collection or a string on its left, not \(lhs.kindPhrase)", node.format)
             }
             return elements.contains { PredicateOrdering.equal($0, rhs, options: options) }
         case .beginsWith, .endsWith, .like, .matches:
             if lhs.isNull || rhs.isNull { return false }
             guard case .string(let text) = lhs, case .string(let pattern) = rhs else {
-                throw failure(.typeMismatch, "\(op.rawValue) compares strings, not a \(lhs.kindName) with a \(rhs.kindName)", node.format)
+                throw failure(.typeMismatch, "\(op.rawValue) compares strings, not \(lhs.kindPhrase) with \(rhs.kindPhrase)", node.format)
             }
             switch op {
             case .beginsWith: return StringMatching.hasPrefix(text, pattern, options: options)
@@ -70,7 +70,7 @@ extension PredicateEvaluator {
     func order(_ lhs: PredicateValue, _ rhs: PredicateValue, options: ComparisonOptions, _ node: ComparisonNode) throws(PredicateEvaluationError) -> Int? {
         if lhs.isNull || rhs.isNull { return nil }
         guard let order = PredicateOrdering.order(lhs, rhs, options: options) else {
-            throw failure(.typeMismatch, "cannot order a \(lhs.kindName) against a \(rhs.kindName)", node.format)
+            throw failure(.typeMismatch, "cannot order \(lhs.kindPhrase) against \(rhs.kindPhrase)", node.format)
         }
         return order
     }
@@ -82,7 +82,7 @@ extension PredicateEvaluator {
         guard let a = Number(lhs), let b = Number(rhs) else {
             if op == .add, case .date(let date) = lhs, let seconds = Number(rhs)?.double { return .date(date.addingTimeInterval(seconds)) }
             if op == .subtract, case .date(let date) = lhs, let seconds = Number(rhs)?.double { return .date(date.addingTimeInterval(-seconds)) }
-            throw failure(.typeMismatch, "\(op.rawValue) needs numbers, not a \(lhs.kindName) and a \(rhs.kindName)", node.format)
+            throw failure(.typeMismatch, "\(op.rawValue) needs numbers, not \(lhs.kindPhrase) and \(rhs.kindPhrase)", node.format)
         }
         switch op {
         case .add, .subtract, .multiply:
@@ -123,7 +123,7 @@ extension PredicateEvaluator {
             var result: [Number] = []
             for value in present {
                 guard let number = Number(value) else {
-                    throw failure(.typeMismatch, "\(name) needs numbers, not a \(value.kindName)", node.format)
+                    throw failure(.typeMismatch, "\(name) needs numbers, not \(value.kindPhrase)", node.format)
                 }
                 result.append(number)
             }
@@ -133,7 +133,7 @@ extension PredicateEvaluator {
             guard arguments.count == 1 else { throw failure(.invalidOperand, "\(name) takes one number", node.format) }
             if arguments[0].isNull { return nil }
             guard let number = Number(arguments[0]) else {
-                throw failure(.typeMismatch, "\(name) needs a number, not a \(arguments[0].kindName)", node.format)
+                throw failure(.typeMismatch, "\(name) needs a number, not \(arguments[0].kindPhrase)", node.format)
             }
             return number.double
         }
@@ -151,7 +151,7 @@ extension PredicateEvaluator {
             for value in present {
                 guard let current = best else { best = value; continue }
                 guard let order = PredicateOrdering.order(value, current, options: []) else {
-                    throw failure(.typeMismatch, "\(name) cannot order a \(value.kindName) against a \(current.kindName)", node.format)
+                    throw failure(.typeMismatch, "\(name) cannot order \(value.kindPhrase) against \(current.kindPhrase)", node.format)
                 }
                 if (name == "min" && order < 0) || (name == "max" && order > 0) { best = value }
             }
@@ -195,7 +195,7 @@ extension PredicateEvaluator {
             }
             if arguments[0].isNull { return .null }
             guard let cast = PredicateValue.cast(arguments[0], to: type) else {
-                throw failure(.typeMismatch, "cannot CAST a \(arguments[0].kindName) to \"\(type)\"", node.format)
+                throw failure(.typeMismatch, "cannot CAST \(arguments[0].kindPhrase) to \"\(type)\"", node.format)
             }
             return cast
         default:

@@ -367,23 +367,23 @@ struct PredicateParser {
             return .constant(argument)
         case "K":
             guard case .string(let keyPath) = argument, !keyPath.isEmpty else {
-                throw error("%K needs a key path string, but its argument is a \(argument.kindName)", at: token)
+                throw error("%K needs a key path string, but its argument is \(argument.kindPhrase)", at: token)
             }
             return .keyPath(keyPath)
         case "s", "c":
-            guard case .string = argument else { throw error("%\(spec) needs a string, but its argument is a \(argument.kindName)", at: token) }
+            guard case .string = argument else { throw error("%\(spec) needs a string, but its argument is \(argument.kindPhrase)", at: token) }
             return .constant(argument)
         case "f", "lf", "Lf", "e", "g":
             switch argument {
             case .integer(let value): return .constant(.double(Double(value)))
             case .double, .decimal: return .constant(argument)
-            default: throw error("%\(spec) needs a number, but its argument is a \(argument.kindName)", at: token)
+            default: throw error("%\(spec) needs a number, but its argument is \(argument.kindPhrase)", at: token)
             }
         default:
             switch argument {
             case .integer, .boolean: return .constant(argument)
             case .double(let value) where value.rounded() == value && abs(value) < 9.2e18: return .constant(.integer(Int64(value)))
-            default: throw error("%\(spec) needs an integer, but its argument is a \(argument.kindName)", at: token)
+            default: throw error("%\(spec) needs an integer, but its argument is \(argument.kindPhrase)", at: token)
             }
         }
     }
@@ -394,7 +394,7 @@ struct PredicateParser {
             return .function("CAST", [value, .constant(.string(type))])
         }
         if let folded = PredicateValue.cast(constant, to: type) { return .constant(folded) }
-        throw error("cannot CAST a \(constant.kindName) to \"\(type)\"", at: token)
+        throw error("cannot CAST \(constant.kindPhrase) to \"\(type)\"", at: token)
     }
 }
 

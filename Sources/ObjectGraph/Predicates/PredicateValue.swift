@@ -53,6 +53,12 @@ public enum PredicateValue: Sendable {
         }
     }
 
+    /// The kind with its article, for messages: "an integer", "a string", "null".
+    public var kindPhrase: String {
+        if isNull { return "null" }
+        return ("aeiou".contains(kindName.first!) ? "an " : "a ") + kindName
+    }
+
     /// Whether the value is ``null``.
     public var isNull: Bool { if case .null = self { true } else { false } }
 

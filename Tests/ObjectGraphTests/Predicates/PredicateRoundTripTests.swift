@@ -1,0 +1,155 @@
+import Foundation
+import Testing
+@testable import ObjectGraph
+
+/// Generates random predicate trees in the shapes the parser produces (flattened AND/OR, folded constant lists
+/// and negative literals), so that parse(print(p)) must give p back.
+struct PredicateGenerator {
+    var random: SeededRandom
+    var depth = 0
+
+    init(seed: UInt64) { random = SeededRandom(seed: seed) }
+
+    mutating func pick<T>(_ options: [T]) -> T { options[Int(random.next() % UInt64(options.count))] }
+    mutating func chance(_ percent: UInt64) -> Bool { random.next() % 100 < percent }
+
+    static let names = ["age", "name", "size", "in", "items", "tags", "_x1", "ünïcode", "first", "count", "sum", "FUNCTION"]
+
+    mutating func keyPath() -> String {
+        var parts = [pick(Self.names)]
+        while chance(30) { parts.append(chance(20) ? pick(["@count", "@sum", "@max"]) : pick(Self.names)) }
+        return parts.joined(separator: ".")
+    }
+
+    mutating func string() -> String {
+        let pieces = ["a", "Z", " ", "\"", "'", "\\", "\n", "\t", "é", "🙂", "%@", "$X", "*", "?", "\u{1}"]
+        return (0..<Int(random.next() % 6)).map { _ in pick(pieces) }.joined()
+    }
+
+    mutating func constant() -> PredicateValue {
+        switch random.next() % 10 {
+        case 0: return .null
+        case 1: return .boolean(chance(50))
+        case 2: return .integer(Int64(bitPattern: random.next()) / (chance(50) ? 1 : 1_000_000) | 1)
+        case 3: return .double(Double(Int64(bitPattern: random.next()) % 1_000_000) / 1000)
+        case 4: return .string(string())
+        case 5: return .date(Date(timeIntervalSinceReferenceDate: Double(Int64(bitPattern: random.next()) % 10_000_000) / 8))
+        case 6: return .decimal(Decimal(string: "\(Int64(bitPattern: random.next()) % 100_000).\(random.next() % 1000)")!)
+        case 7: return .uuid(UUID())
+        case 8: return .array((0..<Int(random.next() % 4)).map { _ in .integer(Int64(random.next() % 100)) })
+        default: return .integer(-Int64(random.next() % 1000) - 1)
+        }
+    }
+
+    mutating func expression() -> ExpressionNode {
+        depth += 1
+        defer { depth -= 1 }
+        if depth > 3 || chance(45) {
+            switch random.next() % 4 {
+            case 0: return .constant(constant())
+            case 1: return .variable(pick(["A", "b", "VAR_2"]))
+            case 2: return chance(10) ? .evaluatedObject : .keyPath(keyPath())
+            default: return .keyPath(keyPath())
+            }
+        }
+        switch random.next() % 11 {
+        case 0: return .arithmetic(pick(ArithmeticOperator.allCases), expression(), expression())
+        case 1: return .negate(.keyPath(keyPath()))
+        case 2: return .function(pick(["sum", "max", "sqrt", "now", "count"]), (0..<Int(random.next() % 3)).map { _ in expression() })
+        case 3: return .aggregate([.keyPath(keyPath())] + (0..<Int(random.next() % 3)).map { _ in expression() })
+        case 4: return .index(.keyPath(keyPath()), pick([.first, .last, .size, .expression(.constant(.integer(Int64(random.next() % 5))))]))
+        case 5: return .subquery(.keyPath(keyPath()), "x", .comparison(ComparisonNode(.direct, .member(.variable("x"), pick(Self.names)), .greaterThan, .constant(constant()))))
+        case 6: return .member(.variable("v"), keyPath())
+        case 7: return .method(.evaluatedObject, "selector:", [expression()])
+        case 8: return .ternary(predicate(), expression(), expression())
+        case 9: return .assignment("y", expression())
+        default: return .function("CAST", [.keyPath(keyPath()), .constant(.string("NSString"))])
+        }
+    }
+
+    mutating func comparison() -> ComparisonNode {
+        var options: ComparisonOptions = []
+        if chance(20) { options.insert(.caseInsensitive) }
+        if chance(20) { options.insert(.diacriticInsensitive) }
+        if chance(5) { options.insert(.normalized) }
+        let modifier = pick([ComparisonModifier.direct, .direct, .direct, .any, .all, .none])
+        return ComparisonNode(modifier, expression(), pick(ComparisonOperator.allCases), expression(), options: options)
+    }
+
+    mutating func predicate() -> PredicateNode {
+        depth += 1
+        defer { depth -= 1 }
+        if depth > 3 || chance(40) {
+            return chance(5) ? .constant(chance(50)) : .comparison(comparison())
+        }
+        switch random.next() % 3 {
+        case 0: return PredicateNode.combine((0..<2 + Int(random.next() % 2)).map { _ in predicate() }, and: true)
+        case 1: return PredicateNode.combine((0..<2 + Int(random.next() % 2)).map { _ in predicate() }, and: false)
+        default: return .not(predicate())
+        }
+    }
+}
+
+struct SeededRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite struct PredicateRoundTripTests {
+    @Test func parsingWhatWasPrintedGivesTheSamePredicate() throws {
+        for seed in UInt64(0)..<3000 {
+            var generator = PredicateGenerator(seed: seed)
+            let predicate = FetchPredicate(node: generator.predicate())
+            let text = predicate.predicateFormat
+            let reparsed: FetchPredicate
+            do {
+                reparsed = try FetchPredicate(format: text)
+            } catch {
+                Issue.record("seed \(seed): \(text) does not parse: \(error)")
+                continue
+            }
+            #expect(reparsed == predicate, "seed \(seed): \(text) reparsed as \(reparsed.predicateFormat)")
+        }
+    }
+
+    @Test func randomBytesNeverCrashTheParser() {
+        var random = SeededRandom(seed: 7)
+        var parsed = 0
+        for _ in 0..<20_000 {
+            let bytes = (0..<Int(random.next() % 40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            if (try? FetchPredicate(format: String(decoding: bytes, as: UTF8.self))) != nil { parsed += 1 }
+        }
+        #expect(parsed < 20_000)
+    }
+
+    @Test func randomTokenSoupNeverCrashesTheParser() {
+        let vocabulary = ["a", "b.c", "(", ")", "{", "}", "[", "]", ",", ".", "==", "=", "!=", "<", ">=", "=<", "AND", "OR",
+                          "NOT", "!", "&&", "||", "ANY", "ALL", "NONE", "SOME", "IN", "CONTAINS", "BEGINSWITH", "LIKE",
+                          "MATCHES", "BETWEEN", "[cd]", "[x]", "'s'", "\"t\"", "'unterminated", "1", "2.5", "0x1F", "0b2",
+                          "1e", "-", "+", "*", "/", "**", "&", "|", "^", "<<", ">>", "$V", "$", "%@", "%K", "%d", "%k", "@",
+                          "@count", "#", "#in", "SELF", "nil", "TRUE", "NO", "SUBQUERY", "FUNCTION", "CAST", "TERNARY",
+                          "sum", "FIRST", "LAST", "SIZE", ":=", "UTI-EQUALS", "TRUEPREDICATE", "FALSEPREDICATE", "\\", "?"]
+        var random = SeededRandom(seed: 11)
+        var parsed = 0
+        for _ in 0..<20_000 {
+            let count = Int(random.next() % 12) + 1
+            let text = (0..<count).map { _ in vocabulary[Int(random.next() % UInt64(vocabulary.count))] }.joined(separator: " ")
+            let arguments: [any PredicateArgument] = (0..<Int(random.next() % 3)).map { _ in "k" }
+            if let predicate = try? FetchPredicate(format: text, argumentArray: arguments) {
+                parsed += 1
+                // Whatever parses must print and parse back.
+                #expect((try? FetchPredicate(format: predicate.predicateFormat)) == predicate, "\(text)")
+                _ = try? predicate.evaluate(with: tablePerson)
+            }
+        }
+        #expect(parsed > 0)
+    }
+}
+
