@@ -59,10 +59,10 @@ extension PredicateNode {
         }
     }
 
-    /// Compound operands of a compound predicate are parenthesised.
+    /// AND and OR operands of a compound predicate are parenthesised; NOT binds tighter and needs none.
     private var operandFormat: String {
         switch self {
-        case .and, .or, .not: "(" + format + ")"
+        case .and, .or: "(" + format + ")"
         default: format
         }
     }

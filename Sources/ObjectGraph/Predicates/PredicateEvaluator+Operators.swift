@@ -38,6 +38,7 @@ extension PredicateEvaluator {
                 return StringMatching.contains(haystack, needle, options: options)
             }
             if lhs.isNull { return false }
+            if case .string = lhs, rhs.isNull { return false }
             guard let elements = lhs.collectionElements else {
                 throw failure(.typeMismatch, "CONTAINS needs a collection or a string on its left, not \(lhs.kindPhrase)", node.format)
             }
