@@ -28,13 +28,18 @@ let package = Package(
             dependencies: ["LMDB"],
             path: "Tests/TestHelper"
         ),
+        // Helpers shared by the test targets.
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "LMDBTests",
-            dependencies: ["LMDB", "lmdbstore-test-helper"]
+            dependencies: ["LMDB", "lmdbstore-test-helper", "TestSupport"]
         ),
         .testTarget(
             name: "ObjectGraphTests",
-            dependencies: ["ObjectGraph"],
+            dependencies: ["ObjectGraph", "TestSupport"],
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -1,14 +1,15 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import ObjectGraph
 
 /// Generates random predicate trees in the shapes the parser produces (flattened AND/OR, folded constant lists
 /// and negative literals), so that parse(print(p)) must give p back.
 struct PredicateGenerator {
-    var random: SeededRandom
+    var random: SplitMix64
     var depth = 0
 
-    init(seed: UInt64) { random = SeededRandom(seed: seed) }
+    init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
     mutating func pick<T>(_ options: [T]) -> T { options[Int(random.next() % UInt64(options.count))] }
     mutating func chance(_ percent: UInt64) -> Bool { random.next() % 100 < percent }
@@ -90,18 +91,6 @@ struct PredicateGenerator {
     }
 }
 
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite struct PredicateRoundTripTests {
     @Test func parsingWhatWasPrintedGivesTheSamePredicate() throws {
         for seed in UInt64(0)..<3000 {
@@ -120,7 +109,7 @@ struct SeededRandom {
     }
 
     @Test func randomBytesNeverCrashTheParser() {
-        var random = SeededRandom(seed: 7)
+        var random = SplitMix64(seed: 7)
         var parsed = 0
         for _ in 0..<20_000 {
             let bytes = (0..<Int(random.next() % 40)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
@@ -136,7 +125,7 @@ struct SeededRandom {
                           "1e", "-", "+", "*", "/", "**", "&", "|", "^", "<<", ">>", "$V", "$", "%@", "%K", "%d", "%k", "@",
                           "@count", "#", "#in", "SELF", "nil", "TRUE", "NO", "SUBQUERY", "FUNCTION", "CAST", "TERNARY",
                           "sum", "FIRST", "LAST", "SIZE", ":=", "UTI-EQUALS", "TRUEPREDICATE", "FALSEPREDICATE", "\\", "?"]
-        var random = SeededRandom(seed: 11)
+        var random = SplitMix64(seed: 11)
         var parsed = 0
         for _ in 0..<20_000 {
             let count = Int(random.next() % 12) + 1
