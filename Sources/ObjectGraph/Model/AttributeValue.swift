@@ -48,7 +48,7 @@ public enum AttributeValue: Sendable, Hashable {
         switch (self, type) {
         case (.integer(let value), _) where type.isInteger: type.integerRange!.contains(value)
         case (.double, .double), (.float, .float), (.decimal, .decimal), (.string, .string), (.boolean, .boolean),
-             (.date, .date), (.data, .binaryData), (.uuid, .uuid), (.uri, .uri):
+             (.date, .date), (.data, .binaryData), (.data, .transformable), (.uuid, .uuid), (.uri, .uri), (.uri, .objectID):
             true
         default: false
         }

@@ -65,6 +65,7 @@ extension PredicateValue {
     static func wrapping(_ object: some KeyValueReadable) -> PredicateValue {
         if let dictionary = object as? [String: PredicateValue] { return .dictionary(dictionary) }
         if let value = object as? PredicateValue { return value }
+        if let managed = object as? ManagedObject { return .object(PredicateObject(managed)) }
         return .object(PredicateObject(unique: object))
     }
 }
@@ -79,6 +80,7 @@ extension PredicateObject {
         let base: any KeyValueReadable
         init(base: any KeyValueReadable) { self.base = base }
         func predicateValue(forKey key: String) -> PredicateValue { base.predicateValue(forKey: key) }
+        var predicateIdentity: AnyHashable? { base.predicateIdentity ?? AnyHashable(ObjectIdentifier(self)) }
         static func == (lhs: UniqueReadable, rhs: UniqueReadable) -> Bool { lhs === rhs }
         func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     }

@@ -142,6 +142,15 @@ extension PredicateValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, 
 public protocol KeyValueReadable {
     /// The value for `key`, or ``PredicateValue/null`` when there is none.
     func predicateValue(forKey key: String) -> PredicateValue
+
+    /// What makes two readable things the same object in a predicate (a managed object and a store row of the
+    /// same object share their ``ManagedObjectID``), or `nil` to compare by the thing's own equality.
+    var predicateIdentity: AnyHashable? { get }
+}
+
+extension KeyValueReadable {
+    /// No shared identity: compare by the thing's own equality.
+    public var predicateIdentity: AnyHashable? { nil }
 }
 
 extension Dictionary: KeyValueReadable where Key == String, Value == PredicateValue {
@@ -163,7 +172,7 @@ public struct PredicateObject: @unchecked Sendable, Hashable {
     /// `Sendable` so that values can flow through the same types as constants, and must not be shared further.
     public init<Object: KeyValueReadable & Hashable>(_ object: Object) {
         self.base = object
-        self.identity = AnyHashable(object)
+        self.identity = object.predicateIdentity ?? AnyHashable(object)
     }
 
     /// Equality of the wrapped objects.

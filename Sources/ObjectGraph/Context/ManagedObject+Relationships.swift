@@ -1,0 +1,151 @@
+extension ManagedObject {
+    /// The objects a to-many relationship holds, in order for ordered relationships.
+    public func relatedObjects(forKey key: String) -> [ManagedObject] {
+        guard let context = managedObjectContext else { return [] }
+        return relatedIDs(forKey: key).map { context.object(with: $0) }
+    }
+
+    /// A live, mutable view of a to-many relationship; changes through it keep inverses consistent.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` when `key` is
+    ///   not a to-many relationship.
+    public func mutableRelationship(forKey key: String) throws(ManagedObjectContextError) -> ToManyRelationship {
+        guard case .relationship(let relationship) = model.property(named: key, in: entity.name), relationship.isToMany else {
+            throw ManagedObjectContextError(.unknownName, message: "\(entity.name).\(key) is not a to-many relationship")
+        }
+        return ToManyRelationship(owner: self, relationship: relationship)
+    }
+
+    /// The IDs a to-many relationship holds, loading them if they are a fault.
+    func relatedIDs(forKey key: String) -> [ManagedObjectID] {
+        if let loaded = toMany[key] { return loaded }
+        if lifecycle == .inserted || managedObjectContext == nil {
+            toMany[key] = []
+            return []
+        }
+        managedObjectContext?.fulfillRelationshipFault(of: self, key: key)
+        return toMany[key] ?? []
+    }
+
+    func setToOne(_ key: String, _ relationship: RelationshipDescription, to destination: ManagedObject?) {
+        willAccessValues()
+        let old = toOne[key]
+        guard old != destination?.objectID else { return }
+        primitiveSetToOne(key, destination?.objectID)
+        guard let inverseName = relationship.inverseName, let context = managedObjectContext,
+              let inverse = model.relationship(named: inverseName, in: relationship.destinationEntityName) else { return }
+        if let old {
+            context.object(with: old).unlink(self, fromInverse: inverse)
+        }
+        destination?.link(self, toInverse: inverse, relationshipBack: relationship)
+    }
+
+    func replaceToMany(_ key: String, _ relationship: RelationshipDescription, with objects: [ManagedObject]) throws(ManagedObjectContextError) {
+        let current = relatedIDs(forKey: key)
+        var seen = Set<ManagedObjectID>()
+        let wanted = objects.filter { seen.insert($0.objectID).inserted }
+        let wantedIDs = wanted.map(\.objectID)
+        guard wantedIDs != current else { return }
+        let removed = Set(current).subtracting(wantedIDs)
+        let added = wanted.filter { !current.contains($0.objectID) }
+        toMany[key] = wantedIDs
+        markChanged(key)
+        guard let inverseName = relationship.inverseName, let context = managedObjectContext,
+              let inverse = model.relationship(named: inverseName, in: relationship.destinationEntityName) else { return }
+        for id in removed { context.object(with: id).unlink(self, fromInverse: inverse) }
+        for object in added { object.link(self, toInverse: inverse, relationshipBack: relationship) }
+    }
+
+    /// Makes this object's `inverse` point at `owner` (the other side of `relationshipBack`).
+    private func link(_ owner: ManagedObject, toInverse inverse: RelationshipDescription, relationshipBack: RelationshipDescription) {
+        if inverse.isToMany {
+            var ids = relatedIDs(forKey: inverse.name)
+            guard !ids.contains(owner.objectID) else { return }
+            ids.append(owner.objectID)
+            toMany[inverse.name] = ids
+            markChanged(inverse.name)
+        } else {
+            willAccessValues()
+            if let previous = toOne[inverse.name], previous != owner.objectID, let context = managedObjectContext {
+                // A to-one inverse moves: the previous owner loses this object.
+                let previousOwner = context.object(with: previous)
+                if relationshipBack.isToMany {
+                    previousOwner.primitiveRemove(relationshipBack.name, objectID)
+                } else if previousOwner.toOne[relationshipBack.name] == objectID {
+                    previousOwner.primitiveSetToOne(relationshipBack.name, nil)
+                }
+            }
+            primitiveSetToOne(inverse.name, owner.objectID)
+        }
+    }
+
+    /// Makes this object's `inverse` stop pointing at `owner`.
+    func unlink(_ owner: ManagedObject, fromInverse inverse: RelationshipDescription) {
+        if inverse.isToMany {
+            primitiveRemove(inverse.name, owner.objectID)
+        } else {
+            willAccessValues()
+            if toOne[inverse.name] == owner.objectID { primitiveSetToOne(inverse.name, nil) }
+        }
+    }
+
+    func primitiveSetToOne(_ key: String, _ id: ManagedObjectID?) {
+        willAccessValues()
+        guard toOne[key] != id else { return }
+        toOne[key] = id
+        markChanged(key)
+    }
+
+    func primitiveRemove(_ key: String, _ id: ManagedObjectID) {
+        var ids = relatedIDs(forKey: key)
+        guard let index = ids.firstIndex(of: id) else { return }
+        ids.remove(at: index)
+        toMany[key] = ids
+        markChanged(key)
+    }
+}
+
+/// A live view of one object's to-many relationship (Core Data's `mutableSetValue(forKey:)` /
+/// `mutableOrderedSetValue(forKey:)`). Every change updates the inverse relationship too.
+public struct ToManyRelationship {
+    /// The object that owns the relationship.
+    public let owner: ManagedObject
+    /// The relationship.
+    public let relationship: RelationshipDescription
+
+    /// The related objects, in order for an ordered relationship.
+    public var objects: [ManagedObject] { owner.relatedObjects(forKey: relationship.name) }
+
+    /// How many objects the relationship holds.
+    public var count: Int { owner.relatedIDs(forKey: relationship.name).count }
+
+    /// Whether the relationship holds `object`.
+    public func contains(_ object: ManagedObject) -> Bool { owner.relatedIDs(forKey: relationship.name).contains(object.objectID) }
+
+    /// Adds `object` (at the end, for an ordered relationship); nothing happens if it is there already.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` when the
+    ///   object is of the wrong entity or another context.
+    public func insert(_ object: ManagedObject) throws(ManagedObjectContextError) {
+        try owner.setValue(objects + [object], forKey: relationship.name)
+    }
+
+    /// Inserts `object` at `index` of an ordered relationship (moving it if it is there already).
+    ///
+    /// - Throws: ``ManagedObjectContextError`` as ``insert(_:)`` does.
+    public func insert(_ object: ManagedObject, at index: Int) throws(ManagedObjectContextError) {
+        var list = objects.filter { $0 !== object }
+        list.insert(object, at: Swift.min(Swift.max(0, index), list.count))
+        try owner.setValue(list, forKey: relationship.name)
+    }
+
+    /// Removes `object`; nothing happens if it is not there.
+    public func remove(_ object: ManagedObject) {
+        try? owner.setValue(objects.filter { $0 !== object }, forKey: relationship.name)
+    }
+
+    /// Removes every object.
+    public func removeAll() {
+        try? owner.setValue([ManagedObject](), forKey: relationship.name)
+    }
+}

@@ -1,0 +1,310 @@
+import Foundation
+
+extension ManagedObject {
+    /// The value of a property: attributes as Swift values (`String`, `Int16`/`Int32`/`Int64`, `Double`, `Float`,
+    /// `Decimal`, `Bool`, `Date`, `Data`, `UUID`, `URL`, ``ManagedObjectID``, or a transformable's value); a to-one
+    /// relationship as its ``ManagedObject``; a to-many as `[ManagedObject]` (in order, for ordered ones).
+    /// `nil` for NULL, an empty to-one, or an unknown key.
+    public func value(forKey key: String) -> Any? {
+        switch model.property(named: key, in: entity.name) {
+        case .attribute(let attribute):
+            if attribute.type == .undefined { return transientObjects[key] }
+            if !attribute.isTransient { willAccessValues() }
+            return attributes[key].map { Self.swiftValue($0, for: attribute) }
+        case .relationship(let relationship):
+            if relationship.isToMany { return relatedObjects(forKey: key) }
+            willAccessValues()
+            return toOne[key].flatMap { managedObjectContext?.object(with: $0) }
+        case .fetchedProperty, nil:
+            return nil
+        }
+    }
+
+    /// Sets a property after checking the value fits it: an attribute's type (integers within range, numbers
+    /// converted when nothing is lost), a relationship's destination entity. Setting either side of a
+    /// relationship updates its inverse.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` naming the
+    ///   entity, property, expected type and the value's type, or ``ManagedObjectContextError/Code/unknownName``;
+    ///   nothing is changed then.
+    public func setValue(_ value: Any?, forKey key: String) throws(ManagedObjectContextError) {
+        switch model.property(named: key, in: entity.name) {
+        case .attribute(let attribute):
+            if attribute.type == .undefined {
+                transientObjects[key] = value
+                return
+            }
+            let converted: AttributeValue?
+            if let value {
+                guard let attributeValue = Self.attributeValue(value, for: attribute) else {
+                    throw wrongType(key, expected: attribute.type.coreDataName, value: value)
+                }
+                converted = attributeValue
+            } else {
+                converted = nil
+            }
+            if !attribute.isTransient { willAccessValues() }
+            guard attributes[key] != converted else { return }
+            attributes[key] = converted
+            if !attribute.isTransient { markChanged(key) }
+        case .relationship(let relationship):
+            if relationship.isToMany {
+                let objects: [ManagedObject]
+                switch value {
+                case nil: objects = []
+                case let list as [ManagedObject]: objects = list
+                case let set as Set<ManagedObject>: objects = Array(set)
+                default: throw wrongType(key, expected: "a collection of \(relationship.destinationEntityName)", value: value!)
+                }
+                for object in objects { try checkDestination(object, relationship) }
+                try replaceToMany(key, relationship, with: objects)
+            } else {
+                guard let object = value else { setToOne(key, relationship, to: nil); return }
+                guard let destination = object as? ManagedObject else {
+                    throw wrongType(key, expected: relationship.destinationEntityName, value: object)
+                }
+                try checkDestination(destination, relationship)
+                setToOne(key, relationship, to: destination)
+            }
+        case .fetchedProperty:
+            throw ManagedObjectContextError(.wrongValueType, message: "\(entity.name).\(key) is a fetched property and cannot be set")
+        case nil:
+            throw ManagedObjectContextError(.unknownName, message: "the entity \(entity.name) has no property \"\(key)\"")
+        }
+    }
+
+    /// A property's value by key; setting a value that does not fit stops the program (use ``setValue(_:forKey:)``
+    /// to handle that as an error).
+    public subscript(key: String) -> Any? {
+        get { value(forKey: key) }
+        set {
+            do { try setValue(newValue, forKey: key) } catch { preconditionFailure("\(error)") }
+        }
+    }
+
+    /// A typed attribute value.
+    public subscript<Value: AttributeValueConvertible>(key: AttributeKey<Value>) -> Value? {
+        get { value(forKey: key.name).flatMap { Value.fromAttributeValue(anyValue: $0) } }
+        set {
+            do { try setValue(newValue.map { $0 as Any }, forKey: key.name) } catch { preconditionFailure("\(error)") }
+        }
+    }
+
+    /// A typed to-one relationship.
+    public subscript<Destination: ManagedObject>(key: ToOneKey<Destination>) -> Destination? {
+        get { value(forKey: key.name) as? Destination }
+        set {
+            do { try setValue(newValue, forKey: key.name) } catch { preconditionFailure("\(error)") }
+        }
+    }
+
+    /// A typed to-many relationship's objects (in order, for ordered ones).
+    public subscript<Destination: ManagedObject>(key: ToManyKey<Destination>) -> [Destination] {
+        relatedObjects(forKey: key.name).compactMap { $0 as? Destination }
+    }
+
+    private func wrongType(_ key: String, expected: String, value: Any) -> ManagedObjectContextError {
+        ManagedObjectContextError(.wrongValueType,
+            message: "\(entity.name).\(key) takes \(expected), not a value of type \(type(of: value)) (object \(objectID))")
+    }
+
+    private func checkDestination(_ object: ManagedObject, _ relationship: RelationshipDescription) throws(ManagedObjectContextError) {
+        guard model.entity(object.entity.name, isKindOf: relationship.destinationEntityName) else {
+            throw ManagedObjectContextError(.wrongValueType,
+                message: "\(entity.name).\(relationship.name) takes \(relationship.destinationEntityName) objects, not \(object.entity.name)")
+        }
+        guard object.managedObjectContext === managedObjectContext else {
+            throw ManagedObjectContextError(.wrongValueType,
+                message: "\(entity.name).\(relationship.name) cannot point at an object of another context (\(object.objectID))")
+        }
+    }
+
+    func markChanged(_ key: String) {
+        changedKeys.insert(key)
+        managedObjectContext?.objectDidChange(self)
+    }
+}
+
+// MARK: - Typed keys
+
+/// A typed key for an attribute, so subclass accessors name the key once.
+public struct AttributeKey<Value: AttributeValueConvertible>: Sendable, Hashable {
+    /// The attribute's name.
+    public let name: String
+    /// A key for the attribute with this name.
+    public init(_ name: String) { self.name = name }
+}
+
+/// A typed key for a to-one relationship.
+public struct ToOneKey<Destination: ManagedObject>: Sendable, Hashable {
+    /// The relationship's name.
+    public let name: String
+    /// A key for the relationship with this name.
+    public init(_ name: String) { self.name = name }
+}
+
+/// A typed key for a to-many relationship.
+public struct ToManyKey<Destination: ManagedObject>: Sendable, Hashable {
+    /// The relationship's name.
+    public let name: String
+    /// A key for the relationship with this name.
+    public init(_ name: String) { self.name = name }
+}
+
+/// A Swift type an attribute value can be read as.
+public protocol AttributeValueConvertible {
+    /// The value from what ``ManagedObject/value(forKey:)`` returns, or `nil` when it is of another type.
+    static func fromAttributeValue(anyValue: Any) -> Self?
+}
+
+extension AttributeValueConvertible {
+    /// A cast, widening integers.
+    public static func fromAttributeValue(anyValue: Any) -> Self? { anyValue as? Self }
+}
+
+extension String: AttributeValueConvertible {}
+extension Bool: AttributeValueConvertible {}
+extension Double: AttributeValueConvertible {}
+extension Float: AttributeValueConvertible {}
+extension Decimal: AttributeValueConvertible {}
+extension Date: AttributeValueConvertible {}
+extension Data: AttributeValueConvertible {}
+extension UUID: AttributeValueConvertible {}
+extension URL: AttributeValueConvertible {}
+extension ManagedObjectID: AttributeValueConvertible {}
+extension Int16: AttributeValueConvertible {}
+extension Int32: AttributeValueConvertible {}
+extension Int64: AttributeValueConvertible {}
+extension Int: AttributeValueConvertible {
+    /// Any integer attribute, as `Int`.
+    public static func fromAttributeValue(anyValue: Any) -> Int? {
+        switch anyValue {
+        case let value as Int16: Int(value)
+        case let value as Int32: Int(value)
+        case let value as Int64: Int(value)
+        case let value as Int: value
+        default: nil
+        }
+    }
+}
+
+// MARK: - Conversions
+
+extension ManagedObject {
+    /// A Swift value as an attribute value of `attribute`'s type, or `nil` when it does not fit.
+    static func attributeValue(_ value: Any, for attribute: AttributeDescription) -> AttributeValue? {
+        func integer(_ value: Any) -> Int64? {
+            switch value {
+            case let v as Int: Int64(v)
+            case let v as Int8: Int64(v)
+            case let v as Int16: Int64(v)
+            case let v as Int32: Int64(v)
+            case let v as Int64: v
+            case let v as UInt8: Int64(v)
+            case let v as UInt16: Int64(v)
+            case let v as UInt32: Int64(v)
+            case let v as UInt: Int64(exactly: v)
+            case let v as UInt64: Int64(exactly: v)
+            default: nil
+            }
+        }
+        switch attribute.type {
+        case .integer16, .integer32, .integer64:
+            guard let number = integer(value), attribute.type.integerRange!.contains(number) else { return nil }
+            return .integer(number)
+        case .double:
+            if let v = value as? Double { return v.isNaN ? nil : .double(v) }
+            if let v = value as? Float { return v.isNaN ? nil : .double(Double(v)) }
+            return integer(value).flatMap { Double(exactly: $0) }.map(AttributeValue.double)
+        case .float:
+            if let v = value as? Float { return v.isNaN ? nil : .float(v) }
+            if let v = value as? Double, !v.isNaN, let exact = Float(exactly: v) { return .float(exact) }
+            return integer(value).flatMap { Float(exactly: $0) }.map(AttributeValue.float)
+        case .decimal:
+            if let v = value as? Decimal { return v.isNaN ? nil : .decimal(v) }
+            return integer(value).map { .decimal(Decimal($0)) }
+        case .string:
+            if let v = value as? String { return .string(v) }
+            return (value as? Substring).map { .string(String($0)) }
+        case .boolean: return (value as? Bool).map(AttributeValue.boolean)
+        case .date: return (value as? Date).map(AttributeValue.date)
+        case .binaryData:
+            if let v = value as? Data { return .data(v) }
+            return (value as? [UInt8]).map { .data(Data($0)) }
+        case .uuid: return (value as? UUID).map(AttributeValue.uuid)
+        case .uri: return (value as? URL).map(AttributeValue.uri)
+        case .objectID: return (value as? ManagedObjectID).map { .uri($0.uriRepresentation) }
+        case .transformable:
+            if let name = attribute.transformerName, let transformer = AttributeTransformer.named(name) {
+                return (try? transformer.data(from: value)).map(AttributeValue.data)
+            }
+            return (value as? Data).map(AttributeValue.data)
+        case .undefined:
+            return nil
+        }
+    }
+
+    /// An attribute value as the Swift type of `attribute`.
+    static func swiftValue(_ value: AttributeValue, for attribute: AttributeDescription) -> Any {
+        switch (value, attribute.type) {
+        case (.integer(let v), .integer16): return Int16(truncatingIfNeeded: v)
+        case (.integer(let v), .integer32): return Int32(truncatingIfNeeded: v)
+        case (.integer(let v), _): return v
+        case (.double(let v), _): return v
+        case (.float(let v), _): return v
+        case (.decimal(let v), _): return v
+        case (.string(let v), _): return v
+        case (.boolean(let v), _): return v
+        case (.date(let v), _): return v
+        case (.data(let v), .transformable):
+            if let name = attribute.transformerName, let transformer = AttributeTransformer.named(name),
+               let decoded = try? transformer.value(from: v) { return decoded }
+            return v
+        case (.data(let v), _): return v
+        case (.uuid(let v), _): return v
+        case (.uri(let v), .objectID): return ManagedObjectID.parse(v) as Any
+        case (.uri(let v), _): return v
+        }
+    }
+}
+
+// MARK: - Predicates
+
+extension ManagedObject: KeyValueReadable {
+    /// The object's ID: a managed object equals its store row, and its ID, in a predicate.
+    public var predicateIdentity: AnyHashable? { objectID }
+
+    /// The value a predicate sees for `key`: attributes as values, relationships as objects.
+    public func predicateValue(forKey key: String) -> PredicateValue {
+        switch model.property(named: key, in: entity.name) {
+        case .attribute(let attribute):
+            if !attribute.isTransient { willAccessValues() }
+            return attributes[key].map(PredicateValue.init) ?? .null
+        case .relationship(let relationship):
+            if relationship.isToMany { return .array(relatedObjects(forKey: key).map { .object(PredicateObject($0)) }) }
+            willAccessValues()
+            guard let id = toOne[key], let object = managedObjectContext?.object(with: id) else { return .null }
+            return .object(PredicateObject(object))
+        default:
+            return .null
+        }
+    }
+}
+
+extension PredicateValue {
+    /// The predicate value of an attribute value.
+    public init(_ value: AttributeValue) {
+        switch value {
+        case .integer(let v): self = .integer(v)
+        case .double(let v): self = .double(v)
+        case .float(let v): self = .double(Double(v))
+        case .decimal(let v): self = .decimal(v)
+        case .string(let v): self = .string(v)
+        case .boolean(let v): self = .boolean(v)
+        case .date(let v): self = .date(v)
+        case .data(let v): self = .data(v)
+        case .uuid(let v): self = .uuid(v)
+        case .uri(let v): self = .uri(v)
+        }
+    }
+}

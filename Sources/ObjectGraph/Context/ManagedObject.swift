@@ -1,0 +1,152 @@
+import Foundation
+
+/// An object of the graph: an instance of an entity, living in a ``ManagedObjectContext`` (Core Data's
+/// `NSManagedObject`).
+///
+/// Objects are created by their context — ``ManagedObjectContext/insertNewObject(forEntityName:)`` for new ones,
+/// fetches and ``ManagedObjectContext/object(with:)`` for stored ones, which arrive as faults whose values load on
+/// first use. Read and write values by key (``value(forKey:)``, ``setValue(_:forKey:)``, `object["name"]`) or, in
+/// a subclass registered for the entity, through typed keys:
+///
+/// ```swift
+/// final class Employee: ManagedObject {
+///     static let name = AttributeKey<String>("name")
+///     static let department = ToOneKey<Department>("department")
+///     var name: String? { get { self[Self.name] } set { self[Self.name] = newValue } }
+///     var department: Department? { get { self[Self.department] } set { self[Self.department] = newValue } }
+/// }
+/// ```
+///
+/// An object belongs to its context's isolation domain: use it only where its context may be used.
+open class ManagedObject: Hashable, CustomStringConvertible {
+    /// What a context passes to ``init(construction:)``; opaque to subclasses.
+    public struct Construction {
+        let entity: EntityDescription
+        let model: ManagedObjectModel
+        let objectID: ManagedObjectID
+        let context: ManagedObjectContext
+    }
+
+    /// The object's entity.
+    public let entity: EntityDescription
+    /// The model the entity belongs to.
+    public let model: ManagedObjectModel
+    /// The object's ID: temporary until the object is saved.
+    public internal(set) var objectID: ManagedObjectID
+    /// The context the object lives in; `nil` once it is deleted and saved, or the context is gone.
+    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+
+    // MARK: State (kept by the context)
+
+    enum Lifecycle { case clean, inserted, deleted }
+
+    var lifecycle: Lifecycle = .clean
+    var isFaultStorage = true
+    var attributes: [String: AttributeValue] = [:]
+    var transientObjects: [String: Any] = [:]
+    var toOne: [String: ManagedObjectID] = [:]
+    var toMany: [String: [ManagedObjectID]] = [:]
+    var committed: Snapshot?
+    var changedKeys: Set<String> = []
+    var version: Int64 = 0
+    /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
+    public internal(set) var faultError: ManagedObjectContextError?
+
+    /// Persisted values as last read or saved.
+    struct Snapshot {
+        var attributes: [String: AttributeValue]
+        var toOne: [String: ManagedObjectID]
+        var toMany: [String: [ManagedObjectID]]
+        var version: Int64
+    }
+
+    /// Creates an object. Subclasses that add stored properties must call this initializer; only contexts create
+    /// objects.
+    public required init(construction: Construction) {
+        entity = construction.entity
+        model = construction.model
+        objectID = construction.objectID
+        managedObjectContext = construction.context
+    }
+
+    // MARK: - Hooks for subclasses
+
+    /// Called once when the object is inserted, after default values are set. Set initial values here.
+    open func awakeFromInsert() {}
+
+    /// Called when a fault's values have been loaded from the store.
+    open func awakeFromFetch() {}
+
+    /// Checks the object before an insert is saved; throw a ``ValidationFailure`` (or any error) to refuse.
+    open func validateForInsert() throws {}
+
+    /// Checks the object before an update is saved.
+    open func validateForUpdate() throws {}
+
+    /// Checks the object before its deletion is saved.
+    open func validateForDelete() throws {}
+
+    // MARK: - State
+
+    /// Whether the object's values have not been loaded yet.
+    public var isFault: Bool { isFaultStorage && lifecycle != .inserted }
+
+    /// Whether the object was inserted and not yet saved.
+    public var isInserted: Bool { lifecycle == .inserted }
+
+    /// Whether the object has unsaved changes (and is neither inserted nor deleted).
+    public var isUpdated: Bool { lifecycle == .clean && !changedKeys.isEmpty }
+
+    /// Whether the object is deleted and the deletion not yet saved.
+    public var isDeleted: Bool { lifecycle == .deleted }
+
+    /// Whether the object has unsaved changes of any kind.
+    public var hasChanges: Bool { lifecycle != .clean || !changedKeys.isEmpty }
+
+    /// The values changed since the last save, by key (`nil` standing for a value set to NULL).
+    public var changedValues: [String: Any?] {
+        var result: [String: Any?] = [:]
+        for key in changedKeys { result[key] = value(forKey: key) }
+        return result
+    }
+
+    /// The last saved values of the given keys (all persistent properties for `nil`); empty for a new object.
+    public func committedValues(forKeys keys: [String]? = nil) -> [String: Any?] {
+        willAccessValues()
+        guard let committed else { return [:] }
+        let names = keys ?? model.allProperties(of: entity.name).filter(\.isPersistent).map(\.name)
+        var result: [String: Any?] = [:]
+        for name in names {
+            switch model.property(named: name, in: entity.name) {
+            case .attribute(let attribute):
+                result[name] = committed.attributes[name].map { Self.swiftValue($0, for: attribute) } ?? nil
+            case .relationship(let relationship) where !relationship.isToMany:
+                result[name] = committed.toOne[name].map { $0 as Any }
+            case .relationship:
+                result[name] = committed.toMany[name].map { $0 as Any }
+            default:
+                break
+            }
+        }
+        return result
+    }
+
+    /// Loads the values of a fault.
+    func willAccessValues() {
+        guard isFaultStorage, lifecycle != .inserted, let context = managedObjectContext else { return }
+        context.fulfillFault(of: self)
+    }
+
+    // MARK: - Identity
+
+    /// Objects are equal only to themselves.
+    public static func == (lhs: ManagedObject, rhs: ManagedObject) -> Bool { lhs === rhs }
+
+    /// Hashes the object's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// `<Entity: id> (fault)` or with the values.
+    public var description: String {
+        "<\(entity.name): \(objectID)>" + (isFault ? " (fault)" : "")
+    }
+}

@@ -1,0 +1,145 @@
+extension ManagedObjectContext {
+    /// The objects matching `request`, in its order, as faults unless the request says otherwise.
+    ///
+    /// With ``FetchRequest/includesPendingChanges`` (the default) unsaved inserts that match are included, unsaved
+    /// deletions are left out and unsaved updates are matched by their current values.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` for an unknown
+    ///   entity, ``ManagedObjectContextError/Code/noStore`` when no store holds it, the store's error when it cannot
+    ///   run the request, or a ``PredicateEvaluationError`` from matching pending changes.
+    public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
+        let objects = try matchingObjectIDs(request).map { object(with: $0) }
+        if !request.returnsObjectsAsFaults { for object in objects { object.willAccessValues() } }
+        return objects
+    }
+
+    /// The objects matching `request`, as `T`.
+    ///
+    /// - Throws: As ``fetch(_:)``; ``ManagedObjectContextError/Code/wrongValueType`` when an object is not a `T`.
+    public func fetch<T: ManagedObject>(_ request: FetchRequest, as type: T.Type) throws -> [T] {
+        try fetch(request).map { object in
+            guard let typed = object as? T else {
+                throw ManagedObjectContextError(.wrongValueType, message: "\(object.entity.name) objects are \(Swift.type(of: object)), not \(T.self)")
+            }
+            return typed
+        }
+    }
+
+    /// The IDs of the objects matching `request`, in its order.
+    ///
+    /// - Throws: As ``fetch(_:)``.
+    public func fetchObjectIDs(_ request: FetchRequest) throws -> [ManagedObjectID] {
+        try matchingObjectIDs(request)
+    }
+
+    /// How many objects match `request` (its offset and limit applied).
+    ///
+    /// - Throws: As ``fetch(_:)``.
+    public func count(for request: FetchRequest) throws -> Int {
+        let stores = try storesFor(request)
+        if stores.count == 1 && !needsPendingChanges(request) {
+            var storeRequest = request
+            storeRequest.resultType = .count
+            guard case .count(let count) = try stores[0].execute(.fetch(storeRequest)) else {
+                throw ManagedObjectContextError(.unsupportedRequest, message: "the store answered a count request without a count")
+            }
+            return count
+        }
+        return try matchingObjectIDs(request).count
+    }
+
+    private func storesFor(_ request: FetchRequest) throws(ManagedObjectContextError) -> [any IncrementalStore] {
+        guard model.entity(named: request.entityName) != nil else {
+            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
+        }
+        let stores = persistentStoreCoordinator.stores(holding: request.entityName)
+        guard !stores.isEmpty else {
+            throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(request.entityName)")
+        }
+        return stores
+    }
+
+    private func family(_ request: FetchRequest) -> Set<String> {
+        request.includesSubentities ? Set(model.entityAndDescendants(of: request.entityName)) : [request.entityName]
+    }
+
+    private func needsPendingChanges(_ request: FetchRequest) -> Bool {
+        guard request.includesPendingChanges else { return false }
+        let family = family(request)
+        return insertedIDs.contains { family.contains($0.entityName) } || deletedIDs.contains { family.contains($0.entityName) }
+            || changedIDs.contains { family.contains($0.entityName) && registered[$0]?.isUpdated == true }
+    }
+
+    func matchingObjectIDs(_ request: FetchRequest) throws -> [ManagedObjectID] {
+        let stores = try storesFor(request)
+        var storeRequest = request
+        storeRequest.resultType = .managedObjectID
+        let pending = needsPendingChanges(request)
+        if stores.count == 1 && !pending {
+            return try ids(from: stores[0].execute(.fetch(storeRequest)))
+        }
+        // Several stores, or unsaved changes to merge: the store returns every match, the window is applied here.
+        storeRequest.fetchLimit = 0
+        storeRequest.fetchOffset = 0
+        var result: [ManagedObjectID] = []
+        for store in stores { result += try ids(from: store.execute(.fetch(storeRequest))) }
+        var candidates = result.map { object(with: $0) }
+        if pending {
+            let family = family(request)
+            let deleted = Set(deletedIDs)
+            candidates.removeAll { deleted.contains($0.objectID) }
+            var kept: [ManagedObject] = []
+            var seen = Set<ManagedObjectID>()
+            for object in candidates {
+                seen.insert(object.objectID)
+                if object.isUpdated, let predicate = request.predicate, try !predicate.evaluate(with: object) { continue }
+                kept.append(object)
+            }
+            candidates = kept
+            let extra = (insertedIDs + changedIDs.sorted { $0.description < $1.description }).compactMap { registered[$0] }
+                .filter { family.contains($0.entity.name) && !seen.contains($0.objectID) && ($0.isInserted || $0.isUpdated) }
+            for object in extra {
+                seen.insert(object.objectID)
+                if try request.predicate?.evaluate(with: object) ?? true { candidates.append(object) }
+            }
+        }
+        if !request.sortDescriptors.isEmpty && (pending || stores.count > 1) {
+            candidates = FetchSortDescriptor.sorted(candidates, using: request.sortDescriptors)
+        }
+        var ids = candidates.map(\.objectID)
+        if request.fetchOffset > 0 { ids = Array(ids.dropFirst(request.fetchOffset)) }
+        if request.fetchLimit > 0 { ids = Array(ids.prefix(request.fetchLimit)) }
+        return ids
+    }
+
+    private func ids(from result: PersistentStoreResult) throws(ManagedObjectContextError) -> [ManagedObjectID] {
+        switch result {
+        case .objectIDs(let ids):
+            return ids
+        case .nodes(let nodes):
+            for node in nodes {
+                let object = object(with: node.objectID)
+                if object.isFaultStorage && !object.hasChanges { apply(node, to: object); object.awakeFromFetch() }
+            }
+            return nodes.map(\.objectID)
+        case .count, .empty:
+            throw ManagedObjectContextError(.unsupportedRequest, message: "the store answered a fetch without objects")
+        }
+    }
+}
+
+extension ManagedObject: PredicateArgument {
+    /// The object itself, compared by object ID.
+    public var predicateValue: PredicateValue { .object(PredicateObject(self)) }
+}
+
+extension ManagedObjectID: PredicateArgument, KeyValueReadable {
+    /// The ID as an object value: equal to the object it identifies in a predicate.
+    public var predicateValue: PredicateValue { .object(PredicateObject(self)) }
+
+    /// An ID has no keys: every key is NULL.
+    public func predicateValue(forKey key: String) -> PredicateValue { .null }
+
+    /// The ID itself.
+    public var predicateIdentity: AnyHashable? { self }
+}

@@ -1,0 +1,357 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// Saves every change to the stores.
+    ///
+    /// In order: delete rules are applied (cascade, nullify; deny is checked), every changed object is validated —
+    /// the model's rules (required values, ranges, lengths, patterns, relationship counts, deny rules), then the
+    /// subclasses' `validateFor…` hooks — and all failures are reported together; inserted objects get permanent
+    /// IDs; each store receives one ``SaveChangesRequest``. Conflicts with changes saved elsewhere meanwhile are
+    /// resolved by ``mergePolicy`` or reported.
+    ///
+    /// On any failure the context is left exactly as it was and no store has written anything of the failed request.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/validation`` (with every
+    ///   failure), ``ManagedObjectContextError/Code/mergeConflict`` (with the conflicts), or a store's error.
+    public func save() throws {
+        guard hasChanges else { return }
+        let backup = Backup(self)
+        do {
+            processPendingChanges()
+            try validatePendingChanges()
+            try saveToStores()
+        } catch {
+            backup.restore(into: self)
+            throw error
+        }
+    }
+
+    /// Applies delete rules to the objects marked for deletion: cascades delete the related objects (and theirs),
+    /// nullify rules take the deleted objects out of the related objects' inverse relationships.
+    public func processPendingChanges() {
+        var index = 0
+        while index < deletedIDs.count {
+            guard let object = registered[deletedIDs[index]] else { index += 1; continue }
+            index += 1
+            for case .relationship(let relationship) in model.allProperties(of: object.entity.name) where !relationship.isTransient {
+                let related = relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOne[relationship.name].map { [$0] } ?? []
+                switch relationship.deleteRule {
+                case .cascade:
+                    for id in related {
+                        let target = self.object(with: id)
+                        if target.lifecycle != .deleted { delete(target) }
+                    }
+                case .nullify:
+                    guard let inverseName = relationship.inverseName,
+                          let inverse = model.relationship(named: inverseName, in: relationship.destinationEntityName) else { continue }
+                    for id in related {
+                        let target = self.object(with: id)
+                        if target.lifecycle != .deleted { target.unlink(object, fromInverse: inverse) }
+                    }
+                case .deny, .noAction:
+                    break
+                }
+            }
+        }
+    }
+
+    // MARK: - Validation
+
+    func validatePendingChanges() throws(ManagedObjectContextError) {
+        var failures: [ValidationFailure] = []
+        let deleted = Set(deletedIDs)
+        for id in insertedIDs + changedIDs.sorted(by: { $0.description < $1.description }) {
+            guard let object = registered[id], !deleted.contains(id), object.isInserted || object.isUpdated else { continue }
+            failures += modelFailures(object)
+            do {
+                if object.isInserted { try object.validateForInsert() } else { try object.validateForUpdate() }
+            } catch {
+                failures.append(Self.failure(from: error, object))
+            }
+        }
+        for id in deletedIDs {
+            guard let object = registered[id] else { continue }
+            for case .relationship(let relationship) in model.allProperties(of: object.entity.name) where relationship.deleteRule == .deny {
+                let related = (relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOne[relationship.name].map { [$0] } ?? [])
+                    .filter { !deleted.contains($0) }
+                if !related.isEmpty {
+                    failures.append(ValidationFailure(objectID: id, entityName: object.entity.name, propertyName: relationship.name,
+                        message: "cannot be deleted while \(relationship.name) holds \(related.count) object\(related.count == 1 ? "" : "s") (delete rule deny)"))
+                }
+            }
+            do { try object.validateForDelete() } catch { failures.append(Self.failure(from: error, object)) }
+        }
+        guard failures.isEmpty else {
+            throw ManagedObjectContextError(.validation, message: "\(failures.count) validation failure\(failures.count == 1 ? "" : "s") stopped the save",
+                                            validationFailures: failures)
+        }
+    }
+
+    private static func failure(from error: any Error, _ object: ManagedObject) -> ValidationFailure {
+        if let failure = error as? ValidationFailure { return failure }
+        return ValidationFailure(objectID: object.objectID, entityName: object.entity.name, propertyName: nil, message: "\(error)")
+    }
+
+    /// The model's rules an object breaks.
+    func modelFailures(_ object: ManagedObject) -> [ValidationFailure] {
+        var failures: [ValidationFailure] = []
+        func fail(_ property: String, _ message: String) {
+            failures.append(ValidationFailure(objectID: object.objectID, entityName: object.entity.name, propertyName: property, message: message))
+        }
+        object.willAccessValues()
+        for property in model.allProperties(of: object.entity.name) where property.isPersistent {
+            switch property {
+            case .attribute(let attribute):
+                guard let value = object.attributes[attribute.name] else {
+                    if !attribute.isOptional { fail(attribute.name, "a value is required") }
+                    continue
+                }
+                let rules = attribute.validation
+                if let minimum = rules.minimumValue?.numericValue, let number = value.numericValue, number < minimum {
+                    fail(attribute.name, "\(value) is below the minimum \(rules.minimumValue!)")
+                }
+                if let maximum = rules.maximumValue?.numericValue, let number = value.numericValue, number > maximum {
+                    fail(attribute.name, "\(value) is above the maximum \(rules.maximumValue!)")
+                }
+                let length: Int? = switch value {
+                case .string(let text): text.count
+                case .data(let data) where attribute.type == .binaryData: data.count
+                default: nil
+                }
+                if let length, let minimum = rules.minimumLength, length < minimum {
+                    fail(attribute.name, "is \(length) long, shorter than the minimum length \(minimum)")
+                }
+                if let length, let maximum = rules.maximumLength, length > maximum {
+                    fail(attribute.name, "is \(length) long, longer than the maximum length \(maximum)")
+                }
+                if let pattern = rules.pattern, case .string(let text) = value,
+                   StringMatching.matches(text, pattern, options: []) != true {
+                    fail(attribute.name, "\"\(text)\" does not match the pattern \(pattern)")
+                }
+                if case .double(let number) = value, number.isNaN { fail(attribute.name, "NaN is not a number") }
+            case .relationship(let relationship):
+                if relationship.isToMany {
+                    let count = object.relatedIDs(forKey: relationship.name).count
+                    if count == 0 && relationship.isOptional { continue }
+                    if relationship.minimumCount > 0 && count < relationship.minimumCount {
+                        fail(relationship.name, "holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
+                    }
+                    if relationship.maximumCount > 0 && count > relationship.maximumCount {
+                        fail(relationship.name, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
+                    }
+                } else if object.toOne[relationship.name] == nil && !relationship.isOptional {
+                    fail(relationship.name, "an object is required")
+                }
+            case .fetchedProperty:
+                break
+            }
+        }
+        return failures
+    }
+
+    // MARK: - Writing
+
+    private func saveToStores() throws {
+        // Permanent IDs first; they are given to the objects only once the stores have saved.
+        var assignments: [ManagedObjectID: ManagedObjectID] = [:]
+        let inserted = insertedIDs.compactMap { registered[$0] }
+        for (entityName, group) in Dictionary(grouping: inserted.filter(\.objectID.isTemporaryID), by: { $0.entity.name }) {
+            guard let store = persistentStoreCoordinator.stores(holding: entityName).first else {
+                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(entityName)")
+            }
+            let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: entityName) })
+            for (object, id) in zip(group, ids) { assignments[object.objectID] = id }
+        }
+        var attempts = 0
+        while true {
+            attempts += 1
+            do {
+                try sendRequests(assignments)
+                break
+            } catch let error as ManagedObjectContextError where error.code == .mergeConflict && mergePolicy != .error && attempts < 4 {
+                try resolve(error)
+            }
+        }
+        reassignIDs(assignments)
+        finishSave()
+    }
+
+    private func sendRequests(_ assignments: [ManagedObjectID: ManagedObjectID]) throws {
+        func map(_ id: ManagedObjectID) -> ManagedObjectID { assignments[id] ?? id }
+        var requests: [String: SaveChangesRequest] = [:]
+        let deleted = Set(deletedIDs)
+        for id in insertedIDs {
+            guard let object = registered[id] else { continue }
+            let change = changeDescription(object, map: map, allToMany: true, expectedVersion: nil)
+            requests[change.objectID.storeIdentifier!, default: SaveChangesRequest()].insertedObjects.append(change)
+        }
+        for id in changedIDs.sorted(by: { $0.description < $1.description }) {
+            guard let object = registered[id], object.isUpdated, !deleted.contains(id) else { continue }
+            let change = changeDescription(object, map: map, allToMany: false, expectedVersion: object.version)
+            requests[id.storeIdentifier!, default: SaveChangesRequest()].updatedObjects.append(change)
+        }
+        for id in deletedIDs {
+            guard let object = registered[id] else { continue }
+            requests[id.storeIdentifier!, default: SaveChangesRequest()].deletedObjects.append(ObjectChange(objectID: id, expectedVersion: object.version))
+        }
+        for (storeIdentifier, request) in requests.sorted(by: { $0.key < $1.key }) {
+            guard let store = persistentStoreCoordinator.persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else {
+                throw ManagedObjectContextError(.noStore, message: "the store \(storeIdentifier) is no longer part of the coordinator")
+            }
+            _ = try store.execute(.save(request))
+        }
+    }
+
+    private func changeDescription(_ object: ManagedObject, map: (ManagedObjectID) -> ManagedObjectID, allToMany: Bool,
+                                   expectedVersion: Int64?) -> ObjectChange {
+        var change = ObjectChange(objectID: map(object.objectID), expectedVersion: expectedVersion)
+        for property in model.allProperties(of: object.entity.name) where property.isPersistent {
+            switch property {
+            case .attribute(let attribute):
+                if let value = object.attributes[attribute.name] { change.attributes[attribute.name] = value }
+            case .relationship(let relationship) where !relationship.isToMany:
+                if let id = object.toOne[relationship.name] { change.toOne[relationship.name] = map(id) }
+            case .relationship(let relationship):
+                if allToMany || object.changedKeys.contains(relationship.name) {
+                    change.toMany[relationship.name] = object.relatedIDs(forKey: relationship.name).map(map)
+                }
+            case .fetchedProperty:
+                break
+            }
+        }
+        return change
+    }
+
+    /// Makes every saved object clean, with its saved values as its snapshot.
+    private func finishSave() {
+        for id in deletedIDs {
+            guard let object = registered[id] else { continue }
+            forget(object)
+            persistentStoreCoordinator.updateCache(id, node: nil)
+            object.managedObjectContext = nil
+        }
+        for id in insertedIDs + Array(changedIDs) {
+            guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedKeys.isEmpty else { continue }
+            object.version = object.lifecycle == .inserted ? 1 : object.version + 1
+            object.lifecycle = .clean
+            object.changedKeys.removeAll()
+            let persistent = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == false }
+            object.committed = ManagedObject.Snapshot(attributes: persistent, toOne: object.toOne, toMany: object.toMany, version: object.version)
+            persistentStoreCoordinator.updateCache(object.objectID,
+                node: IncrementalStoreNode(objectID: object.objectID, attributes: persistent, toOne: object.toOne, version: object.version))
+        }
+        insertedIDs.removeAll()
+        deletedIDs.removeAll()
+        changedIDs.removeAll()
+    }
+
+    // MARK: - Conflicts
+
+    private func resolve(_ error: ManagedObjectContextError) throws {
+        for conflict in error.conflicts {
+            guard let object = registered[conflict.objectID] else { continue }
+            guard let persisted = conflict.persistedSnapshot else {
+                guard mergePolicy == .rollback else { throw error }
+                // Deleted in the store: the context's changes to it are dropped.
+                deletedIDs.removeAll { $0 == object.objectID }
+                object.lifecycle = .deleted
+                forget(object)
+                continue
+            }
+            let committed = object.committed
+            switch mergePolicy {
+            case .error:
+                throw error
+            case .overwrite:
+                break
+            case .rollback:
+                deletedIDs.removeAll { $0 == object.objectID }
+                changedIDs.remove(object.objectID)
+                object.lifecycle = .clean
+                object.changedKeys.removeAll()
+                apply(persisted, to: object)
+                object.toMany = [:]
+                object.committed?.toMany = [:]
+            case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump:
+                let storeTrumps = mergePolicy == .mergeByPropertyStoreTrump
+                for property in model.allProperties(of: object.entity.name) where property.isPersistent {
+                    let key = property.name
+                    let storeChanged: Bool
+                    switch property {
+                    case .attribute: storeChanged = persisted.attributes[key] != committed?.attributes[key]
+                    case .relationship(let relationship) where !relationship.isToMany: storeChanged = persisted.toOne[key] != committed?.toOne[key]
+                    default: continue
+                    }
+                    let locallyChanged = object.changedKeys.contains(key)
+                    guard !locallyChanged || (storeTrumps && storeChanged) else { continue }
+                    if case .attribute = property { object.attributes[key] = persisted.attributes[key] } else { object.toOne[key] = persisted.toOne[key] }
+                    object.changedKeys.remove(key)
+                }
+                if object.changedKeys.isEmpty && object.lifecycle == .clean { object.changedKeys.insert("") } // still saved, at the new version
+            }
+            object.version = persisted.version
+            object.committed = ManagedObject.Snapshot(attributes: persisted.attributes, toOne: persisted.toOne,
+                                                      toMany: committed?.toMany ?? [:], version: persisted.version)
+        }
+        changedIDs = changedIDs.filter { registered[$0] != nil }
+    }
+}
+
+/// Everything a save may change in a context, so that a failed save can put it back.
+struct Backup {
+    struct ObjectState {
+        let object: ManagedObject
+        let objectID: ManagedObjectID
+        let lifecycle: ManagedObject.Lifecycle
+        let isFault: Bool
+        let attributes: [String: AttributeValue]
+        let toOne: [String: ManagedObjectID]
+        let toMany: [String: [ManagedObjectID]]
+        let committed: ManagedObject.Snapshot?
+        let changedKeys: Set<String>
+        let version: Int64
+        let context: ManagedObjectContext?
+    }
+
+    let objects: [ObjectState]
+    let inserted: [ManagedObjectID]
+    let deleted: [ManagedObjectID]
+    let changed: Set<ManagedObjectID>
+
+    init(_ context: ManagedObjectContext) {
+        objects = context.registered.values.map {
+            ObjectState(object: $0, objectID: $0.objectID, lifecycle: $0.lifecycle, isFault: $0.isFaultStorage, attributes: $0.attributes,
+                        toOne: $0.toOne, toMany: $0.toMany, committed: $0.committed, changedKeys: $0.changedKeys,
+                        version: $0.version, context: $0.managedObjectContext)
+        }
+        inserted = context.insertedIDs
+        deleted = context.deletedIDs
+        changed = context.changedIDs
+    }
+
+    func restore(into context: ManagedObjectContext) {
+        var registered: [ManagedObjectID: ManagedObject] = [:]
+        for state in objects {
+            let object = state.object
+            object.objectID = state.objectID
+            object.lifecycle = state.lifecycle
+            object.isFaultStorage = state.isFault
+            object.attributes = state.attributes
+            object.toOne = state.toOne
+            object.toMany = state.toMany
+            object.committed = state.committed
+            object.changedKeys = state.changedKeys
+            object.version = state.version
+            object.managedObjectContext = state.context
+            registered[state.objectID] = object
+        }
+        // Objects first faulted in during the failed save stay registered, as the faults they were.
+        for (id, object) in context.registered where registered[id] == nil && !id.isTemporaryID && object.lifecycle == .clean {
+            registered[id] = object
+        }
+        context.registered = registered
+        context.insertedIDs = inserted
+        context.deletedIDs = deleted
+        context.changedIDs = changed
+    }
+}

@@ -1,0 +1,339 @@
+import Foundation
+
+/// A scratch pad of managed objects: it hands out objects (as faults until used), tracks every change, and saves
+/// them to the stores in one go (Core Data's `NSManagedObjectContext`).
+///
+/// A context and its objects belong to one isolation domain — the thread or task that uses them. Work from
+/// elsewhere goes through ``perform(_:)``, which runs on the context's own serial queue. The context keeps one
+/// object per ID (uniquing), so the same stored object is the same Swift object everywhere in the context.
+///
+/// ```swift
+/// let context = ManagedObjectContext(coordinator: coordinator)
+/// let ada = try context.insertNewObject(forEntityName: "Employee")
+/// ada["name"] = "Ada"
+/// try context.save()
+/// ```
+public final class ManagedObjectContext: @unchecked Sendable {
+    /// The coordinator the context reads from and saves to.
+    public let persistentStoreCoordinator: PersistentStoreCoordinator
+    /// How a save resolves conflicts with changes saved elsewhere meanwhile. Default: ``MergePolicy/error``.
+    public var mergePolicy: MergePolicy = .error
+
+    var registered: [ManagedObjectID: ManagedObject] = [:]
+    var insertedIDs: [ManagedObjectID] = []
+    var deletedIDs: [ManagedObjectID] = []
+    var changedIDs: Set<ManagedObjectID> = []
+    private let queue = DispatchQueue(label: "LMDBStore.ManagedObjectContext")
+
+    /// The model of the context's coordinator.
+    public var model: ManagedObjectModel { persistentStoreCoordinator.managedObjectModel }
+
+    /// Creates an empty context over `coordinator`.
+    public init(coordinator: PersistentStoreCoordinator) {
+        self.persistentStoreCoordinator = coordinator
+    }
+
+    deinit {
+        persistentStoreCoordinator.unregister(Array(registered.keys))
+    }
+
+    /// Runs `body` on the context's serial queue and returns its result, so that code elsewhere can use the context
+    /// and its objects safely.
+    public func perform<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result_(catching: body)) }
+        }
+    }
+
+    /// Runs `body` on the context's serial queue and waits for it.
+    public func performAndWait<Result>(_ body: () throws -> Result) rethrows -> Result {
+        try queue.sync(execute: body)
+    }
+
+    // MARK: - Object sets
+
+    /// Objects inserted since the last save.
+    public var insertedObjects: Set<ManagedObject> { Set(insertedIDs.compactMap { registered[$0] }) }
+    /// Objects changed since the last save (neither inserted nor deleted).
+    public var updatedObjects: Set<ManagedObject> {
+        Set(changedIDs.compactMap { registered[$0] }.filter(\.isUpdated))
+    }
+    /// Objects deleted since the last save.
+    public var deletedObjects: Set<ManagedObject> { Set(deletedIDs.compactMap { registered[$0] }) }
+    /// Every object the context holds.
+    public var registeredObjects: Set<ManagedObject> { Set(registered.values) }
+    /// Whether anything is unsaved.
+    public var hasChanges: Bool { !insertedIDs.isEmpty || !deletedIDs.isEmpty || changedIDs.contains { registered[$0]?.isUpdated == true } }
+
+    // MARK: - Getting objects
+
+    /// A new object of `entityName`, inserted in the context: default values set, then `awakeFromInsert` called.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` for an unknown
+    ///   entity, or an abstract one.
+    public func insertNewObject(forEntityName entityName: String) throws(ManagedObjectContextError) -> ManagedObject {
+        guard let entity = model.entity(named: entityName) else {
+            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(entityName)\"")
+        }
+        guard !entity.isAbstract else {
+            throw ManagedObjectContextError(.unknownName, message: "the entity \"\(entityName)\" is abstract; insert one of its sub-entities")
+        }
+        let object = makeObject(entity, .temporary(entityName: entityName))
+        object.lifecycle = .inserted
+        object.isFaultStorage = false
+        for case .attribute(let attribute) in model.allProperties(of: entityName) {
+            if let value = attribute.defaultValue { object.attributes[attribute.name] = value }
+        }
+        for case .relationship(let relationship) in model.allProperties(of: entityName) where relationship.isToMany {
+            object.toMany[relationship.name] = []
+        }
+        registered[object.objectID] = object
+        insertedIDs.append(object.objectID)
+        object.awakeFromInsert()
+        return object
+    }
+
+    /// Inserts a new object and returns it as `T` (the class registered for the entity).
+    ///
+    /// - Throws: As ``insertNewObject(forEntityName:)``; ``ManagedObjectContextError/Code/wrongValueType`` when the
+    ///   entity's class is not `T`.
+    public func insert<T: ManagedObject>(_ type: T.Type, entityName: String) throws(ManagedObjectContextError) -> T {
+        let object = try insertNewObject(forEntityName: entityName)
+        guard let typed = object as? T else {
+            throw ManagedObjectContextError(.wrongValueType, message: "objects of \(entityName) are \(Swift.type(of: object)), not \(T.self); register the class with the coordinator")
+        }
+        return typed
+    }
+
+    /// The object with `objectID`: the registered one, or a new fault. Does no I/O.
+    public func object(with objectID: ManagedObjectID) -> ManagedObject {
+        if let existing = registered[objectID] { return existing }
+        let entity = model.entity(named: objectID.entityName) ?? EntityDescription(objectID.entityName)
+        let object = makeObject(entity, objectID)
+        registered[objectID] = object
+        persistentStoreCoordinator.register([objectID])
+        return object
+    }
+
+    /// The object with `objectID`, with its values loaded.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/objectNotFound`` when the
+    ///   object does not exist (any more) in its store.
+    public func existingObject(with objectID: ManagedObjectID) throws(ManagedObjectContextError) -> ManagedObject {
+        if let existing = registered[objectID], !existing.isFault { return existing }
+        if objectID.isTemporaryID {
+            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is a temporary ID this context does not hold")
+        }
+        let object = self.object(with: objectID)
+        object.willAccessValues()
+        if let error = object.faultError { throw error }
+        return object
+    }
+
+    /// The object with `objectID` if the context holds it, else `nil`. Does no I/O.
+    public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
+        registered[objectID]
+    }
+
+    private func makeObject(_ entity: EntityDescription, _ objectID: ManagedObjectID) -> ManagedObject {
+        let type = persistentStoreCoordinator.objectClass(for: entity.name)
+        return type.init(construction: ManagedObject.Construction(entity: entity, model: model, objectID: objectID, context: self))
+    }
+
+    // MARK: - Changes
+
+    /// Marks `object` for deletion; delete rules are applied when the context saves.
+    public func delete(_ object: ManagedObject) {
+        guard object.managedObjectContext === self, object.lifecycle != .deleted else { return }
+        if object.lifecycle == .inserted {
+            // Never saved: it simply goes away, after its relationships are cleared.
+            insertedIDs.removeAll { $0 == object.objectID }
+            clearRelationships(of: object)
+            object.lifecycle = .deleted
+            forget(object)
+            return
+        }
+        object.willAccessValues()
+        object.lifecycle = .deleted
+        deletedIDs.append(object.objectID)
+    }
+
+    func objectDidChange(_ object: ManagedObject) {
+        changedIDs.insert(object.objectID)
+    }
+
+    func forget(_ object: ManagedObject) {
+        registered[object.objectID] = nil
+        changedIDs.remove(object.objectID)
+        if !object.objectID.isTemporaryID { persistentStoreCoordinator.unregister([object.objectID]) }
+    }
+
+    /// Clears every relationship of `object`, updating the other sides.
+    func clearRelationships(of object: ManagedObject) {
+        for case .relationship(let relationship) in model.allProperties(of: object.entity.name) where !relationship.isTransient {
+            if relationship.isToMany {
+                try? object.replaceToMany(relationship.name, relationship, with: [])
+            } else {
+                object.setToOne(relationship.name, relationship, to: nil)
+            }
+        }
+    }
+
+    /// Discards every unsaved change: inserted objects leave the context, changed and deleted ones take their last
+    /// saved values again.
+    public func rollback() {
+        for id in insertedIDs { if let object = registered[id] { object.lifecycle = .deleted; forget(object) } }
+        for id in changedIDs.union(deletedIDs) {
+            guard let object = registered[id] else { continue }
+            restoreCommitted(object)
+        }
+        insertedIDs.removeAll()
+        deletedIDs.removeAll()
+        changedIDs.removeAll()
+    }
+
+    private func restoreCommitted(_ object: ManagedObject) {
+        object.lifecycle = .clean
+        object.changedKeys.removeAll()
+        if let committed = object.committed {
+            object.attributes = committed.attributes
+            object.toOne = committed.toOne
+            object.toMany = committed.toMany
+            object.version = committed.version
+        } else {
+            turnIntoFault(object)
+        }
+    }
+
+    /// Forgets every object; objects handed out before must not be used afterwards.
+    public func reset() {
+        for object in registered.values { object.managedObjectContext = nil }
+        persistentStoreCoordinator.unregister(registered.keys.filter { !$0.isTemporaryID })
+        registered.removeAll()
+        insertedIDs.removeAll()
+        deletedIDs.removeAll()
+        changedIDs.removeAll()
+    }
+
+    /// Reloads an object's values: with `mergeChanges` false it turns back into a fault (unsaved changes are lost);
+    /// with `mergeChanges` true it takes the store's current values but keeps its own unsaved changes on top.
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
+        guard object.managedObjectContext === self, object.lifecycle != .inserted else { return }
+        guard mergeChanges, object.hasChanges else {
+            if object.lifecycle == .deleted { deletedIDs.removeAll { $0 == object.objectID } }
+            changedIDs.remove(object.objectID)
+            object.lifecycle = .clean
+            object.changedKeys.removeAll()
+            turnIntoFault(object)
+            persistentStoreCoordinator.updateCache(object.objectID, node: nil)
+            return
+        }
+        guard let node = try? persistentStoreCoordinator.incrementalStore(for: object.objectID).newValuesForObject(with: object.objectID) else { return }
+        persistentStoreCoordinator.updateCache(object.objectID, node: node)
+        let localAttributes = object.changedKeys.reduce(into: [String: AttributeValue?]()) { $0[$1] = object.attributes[$1] }
+        let localToOne = object.changedKeys.reduce(into: [String: ManagedObjectID?]()) { $0[$1] = object.toOne[$1] }
+        let localToMany = object.changedKeys.reduce(into: [String: [ManagedObjectID]?]()) { $0[$1] = object.toMany[$1] }
+        apply(node, to: object)
+        object.toMany = [:]
+        for key in object.changedKeys {
+            switch model.property(named: key, in: object.entity.name) {
+            case .attribute: object.attributes[key] = localAttributes[key] ?? nil
+            case .relationship(let relationship) where !relationship.isToMany: object.toOne[key] = localToOne[key] ?? nil
+            case .relationship: object.toMany[key] = localToMany[key] ?? nil
+            default: break
+            }
+        }
+    }
+
+    func turnIntoFault(_ object: ManagedObject) {
+        object.isFaultStorage = true
+        object.attributes = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == true }
+        object.toOne = [:]
+        object.toMany = [:]
+        object.committed = nil
+    }
+
+    // MARK: - Faults
+
+    /// Loads a fault's values through the coordinator's row cache.
+    func fulfillFault(of object: ManagedObject) {
+        do {
+            let node = try persistentStoreCoordinator.node(for: object.objectID)
+            apply(node, to: object)
+            object.faultError = nil
+            object.awakeFromFetch()
+        } catch let error as ManagedObjectContextError {
+            object.faultError = error
+            object.isFaultStorage = false
+        } catch {
+            object.faultError = ManagedObjectContextError(.objectNotFound, message: "the values of \(object.objectID) could not be loaded", underlying: error)
+            object.isFaultStorage = false
+        }
+    }
+
+    /// Puts a node's values into an object and makes them its committed snapshot.
+    func apply(_ node: IncrementalStoreNode, to object: ManagedObject) {
+        let transient = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == true }
+        object.attributes = node.attributes.merging(transient) { stored, _ in stored }
+        object.toOne = node.toOne
+        object.version = node.version
+        object.isFaultStorage = false
+        object.committed = ManagedObject.Snapshot(attributes: node.attributes, toOne: node.toOne, toMany: object.committed?.toMany ?? [:], version: node.version)
+    }
+
+    /// Loads a to-many relationship's members.
+    func fulfillRelationshipFault(of object: ManagedObject, key: String) {
+        guard let relationship = model.relationship(named: key, in: object.entity.name) else { return }
+        let ids = (try? persistentStoreCoordinator.incrementalStore(for: object.objectID)
+            .newValue(forRelationship: relationship, forObjectWith: object.objectID)) ?? []
+        object.toMany[key] = ids
+        if object.committed == nil { object.willAccessValues() }
+        object.committed?.toMany[key] = ids
+    }
+
+    // MARK: - Permanent IDs
+
+    /// Gives inserted objects their permanent IDs now, before they are saved.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/noStore`` when no store holds
+    ///   an object's entity, or the store's error.
+    public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        let temporary = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
+        guard !temporary.isEmpty else { return }
+        var assignments: [ManagedObjectID: ManagedObjectID] = [:]
+        for (entityName, group) in Dictionary(grouping: temporary, by: { $0.entity.name }) {
+            guard let store = persistentStoreCoordinator.stores(holding: entityName).first else {
+                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(entityName)")
+            }
+            let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: entityName) })
+            guard ids.count == group.count else {
+                throw ManagedObjectContextError(.unsupportedRequest, message: "the store returned \(ids.count) permanent IDs for \(group.count) objects")
+            }
+            for (object, id) in zip(group, ids) { assignments[object.objectID] = id }
+        }
+        reassignIDs(assignments)
+    }
+
+    /// Replaces object IDs everywhere in the context: registrations, change lists and relationship values.
+    func reassignIDs(_ assignments: [ManagedObjectID: ManagedObjectID]) {
+        guard !assignments.isEmpty else { return }
+        for (old, new) in assignments {
+            guard let object = registered.removeValue(forKey: old) else { continue }
+            object.objectID = new
+            registered[new] = object
+            if changedIDs.remove(old) != nil { changedIDs.insert(new) }
+        }
+        insertedIDs = insertedIDs.map { assignments[$0] ?? $0 }
+        deletedIDs = deletedIDs.map { assignments[$0] ?? $0 }
+        for object in registered.values {
+            for (key, id) in object.toOne { if let new = assignments[id] { object.toOne[key] = new } }
+            for (key, ids) in object.toMany where ids.contains(where: { assignments[$0] != nil }) {
+                object.toMany[key] = ids.map { assignments[$0] ?? $0 }
+            }
+        }
+        persistentStoreCoordinator.register(Array(assignments.values))
+    }
+}
+
+/// `Result` under another name inside the context, whose generic parameter is called `Result`.
+typealias Result_<Success, Failure: Error> = Swift.Result<Success, Failure>

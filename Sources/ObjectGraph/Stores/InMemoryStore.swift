@@ -1,0 +1,226 @@
+import Foundation
+
+/// A complete incremental store over dictionaries in memory: the reference every other store's results are
+/// compared with, and a fast store for tests and caches. Registered with every coordinator as `"InMemory"`.
+///
+/// Rows live as long as the store. Fetches evaluate predicates and sort descriptors with the framework's own
+/// evaluator; saves are all-or-nothing, check row versions (optimistic locking) and uniqueness constraints.
+public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
+    /// The type string the store is registered under.
+    public static let storeType = "InMemory"
+
+    /// The store's type string.
+    public let type = InMemoryStore.storeType
+    /// The configuration whose entities the store holds.
+    public let configurationName: String?
+    /// Always `nil`: the store has no file.
+    public let url: URL?
+    private let model: ManagedObjectModel
+    private let options: [String: String]
+    private let lock = NSLock()
+    private var metadataStorage: [String: String] = [:]
+    private var rows: [ManagedObjectID: Row] = [:]
+    private var sequences: [String: Int64] = [:]
+    private var counters = CallCounts()
+
+    /// How many times each store call was made, for tests that count I/O.
+    public struct CallCounts: Sendable, Hashable {
+        /// Fetch and count requests.
+        public var fetches = 0
+        /// Save requests.
+        public var saves = 0
+        /// ``newValuesForObject(with:)`` calls (faults).
+        public var objectFaults = 0
+        /// ``newValue(forRelationship:forObjectWith:)`` calls.
+        public var relationshipFaults = 0
+    }
+
+    struct Row {
+        var entityName: String
+        var attributes: [String: AttributeValue]
+        var toOne: [String: ManagedObjectID]
+        var toMany: [String: [ManagedObjectID]]
+        var version: Int64
+    }
+
+    /// Creates a store; used by the coordinator. The option `"uuid"` fixes the store's UUID.
+    public init(description: PersistentStoreCoordinator.StoreDescription) throws {
+        model = description.model
+        configurationName = description.configurationName
+        url = description.url
+        options = description.options
+    }
+
+    /// The store's metadata: its UUID and type.
+    public var metadata: [String: String] { lock.withLock { metadataStorage } }
+
+    /// The calls made so far.
+    public var callCounts: CallCounts { lock.withLock { counters } }
+
+    /// Gives the store a UUID.
+    public func loadMetadata() throws {
+        lock.withLock {
+            metadataStorage[PersistentStoreMetadataKey.uuid] = options["uuid"] ?? UUID().uuidString
+            metadataStorage[PersistentStoreMetadataKey.storeType] = type
+            metadataStorage[PersistentStoreMetadataKey.modelVersionHash] = model.versionHashString
+        }
+    }
+
+    // MARK: - Requests
+
+    /// Runs a fetch or a save; see ``IncrementalStore/execute(_:)``.
+    public func execute(_ request: PersistentStoreRequest) throws -> PersistentStoreResult {
+        switch request {
+        case .fetch(let fetch): return try self.fetch(fetch)
+        case .save(let save): try self.save(save); return .empty
+        }
+    }
+
+    private func fetch(_ request: FetchRequest) throws -> PersistentStoreResult {
+        let snapshot = lock.withLock { () -> [ManagedObjectID: Row] in counters.fetches += 1; return rows }
+        let family = request.includesSubentities ? Set(model.entityAndDescendants(of: request.entityName)) : [request.entityName]
+        var matches: [RowReader] = []
+        for (id, row) in snapshot where family.contains(row.entityName) {
+            let reader = RowReader(id: id, rows: snapshot, model: model)
+            if try request.predicate?.evaluate(with: reader) ?? true { matches.append(reader) }
+        }
+        // Without sort descriptors, rows come in key order, so results are repeatable.
+        matches.sort { $0.id.referenceObject.description.localizedStandardCompare($1.id.referenceObject.description) == .orderedAscending }
+        if !request.sortDescriptors.isEmpty { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
+        var window = matches[...]
+        if request.fetchOffset > 0 { window = window.dropFirst(request.fetchOffset) }
+        if request.fetchLimit > 0 { window = window.prefix(request.fetchLimit) }
+        switch request.resultType {
+        case .count: return .count(window.count)
+        case .managedObjectID: return .objectIDs(window.map(\.id))
+        case .managedObject:
+            if request.returnsObjectsAsFaults { return .objectIDs(window.map(\.id)) }
+            return .nodes(window.map { node($0.id, snapshot[$0.id]!) })
+        }
+    }
+
+    private func node(_ id: ManagedObjectID, _ row: Row) -> IncrementalStoreNode {
+        IncrementalStoreNode(objectID: id, attributes: row.attributes, toOne: row.toOne, version: row.version)
+    }
+
+    private func save(_ request: SaveChangesRequest) throws {
+        try lock.withLock { () throws(ManagedObjectContextError) in
+            counters.saves += 1
+            var next = rows
+            var conflicts: [MergeConflict] = []
+            for change in request.updatedObjects + request.deletedObjects {
+                let current = next[change.objectID]
+                if current?.version != change.expectedVersion {
+                    conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: change.expectedVersion ?? 0,
+                                                   newVersion: current?.version ?? 0, persistedSnapshot: current.map { node(change.objectID, $0) }))
+                }
+            }
+            guard conflicts.isEmpty else {
+                throw ManagedObjectContextError(.mergeConflict, message: "\(conflicts.count) object\(conflicts.count == 1 ? "" : "s") changed in the store since they were read", conflicts: conflicts)
+            }
+            for change in request.insertedObjects {
+                guard next[change.objectID] == nil else {
+                    throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
+                }
+                next[change.objectID] = Row(entityName: change.objectID.entityName, attributes: change.attributes, toOne: change.toOne,
+                                            toMany: change.toMany, version: 1)
+            }
+            for change in request.updatedObjects {
+                var row = next[change.objectID]!
+                row.attributes = change.attributes
+                row.toOne = change.toOne
+                row.toMany.merge(change.toMany) { _, new in new }
+                row.version += 1
+                next[change.objectID] = row
+            }
+            for change in request.deletedObjects { next[change.objectID] = nil }
+            try checkUniqueness(next)
+            rows = next
+        }
+    }
+
+    /// Throws when two rows of an entity family share the values of a uniqueness constraint (NULLs never clash).
+    private func checkUniqueness(_ rows: [ManagedObjectID: Row]) throws(ManagedObjectContextError) {
+        for entity in model.entities {
+            for constraint in entity.uniquenessConstraints {
+                let family = Set(model.entityAndDescendants(of: entity.name))
+                var seen: [[PredicateValue]: ManagedObjectID] = [:]
+                for (id, row) in rows where family.contains(row.entityName) {
+                    let values = constraint.propertyNames.map { name -> PredicateValue in
+                        if let value = row.attributes[name] { return PredicateValue(value) }
+                        if let target = row.toOne[name] { return .string(target.description) }
+                        return .null
+                    }
+                    if values.contains(where: \.isNull) { continue }
+                    if let other = seen[values] {
+                        throw ManagedObjectContextError(.constraintViolation,
+                            message: "\(entity.name) objects \(other) and \(id) share (\(constraint.propertyNames.joined(separator: ", "))) = (\(values.map(\.format).joined(separator: ", "))), which must be unique")
+                    }
+                    seen[values] = id
+                }
+            }
+        }
+    }
+
+    // MARK: - Faults
+
+    /// The stored values of one object; see ``IncrementalStore/newValuesForObject(with:)``.
+    public func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode {
+        try lock.withLock { () throws(ManagedObjectContextError) -> IncrementalStoreNode in
+            counters.objectFaults += 1
+            guard let row = rows[objectID] else {
+                throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
+            }
+            return node(objectID, row)
+        }
+    }
+
+    /// The members of one relationship; see ``IncrementalStore/newValue(forRelationship:forObjectWith:)``.
+    public func newValue(forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID) throws -> [ManagedObjectID] {
+        try lock.withLock { () throws(ManagedObjectContextError) -> [ManagedObjectID] in
+            counters.relationshipFaults += 1
+            guard let row = rows[objectID] else {
+                throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
+            }
+            if relationship.isToMany { return row.toMany[relationship.name] ?? [] }
+            return row.toOne[relationship.name].map { [$0] } ?? []
+        }
+    }
+
+    /// Integer keys from one sequence per root entity; see ``IncrementalStore/obtainPermanentIDs(for:)``.
+    public func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] {
+        lock.withLock {
+            objects.map { object in
+                let root = model.rootEntityName(of: object.entityName) ?? object.entityName
+                sequences[root, default: 0] += 1
+                return ManagedObjectID(entityName: object.entityName, storeIdentifier: metadataStorage[PersistentStoreMetadataKey.uuid] ?? "",
+                                       referenceObject: .integer(sequences[root]!))
+            }
+        }
+    }
+}
+
+/// A stored row as a predicate sees it: attributes as values, relationships as the related rows.
+struct RowReader: KeyValueReadable, Hashable {
+    let id: ManagedObjectID
+    let rows: [ManagedObjectID: InMemoryStore.Row]
+    let model: ManagedObjectModel
+
+    func predicateValue(forKey key: String) -> PredicateValue {
+        guard let row = rows[id] else { return .null }
+        if let value = row.attributes[key] { return PredicateValue(value) }
+        switch model.relationship(named: key, in: row.entityName) {
+        case .some(let relationship) where relationship.isToMany:
+            return .array((row.toMany[key] ?? []).map { .object(PredicateObject(RowReader(id: $0, rows: rows, model: model))) })
+        case .some:
+            return row.toOne[key].map { .object(PredicateObject(RowReader(id: $0, rows: rows, model: model))) } ?? .null
+        case .none:
+            return .null
+        }
+    }
+
+    var predicateIdentity: AnyHashable? { id }
+
+    static func == (lhs: RowReader, rhs: RowReader) -> Bool { lhs.id == rhs.id }
+    func hash(into hasher: inout Hasher) { hasher.combine(id) }
+}

@@ -1,0 +1,172 @@
+import Foundation
+
+/// A store that a ``PersistentStoreCoordinator`` routes requests to (Core Data's `NSPersistentStore`).
+///
+/// Stores are created by the coordinator from a registered type (``PersistentStoreCoordinator/registerStoreType(_:factory:)``),
+/// then sent ``loadMetadata()``. The metadata must hold the store's UUID (``PersistentStoreMetadataKey/uuid``) and type
+/// (``PersistentStoreMetadataKey/storeType``) once it returns.
+public protocol PersistentStore: AnyObject, Sendable {
+    /// The store's type string, as registered with the coordinator.
+    var type: String { get }
+    /// The configuration whose entities the store holds, or `nil` for every entity.
+    var configurationName: String? { get }
+    /// Where the store lives, if anywhere.
+    var url: URL? { get }
+    /// The store's metadata: at least its UUID and type.
+    var metadata: [String: String] { get }
+    /// Reads or creates the store's metadata. Called once, when the store is added to a coordinator.
+    ///
+    /// - Throws: An error naming the file when the store cannot be opened or does not fit the model.
+    func loadMetadata() throws
+}
+
+extension PersistentStore {
+    /// The store's UUID, from its metadata.
+    public var identifier: String { metadata[PersistentStoreMetadataKey.uuid] ?? "" }
+}
+
+/// Well-known metadata keys.
+public enum PersistentStoreMetadataKey {
+    /// The store's UUID (Core Data's `NSStoreUUIDKey`).
+    public static let uuid = "NSStoreUUID"
+    /// The store's type string (Core Data's `NSStoreTypeKey`).
+    public static let storeType = "NSStoreType"
+    /// The version hash of the model the store was written with, as hexadecimal.
+    public static let modelVersionHash = "LMDBStoreModelVersionHash"
+}
+
+/// A store that loads only what is asked for (Core Data's `NSIncrementalStore` contract). See `DESIGN.md`'s table:
+/// fetches and saves arrive through ``execute(_:with:)``, a fault through ``newValuesForObject(with:)``, a
+/// relationship fault through ``newValue(forRelationship:forObjectWith:)``.
+public protocol IncrementalStore: PersistentStore {
+    /// Runs a fetch or a save.
+    ///
+    /// - Fetch: return ``PersistentStoreResult/objectIDs(_:)`` (or ``PersistentStoreResult/nodes(_:)`` to hand over
+    ///   the rows too) in the request's order, honouring predicate, sort, offset and limit; or
+    ///   ``PersistentStoreResult/count(_:)`` for a count request.
+    /// - Save: apply every change of the ``SaveChangesRequest`` or none. Check each updated or deleted object's
+    ///   ``ObjectChange/expectedVersion``: a mismatch is a conflict, thrown as ``ManagedObjectContextError`` with
+    ///   ``ManagedObjectContextError/Code/mergeConflict`` and the conflicts, and nothing is written.
+    ///
+    /// - Throws: An error that says why the request cannot be run; never a silently wrong result.
+    func execute(_ request: PersistentStoreRequest) throws -> PersistentStoreResult
+
+    /// The stored values of one object: attributes, to-one relationships and the version.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/objectNotFound`` when the object
+    ///   is gone.
+    func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode
+
+    /// The objects a relationship of one object holds (to-one: at most one; ordered to-many: in order).
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/objectNotFound`` when the object
+    ///   is gone.
+    func newValue(forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID) throws -> [ManagedObjectID]
+
+    /// Permanent IDs for newly inserted objects, in the same order.
+    ///
+    /// - Throws: An error if keys cannot be allocated.
+    func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID]
+
+    /// Objects a context now holds; a store may pin cached rows.
+    func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID])
+
+    /// Objects a context let go of.
+    func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID])
+}
+
+extension IncrementalStore {
+    /// Does nothing.
+    public func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {}
+    /// Does nothing.
+    public func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {}
+}
+
+/// What ``IncrementalStore/obtainPermanentIDs(for:)`` is told about each inserted object.
+public struct ObjectReference: Sendable, Hashable {
+    /// The object's temporary ID.
+    public var objectID: ManagedObjectID
+    /// The object's entity.
+    public var entityName: String
+}
+
+/// The stored state of one object, as a store hands it over (Core Data's `NSIncrementalStoreNode`).
+public struct IncrementalStoreNode: Sendable, Hashable {
+    /// The object's ID.
+    public var objectID: ManagedObjectID
+    /// Attribute values by name; an absent name is NULL.
+    public var attributes: [String: AttributeValue]
+    /// To-one relationships by name; an absent name is no object.
+    public var toOne: [String: ManagedObjectID]
+    /// The row's version: it grows with every saved change, for optimistic locking.
+    public var version: Int64
+
+    /// Creates a node.
+    public init(objectID: ManagedObjectID, attributes: [String: AttributeValue], toOne: [String: ManagedObjectID] = [:], version: Int64) {
+        self.objectID = objectID
+        self.attributes = attributes
+        self.toOne = toOne
+        self.version = version
+    }
+}
+
+/// A request a coordinator sends a store.
+public enum PersistentStoreRequest: Sendable {
+    /// A fetch or count.
+    case fetch(FetchRequest)
+    /// A save.
+    case save(SaveChangesRequest)
+}
+
+/// What a store answers.
+public enum PersistentStoreResult: Sendable {
+    /// Matching object IDs, in order.
+    case objectIDs([ManagedObjectID])
+    /// Matching objects' stored values, in order.
+    case nodes([IncrementalStoreNode])
+    /// A count.
+    case count(Int)
+    /// Nothing (a save).
+    case empty
+}
+
+/// One object's change in a save.
+public struct ObjectChange: Sendable, Hashable {
+    /// The object's (permanent) ID.
+    public var objectID: ManagedObjectID
+    /// All persistent attribute values (absent = NULL). Empty for a deletion.
+    public var attributes: [String: AttributeValue]
+    /// All to-one relationships (absent = none). Empty for a deletion.
+    public var toOne: [String: ManagedObjectID]
+    /// To-many relationships whose membership is given: every one for an insert, the changed ones for an update.
+    public var toMany: [String: [ManagedObjectID]]
+    /// The version the context last saw (updates and deletions), or `nil` for an insert.
+    public var expectedVersion: Int64?
+
+    /// Creates a change.
+    public init(objectID: ManagedObjectID, attributes: [String: AttributeValue] = [:], toOne: [String: ManagedObjectID] = [:],
+                toMany: [String: [ManagedObjectID]] = [:], expectedVersion: Int64? = nil) {
+        self.objectID = objectID
+        self.attributes = attributes
+        self.toOne = toOne
+        self.toMany = toMany
+        self.expectedVersion = expectedVersion
+    }
+}
+
+/// The changes one save sends one store (Core Data's `NSSaveChangesRequest`).
+public struct SaveChangesRequest: Sendable, Hashable {
+    /// New objects.
+    public var insertedObjects: [ObjectChange]
+    /// Changed objects.
+    public var updatedObjects: [ObjectChange]
+    /// Deleted objects.
+    public var deletedObjects: [ObjectChange]
+
+    /// Creates a save request.
+    public init(insertedObjects: [ObjectChange] = [], updatedObjects: [ObjectChange] = [], deletedObjects: [ObjectChange] = []) {
+        self.insertedObjects = insertedObjects
+        self.updatedObjects = updatedObjects
+        self.deletedObjects = deletedObjects
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+
+/// Routes contexts' requests to stores (Core Data's `NSPersistentStoreCoordinator`).
+///
+/// A coordinator holds one model and any number of stores; each store holds the entities of its configuration
+/// (every entity, for no configuration). Fetches and saves for an entity go to the stores that hold it. The
+/// coordinator also keeps a row cache: a row that any context has registered is kept, keyed by object ID and
+/// version, so a second fault on it makes no store call.
+///
+/// Coordinators are `Sendable`; share one among the contexts of a process.
+public final class PersistentStoreCoordinator: @unchecked Sendable {
+    /// What a store factory is given.
+    public struct StoreDescription: Sendable {
+        /// The coordinator's model.
+        public let model: ManagedObjectModel
+        /// The configuration whose entities the store holds, or `nil` for all.
+        public let configurationName: String?
+        /// Where the store lives, if anywhere.
+        public let url: URL?
+        /// Store-specific options.
+        public let options: [String: String]
+    }
+
+    /// Creates a store of one type.
+    public typealias StoreFactory = @Sendable (StoreDescription) throws -> any PersistentStore
+    /// Reads a store file's metadata without opening it for writing.
+    public typealias MetadataReader = @Sendable (URL) throws -> [String: String]
+
+    /// The model every context of this coordinator uses.
+    public let managedObjectModel: ManagedObjectModel
+
+    private let lock = NSRecursiveLock()
+    private var stores: [any PersistentStore] = []
+    private var classes: [String: ManagedObject.Type] = [:]
+    private var rowCache: [ManagedObjectID: CachedRow] = [:]
+
+    private struct CachedRow {
+        var node: IncrementalStoreNode?
+        var registrations: Int
+    }
+
+    private struct StoreType {
+        let factory: StoreFactory
+        let metadataReader: MetadataReader?
+    }
+
+    nonisolated(unsafe) private static var storeTypes: [String: StoreType] = [
+        InMemoryStore.storeType: StoreType(factory: { try InMemoryStore(description: $0) }, metadataReader: nil),
+    ]
+    private static let storeTypesLock = NSLock()
+
+    /// Creates a coordinator for `model`, with no stores.
+    public init(managedObjectModel: ManagedObjectModel) {
+        self.managedObjectModel = managedObjectModel
+    }
+
+    // MARK: - Store types
+
+    /// Registers a store type so that ``addPersistentStore(type:configuration:at:options:)`` can create it.
+    /// ``InMemoryStore`` is registered as `"InMemory"` from the start.
+    public static func registerStoreType(_ type: String, factory: @escaping StoreFactory, metadataReader: MetadataReader? = nil) {
+        storeTypesLock.withLock { storeTypes[type] = StoreType(factory: factory, metadataReader: metadataReader) }
+    }
+
+    private static func storeType(_ type: String) throws(ManagedObjectContextError) -> StoreType {
+        guard let registered = storeTypesLock.withLock({ storeTypes[type] }) else {
+            throw ManagedObjectContextError(.unknownName, message: "no store type \"\(type)\" is registered")
+        }
+        return registered
+    }
+
+    /// A store file's metadata, read without opening the store for writing.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` for an unregistered type or one that cannot read metadata, or the
+    ///   store's error naming the file.
+    public static func metadataForPersistentStore(type: String, at url: URL) throws -> [String: String] {
+        guard let reader = try storeType(type).metadataReader else {
+            throw ManagedObjectContextError(.unsupportedRequest, message: "the store type \"\(type)\" cannot read metadata on its own")
+        }
+        return try reader(url)
+    }
+
+    // MARK: - Stores
+
+    /// Creates a store of a registered type, loads its metadata and adds it.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` for an unknown
+    ///   type or configuration, or what the store throws while loading.
+    @discardableResult
+    public func addPersistentStore(type: String, configuration: String? = nil, at url: URL? = nil,
+                                   options: [String: String] = [:]) throws -> any PersistentStore {
+        if let configuration, !managedObjectModel.configurations.contains(where: { $0.name == configuration }) {
+            throw ManagedObjectContextError(.unknownName, message: "the model has no configuration named \"\(configuration)\"")
+        }
+        let store = try Self.storeType(type).factory(
+            StoreDescription(model: managedObjectModel, configurationName: configuration, url: url, options: options))
+        try store.loadMetadata()
+        guard !store.identifier.isEmpty else {
+            throw ManagedObjectContextError(.storeUnusable, message: "the \(type) store's metadata has no UUID after loading")
+        }
+        lock.withLock { stores.append(store) }
+        return store
+    }
+
+    /// Removes a store; its objects can no longer be fetched or saved through this coordinator.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/noStore`` when the store is
+    ///   not this coordinator's.
+    public func removePersistentStore(_ store: any PersistentStore) throws {
+        try lock.withLock { () throws(ManagedObjectContextError) in
+            guard let index = stores.firstIndex(where: { $0 === store }) else {
+                throw ManagedObjectContextError(.noStore, message: "the store \(store.identifier) is not part of this coordinator")
+            }
+            stores.remove(at: index)
+            rowCache = rowCache.filter { $0.key.storeIdentifier != store.identifier }
+        }
+    }
+
+    /// The coordinator's stores, in the order they were added.
+    public var persistentStores: [any PersistentStore] { lock.withLock { stores } }
+
+    /// The store with this identifier.
+    public func persistentStore(withIdentifier identifier: String) -> (any PersistentStore)? {
+        lock.withLock { stores.first { $0.identifier == identifier } }
+    }
+
+    /// The incremental stores that hold `entityName`.
+    func stores(holding entityName: String) -> [any IncrementalStore] {
+        lock.withLock {
+            stores.compactMap { $0 as? any IncrementalStore }.filter { store in
+                managedObjectModel.entityNames(inConfiguration: store.configurationName).contains(entityName)
+            }
+        }
+    }
+
+    func incrementalStore(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> any IncrementalStore {
+        guard let identifier = objectID.storeIdentifier,
+              let store = persistentStore(withIdentifier: identifier) as? any IncrementalStore else {
+            throw ManagedObjectContextError(.noStore, message: "no store of this coordinator holds \(objectID)")
+        }
+        return store
+    }
+
+    // MARK: - Classes
+
+    /// Makes contexts create objects of `type` for `entityName` (and its sub-entities without a class of their own).
+    public func registerClass(_ type: ManagedObject.Type, forEntityName entityName: String) {
+        lock.withLock { classes[entityName] = type }
+    }
+
+    func objectClass(for entityName: String) -> ManagedObject.Type {
+        lock.withLock {
+            for name in managedObjectModel.ancestry(of: entityName).reversed() {
+                if let type = classes[name] { return type }
+            }
+            return ManagedObject.self
+        }
+    }
+
+    // MARK: - URIs
+
+    /// The object ID a URI stands for.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/invalidURI`` when the URI is
+    ///   not an object URI, names a store this coordinator does not have, or an entity the model lacks.
+    public func managedObjectID(forURIRepresentation uri: URL) throws -> ManagedObjectID {
+        guard let id = ManagedObjectID.parse(uri) else {
+            throw ManagedObjectContextError(.invalidURI, message: "\(uri.absoluteString) is not a managed object URI (x-coredata://<store>/<Entity>/p<key>)")
+        }
+        guard managedObjectModel.entity(named: id.entityName) != nil else {
+            throw ManagedObjectContextError(.invalidURI, message: "\(uri.absoluteString) names the entity \"\(id.entityName)\", which the model does not have")
+        }
+        if let store = id.storeIdentifier, persistentStore(withIdentifier: store) == nil {
+            throw ManagedObjectContextError(.invalidURI, message: "\(uri.absoluteString) belongs to the store \(store), which this coordinator does not have")
+        }
+        return id
+    }
+
+    // MARK: - Row cache
+
+    /// The stored values of an object, from the row cache or its store.
+    func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
+        if let cached = lock.withLock({ rowCache[objectID]?.node }) { return cached }
+        let node = try incrementalStore(for: objectID).newValuesForObject(with: objectID)
+        lock.withLock { if rowCache[objectID] != nil { rowCache[objectID]!.node = node } }
+        return node
+    }
+
+    /// Replaces (or drops, for `nil`) a cached row after a save or a refresh.
+    func updateCache(_ objectID: ManagedObjectID, node: IncrementalStoreNode?) {
+        lock.withLock { if rowCache[objectID] != nil { rowCache[objectID]!.node = node } }
+    }
+
+    func register(_ objectIDs: [ManagedObjectID]) {
+        lock.withLock {
+            for id in objectIDs where !id.isTemporaryID { rowCache[id, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
+        }
+        for (storeIdentifier, ids) in Dictionary(grouping: objectIDs.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
+            (persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore)?.managedObjectContextDidRegisterObjects(with: ids)
+        }
+    }
+
+    func unregister(_ objectIDs: [ManagedObjectID]) {
+        lock.withLock {
+            for id in objectIDs where !id.isTemporaryID {
+                guard var row = rowCache[id] else { continue }
+                row.registrations -= 1
+                rowCache[id] = row.registrations > 0 ? row : nil
+            }
+        }
+        for (storeIdentifier, ids) in Dictionary(grouping: objectIDs.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
+            (persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore)?.managedObjectContextDidUnregisterObjects(with: ids)
+        }
+    }
+}
