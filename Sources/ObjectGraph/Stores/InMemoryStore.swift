@@ -104,7 +104,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
     }
 
     private func save(_ request: SaveChangesRequest) throws {
-        try lock.withLock { () throws(ManagedObjectContextError) in
+        try lock.withLock { () throws in
             counters.saves += 1
             var next = rows
             var conflicts: [MergeConflict] = []
@@ -166,7 +166,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
 
     /// The stored values of one object; see ``IncrementalStore/newValuesForObject(with:)``.
     public func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode {
-        try lock.withLock { () throws(ManagedObjectContextError) -> IncrementalStoreNode in
+        try lock.withLock { () throws -> IncrementalStoreNode in
             counters.objectFaults += 1
             guard let row = rows[objectID] else {
                 throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
@@ -177,7 +177,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
 
     /// The members of one relationship; see ``IncrementalStore/newValue(forRelationship:forObjectWith:)``.
     public func newValue(forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID) throws -> [ManagedObjectID] {
-        try lock.withLock { () throws(ManagedObjectContextError) -> [ManagedObjectID] in
+        try lock.withLock { () throws -> [ManagedObjectID] in
             counters.relationshipFaults += 1
             guard let row = rows[objectID] else {
                 throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")

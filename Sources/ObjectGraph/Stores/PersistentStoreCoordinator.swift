@@ -107,7 +107,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/noStore`` when the store is
     ///   not this coordinator's.
     public func removePersistentStore(_ store: any PersistentStore) throws {
-        try lock.withLock { () throws(ManagedObjectContextError) in
+        try lock.withLock { () throws in
             guard let index = stores.firstIndex(where: { $0 === store }) else {
                 throw ManagedObjectContextError(.noStore, message: "the store \(store.identifier) is not part of this coordinator")
             }
