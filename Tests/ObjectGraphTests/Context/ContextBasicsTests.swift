@@ -1,0 +1,192 @@
+import Foundation
+import Testing
+@testable import ObjectGraph
+
+@Suite(.serialized) struct ContextBasicsTests {
+    @Test func insertAppliesDefaultsAndAwakeFromInsertThenSaveGivesPermanentIDs() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let before = Author.inserted
+        let author = try context.insert(Author.self, entityName: "Author")
+        #expect(Author.inserted == before + 1)
+        #expect(author["scratch"] as? String == "fresh")
+        author.name = "Ursula"
+        let book = try context.make("Book", ["title": "The Dispossessed", "author": author])
+        #expect(book["pages"] as? Int16 == 1, "default value")
+        #expect(book.objectID.isTemporaryID && book.isInserted && context.hasChanges)
+        #expect(book.objectID.uriRepresentation.absoluteString.hasPrefix("x-coredata:///Book/t"))
+        try context.save()
+        #expect(!book.objectID.isTemporaryID && !book.isInserted && !book.hasChanges && !context.hasChanges)
+        #expect(book.objectID.uriRepresentation.absoluteString.hasPrefix("x-coredata://\(coordinator.persistentStores[0].identifier)/Book/p"))
+        #expect((book["author"] as? ManagedObject) === author, "the relationship followed the new IDs")
+        #expect(author.books.count == 1)
+    }
+
+    @Test func urisRoundTripAndForeignOrMalformedOnesAreRejected() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let author = try context.make("Author", ["name": "Le Guin"])
+        try context.save()
+        let uri = author.objectID.uriRepresentation
+        #expect(try coordinator.managedObjectID(forURIRepresentation: uri) == author.objectID)
+        let temporary = try context.make("Author", ["name": "T"]).objectID
+        #expect(try coordinator.managedObjectID(forURIRepresentation: temporary.uriRepresentation) == temporary)
+        for bad in ["https://example.com/Author/p1", "x-coredata://\(UUID().uuidString)/Author/p1",
+                    "x-coredata://\(coordinator.persistentStores[0].identifier)/Nope/p1", "x-coredata:///Author/p1", "x-coredata://x/Author"] {
+            #expect(throws: ManagedObjectContextError.self, "\(bad)") { try coordinator.managedObjectID(forURIRepresentation: URL(string: bad)!) }
+        }
+        do {
+            _ = try coordinator.managedObjectID(forURIRepresentation: URL(string: "x-coredata://\(UUID().uuidString)/Author/p1")!)
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .invalidURI)
+            #expect(error.message.contains("which this coordinator does not have"))
+        }
+    }
+
+    @Test func stringReferenceObjectsRoundTripThroughURIs() {
+        let id = ManagedObjectID(entityName: "Note", storeIdentifier: "S", referenceObject: .string("a/b c%"))
+        #expect(ManagedObjectID.parse(id.uriRepresentation) == id)
+    }
+
+    @Test func valuesAreTypeCheckedAndAWrongTypeChangesNothing() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let book = try context.make("Book", ["title": "A", "pages": 10])
+        #expect(book["pages"] as? Int16 == 10)
+        for (key, value) in [("pages", "ten" as Any), ("pages", 70_000 as Any), ("title", 5 as Any), ("rating", Double.nan as Any),
+                             ("author", "someone" as Any), ("price", "1.5" as Any)] {
+            do {
+                try book.setValue(value, forKey: key)
+                Issue.record("\(key) accepted \(value)")
+            } catch {
+                #expect(error.code == .wrongValueType)
+                #expect(error.message.contains("Book.\(key) takes"))
+            }
+        }
+        #expect(book["pages"] as? Int16 == 10 && book["title"] as? String == "A")
+        #expect(throws: ManagedObjectContextError.self) { try book.setValue(1, forKey: "nope") }
+        try book.setValue(2.0, forKey: "rating")
+        try book.setValue(Decimal(string: "9.99")!, forKey: "price")
+        try book.setValue(Int64(12), forKey: "pages")
+        #expect(book["rating"] as? Double == 2 && book["price"] as? Decimal == Decimal(string: "9.99"))
+        let author = try context.make("Author", ["name": "X"])
+        let tag = try context.make("Tag", ["label": "t"])
+        #expect(throws: ManagedObjectContextError.self) { try book.setValue(tag, forKey: "author") }
+        try book.setValue(author, forKey: "author")
+    }
+
+    @Test func typedKeysReadAndWriteWithoutKeyStrings() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let author = try context.insert(Author.self, entityName: "Author")
+        author.name = "Octavia"
+        #expect(author.name == "Octavia")
+        #expect(author[AttributeKey<Int>("born")] == nil)
+        _ = try context.make("Book", ["title": "Kindred", "author": author])
+        #expect(author.books.map { $0["title"] as? String } == ["Kindred"])
+    }
+
+    @Test func objectWithIsAFaultAndExistingObjectThrowsWhenGone() throws {
+        let (coordinator, stores) = try makeStack()
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        let author = try writer.make("Author", ["name": "N. K."])
+        try writer.save()
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let fault = reader.object(with: author.objectID)
+        #expect(fault.isFault)
+        #expect(reader.registeredObject(for: author.objectID) === fault)
+        #expect(reader.object(with: author.objectID) === fault, "one object per ID")
+        #expect(fault["name"] as? String == "N. K.")
+        #expect(!fault.isFault)
+        let missing = ManagedObjectID(entityName: "Author", storeIdentifier: stores[0].identifier, referenceObject: .integer(999))
+        do {
+            _ = try reader.existingObject(with: missing)
+            Issue.record("a missing object was returned")
+        } catch {
+            #expect(error.code == .objectNotFound)
+        }
+        #expect(try reader.existingObject(with: author.objectID) === fault)
+    }
+
+    @Test func aSecondFaultOnACachedRowMakesNoStoreCall() throws {
+        let (coordinator, stores) = try makeStack()
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        let author = try writer.make("Author", ["name": "Cached"])
+        try writer.save()
+        writer.reset()  // no context holds the row now, so the cache lets it go
+        let first = ManagedObjectContext(coordinator: coordinator)
+        let a = first.object(with: author.objectID)
+        let before = stores[0].callCounts.objectFaults
+        _ = a["name"]
+        #expect(stores[0].callCounts.objectFaults == before + 1)
+        let second = ManagedObjectContext(coordinator: coordinator)
+        let b = second.object(with: author.objectID)
+        #expect(b["name"] as? String == "Cached")
+        #expect(stores[0].callCounts.objectFaults == before + 1, "served from the coordinator's row cache")
+        first.refresh(a, mergeChanges: false)
+        #expect(a.isFault)
+    }
+
+    @Test func rollbackResetAndRefresh() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let author = try context.make("Author", ["name": "Before"])
+        try context.save()
+        author["name"] = "After"
+        let extra = try context.make("Author", ["name": "New"])
+        context.delete(author)
+        context.rollback()
+        #expect(author["name"] as? String == "Before" && !author.isDeleted && !author.hasChanges)
+        #expect(extra.managedObjectContext == nil || !context.registeredObjects.contains(extra))
+        #expect(!context.hasChanges)
+
+        author["name"] = "Local"
+        let other = ManagedObjectContext(coordinator: coordinator)
+        let theirs = other.object(with: author.objectID)
+        theirs["email"] = "x@y.z"
+        try other.save()
+        context.refresh(author, mergeChanges: true)
+        #expect(author["name"] as? String == "Local", "local change kept")
+        #expect(author["email"] as? String == "x@y.z", "store change merged")
+        context.refresh(author, mergeChanges: false)
+        #expect(author.isFault && !author.hasChanges)
+        #expect(author["name"] as? String == "Before")
+
+        context.reset()
+        #expect(context.registeredObjects.isEmpty && !context.hasChanges)
+    }
+
+    @Test func obtainPermanentIDsBeforeSaving() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let author = try context.make("Author", ["name": "Early"])
+        let book = try context.make("Book", ["title": "B", "author": author])
+        try context.obtainPermanentIDs(for: [author, book])
+        #expect(!author.objectID.isTemporaryID && !book.objectID.isTemporaryID)
+        #expect(context.registeredObject(for: author.objectID) === author)
+        #expect((book["author"] as? ManagedObject) === author)
+        try context.save()
+        let other = ManagedObjectContext(coordinator: coordinator)
+        #expect(try other.existingObject(with: book.objectID)["title"] as? String == "B")
+    }
+
+    @Test func contextsWorkThroughPerformFromOtherTasks() async throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for n in 0..<8 {
+                group.addTask {
+                    try await context.perform {
+                        _ = try context.make("Author", ["name": "Writer \(n)"])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let count = try await context.perform {
+            try context.save()
+            return try context.count(for: FetchRequest(entityName: "Author"))
+        }
+        #expect(count == 8)
+    }
+}
