@@ -97,9 +97,8 @@ extension ManagedObjectContext {
             }
             candidates = kept
             let extra = (insertedIDs + changedIDs.sorted { $0.description < $1.description }).compactMap { registered[$0] }
-                .filter { family.contains($0.entity.name) && !seen.contains($0.objectID) && ($0.isInserted || $0.isUpdated) }
-            for object in extra {
-                seen.insert(object.objectID)
+                .filter { family.contains($0.entity.name) && ($0.isInserted || $0.isUpdated) }
+            for object in extra where seen.insert(object.objectID).inserted {
                 if try request.predicate?.evaluate(with: object) ?? true { candidates.append(object) }
             }
         }

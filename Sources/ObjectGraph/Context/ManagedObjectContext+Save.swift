@@ -287,7 +287,8 @@ extension ManagedObjectContext {
                     if case .attribute = property { object.attributes[key] = persisted.attributes[key] } else { object.toOne[key] = persisted.toOne[key] }
                     object.changedKeys.remove(key)
                 }
-                if object.changedKeys.isEmpty && object.lifecycle == .clean { object.changedKeys.insert("") } // still saved, at the new version
+                // Nothing of mine is left to write: the object is now simply up to date.
+                if object.changedKeys.isEmpty && object.lifecycle == .clean { changedIDs.remove(object.objectID) }
             }
             object.version = persisted.version
             object.committed = ManagedObject.Snapshot(attributes: persisted.attributes, toOne: persisted.toOne,
