@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
+        .library(name: "StoreConformance", targets: ["StoreConformance"]),
     ],
     targets: [
         .systemLibrary(
@@ -21,6 +22,10 @@ let package = Package(
         ),
         .target(
             name: "ObjectGraph"
+        ),
+        .target(
+            name: "StoreConformance",
+            dependencies: ["ObjectGraph"]
         ),
         // A small program the tests spawn as a second OS process (multi-process writes, crash tests).
         .executableTarget(
@@ -39,7 +44,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ObjectGraphTests",
-            dependencies: ["ObjectGraph", "TestSupport"],
+            dependencies: ["ObjectGraph", "StoreConformance", "TestSupport"],
             resources: [.copy("Fixtures")]
         ),
     ],

@@ -262,7 +262,7 @@ extension ManagedObject {
             return v
         case (.data(let v), _): return v
         case (.uuid(let v), _): return v
-        case (.uri(let v), .objectID): return ManagedObjectID.parse(v) as Any
+        case (.uri(let v), .objectID): return ManagedObjectID.parse(v).map { $0 as Any } ?? v
         case (.uri(let v), _): return v
         }
     }
