@@ -168,7 +168,14 @@ extension ManagedObjectContext {
             do {
                 try sendRequests(assignments)
                 break
-            } catch let error as ManagedObjectContextError where error.code == .mergeConflict && mergePolicy != .error && attempts < 4 {
+            } catch var error as ManagedObjectContextError where error.code == .mergeConflict {
+                // The store knows what it holds; the context adds what it had read.
+                for index in error.conflicts.indices {
+                    guard let object = registered[error.conflicts[index].objectID], let committed = object.committed else { continue }
+                    error.conflicts[index].cachedSnapshot = IncrementalStoreNode(objectID: object.objectID, attributes: committed.attributes,
+                                                                                 toOne: committed.toOne, version: committed.version)
+                }
+                guard mergePolicy != .error && attempts < 4 else { throw error }
                 try resolve(error)
             }
         }

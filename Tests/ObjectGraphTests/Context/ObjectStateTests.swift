@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+@testable import ObjectGraph
+
+@Suite struct ObjectStateTests {
+    final class Counting: ManagedObject {
+        nonisolated(unsafe) static var fetched = 0
+        override func awakeFromFetch() { Counting.fetched += 1 }
+    }
+
+    @Test func changedAndCommittedValuesTrackEdits() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let book = try context.make("Book", ["title": "First", "pages": 10])
+        #expect(book.committedValues().isEmpty, "a new object has no saved values")
+        try context.save()
+        try book.setValue("Second", forKey: "title")
+        #expect(book.isUpdated && book.hasChanges && context.updatedObjects == [book])
+        #expect(book.changedValues.keys.sorted() == ["title"])
+        #expect(book.changedValues["title"] as? String == "Second")
+        #expect(book.committedValues(forKeys: ["title", "pages"])["title"] as? String == "First")
+        #expect(book.committedValues(forKeys: ["pages"])["pages"] as? Int16 == 10)
+        try book.setValue("First", forKey: "title")
+        try context.save()
+        #expect(book.committedValues(forKeys: ["title"])["title"] as? String == "First")
+    }
+
+    @Test func awakeFromFetchRunsWhenAFaultLoads() throws {
+        let (coordinator, _) = try makeStack()
+        coordinator.registerClass(Counting.self, forEntityName: "Tag")
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let tag = try context.make("Tag", ["label": "x"])
+        try context.save()
+        let before = Counting.fetched
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let fault = fresh.object(with: tag.objectID)
+        #expect(fault is Counting)
+        #expect(Counting.fetched == before)
+        _ = fault["label"]
+        #expect(Counting.fetched == before + 1)
+    }
+
+    @Test func noActionLeavesTheOtherSideAlone() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Parent") { RelationshipDescription("kids", destination: "Kid", inverse: "parent", toMany: true, deleteRule: .noAction) }
+            EntityDescription("Kid") { RelationshipDescription("parent", destination: "Parent", inverse: "kids") }
+        }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: InMemoryStore.storeType)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let parent = try context.insertNewObject(forEntityName: "Parent")
+        let kid = try context.insertNewObject(forEntityName: "Kid")
+        try kid.setValue(parent, forKey: "parent")
+        try context.save()
+        let parentID = parent.objectID
+        context.delete(parent)
+        try context.save()
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let reloaded = try fresh.existingObject(with: kid.objectID)
+        #expect((reloaded["parent"] as? ManagedObject)?.objectID == parentID, "no action: the kid still points at the deleted parent")
+    }
+
+    @Test func removingAStoreStopsRoutingToIt() throws {
+        let (coordinator, stores) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        _ = try context.make("Tag", ["label": "gone"])
+        try coordinator.removePersistentStore(stores[0])
+        #expect(coordinator.persistentStores.isEmpty)
+        do {
+            try context.save()
+            Issue.record("a save went to a removed store")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .noStore)
+        }
+        #expect(throws: ManagedObjectContextError.self) { try coordinator.removePersistentStore(stores[0]) }
+    }
+
+    @Test func unknownStoreTypesAndConfigurationsAreErrors() throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
+        #expect(throws: ManagedObjectContextError.self) { try coordinator.addPersistentStore(type: "NoSuchType") }
+        #expect(throws: ManagedObjectContextError.self) { try coordinator.addPersistentStore(type: InMemoryStore.storeType, configuration: "Nope") }
+        #expect(throws: ManagedObjectContextError.self) {
+            try PersistentStoreCoordinator.metadataForPersistentStore(type: InMemoryStore.storeType, at: URL(fileURLWithPath: "/tmp/x"))
+        }
+    }
+
+    @Test func aConflictCarriesBothSnapshots() throws {
+        let (coordinator, _) = try makeStack()
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let tag = try setup.make("Tag", ["label": "v1"])
+        try setup.save()
+        let other = ManagedObjectContext(coordinator: coordinator)
+        try other.object(with: tag.objectID).setValue("v2", forKey: "label")
+        try tag.setValue("mine", forKey: "label")
+        try other.save()
+        do {
+            try setup.save()
+            Issue.record("no conflict")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.conflicts.first?.cachedSnapshot?.attributes["label"] == .string("v1"))
+            #expect(error.conflicts.first?.persistedSnapshot?.attributes["label"] == .string("v2"))
+            #expect(error.description.contains("read at version 1, the store has version 2"))
+        }
+    }
+}
