@@ -71,10 +71,12 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
         return text
     }
 
+    /// Whether two errors have the same code (context is not compared).
     public static func == (lhs: LMDBError, rhs: LMDBError) -> Bool {
         lhs.rawValue == rhs.rawValue
     }
 
+    /// Hashes the code.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(rawValue)
     }
