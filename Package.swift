@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "LMDB", targets: ["LMDB"]),
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
+        .library(name: "LMDBStore", targets: ["LMDBStore"]),
     ],
     targets: [
         .systemLibrary(
@@ -22,6 +23,10 @@ let package = Package(
         ),
         .target(
             name: "ObjectGraph"
+        ),
+        .target(
+            name: "LMDBStore",
+            dependencies: ["LMDB", "ObjectGraph"]
         ),
         .target(
             name: "StoreConformance",
@@ -41,6 +46,10 @@ let package = Package(
         .testTarget(
             name: "LMDBTests",
             dependencies: ["LMDB", "lmdbstore-test-helper", "TestSupport"]
+        ),
+        .testTarget(
+            name: "LMDBStoreTests",
+            dependencies: ["LMDBStore", "LMDB", "ObjectGraph", "StoreConformance", "TestSupport", "lmdbstore-test-helper"]
         ),
         .testTarget(
             name: "ObjectGraphTests",

@@ -1,0 +1,105 @@
+import Foundation
+import ObjectGraph
+
+/// The order-preserving key encoding (specified in `Docs/FORMAT.md`): each element is a type tag and a body such
+/// that comparing two encodings byte by byte orders them as their values order. NULL sorts first.
+enum TupleEncoding {
+    enum Tag {
+        static let null: UInt8 = 0x00
+        static let integer: UInt8 = 0x20
+        static let double: UInt8 = 0x21
+        static let decimal: UInt8 = 0x23
+        static let string: UInt8 = 0x30
+        static let date: UInt8 = 0x40
+        static let data: UInt8 = 0x50
+        static let uuid: UInt8 = 0x60
+        static let uri: UInt8 = 0x70
+        static let boolean: UInt8 = 0x18
+    }
+
+    /// Appends one element.
+    static func append(_ value: AttributeValue?, to key: inout [UInt8]) {
+        guard let value else { key.append(Tag.null); return }
+        switch value {
+        case .integer(let v):
+            key.append(Tag.integer)
+            appendBigEndian(UInt64(bitPattern: v) ^ (1 << 63), to: &key)
+        case .boolean(let v):
+            key.append(Tag.boolean)
+            key.append(v ? 1 : 0)
+        case .double(let v):
+            key.append(Tag.double)
+            appendSortableDouble(v, to: &key)
+        case .float(let v):
+            key.append(Tag.double)
+            appendSortableDouble(Double(v), to: &key)
+        case .decimal(let v):
+            key.append(Tag.decimal)
+            appendDecimal(v, to: &key)
+        case .string(let v):
+            key.append(Tag.string)
+            appendEscaped(Array(v.precomposedStringWithCanonicalMapping.utf8), to: &key)
+        case .date(let v):
+            key.append(Tag.date)
+            appendSortableDouble(v.timeIntervalSinceReferenceDate, to: &key)
+        case .data(let v):
+            key.append(Tag.data)
+            appendEscaped(Array(v), to: &key)
+        case .uuid(let v):
+            key.append(Tag.uuid)
+            withUnsafeBytes(of: v.uuid) { key.append(contentsOf: $0) }
+        case .uri(let v):
+            key.append(Tag.uri)
+            appendEscaped(Array(v.absoluteString.utf8), to: &key)
+        }
+    }
+
+    static func appendBigEndian(_ value: UInt64, to key: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
+    }
+
+    static func appendBigEndian(_ value: UInt16, to key: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
+    }
+
+    static func readBigEndianUInt64(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt64 {
+        UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
+
+    /// IEEE-754 bits made sortable: positive numbers get the sign bit set, negative ones are inverted whole.
+    /// -0.0 is stored as 0.0 so the two compare equal, as they do as numbers.
+    static func appendSortableDouble(_ value: Double, to key: inout [UInt8]) {
+        let bits = (value == 0 ? 0.0 : value).bitPattern
+        appendBigEndian(bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63), to: &key)
+    }
+
+    /// Bytes with 0x00 escaped as 0x00 0xFF, ended by 0x00: a shorter string sorts before its extensions.
+    static func appendEscaped(_ bytes: [UInt8], to key: inout [UInt8]) {
+        for byte in bytes {
+            key.append(byte)
+            if byte == 0 { key.append(0xFF) }
+        }
+        key.append(0)
+    }
+
+    /// Decimals: a class byte (0x40 negative, 0x80 zero, 0xC0 positive), then for non-zero values the adjusted
+    /// exponent (exponent + digit count) as a biased big-endian UInt16 and the significant digits (each digit + 1),
+    /// ended by 0x00; negative values have every byte after the class inverted.
+    static func appendDecimal(_ value: Decimal, to key: inout [UInt8]) {
+        if value.isZero { key.append(0x80); return }
+        let negative = value < 0
+        // Decimal's text form is plain positional notation ("1234.5", "0.001"), never an exponent.
+        let text = "\(negative ? -value : value)"
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        var digits = Array((parts[0] + (parts.count > 1 ? parts[1] : "")).utf8)
+        var adjusted = parts[0].count
+        while digits.first == UInt8(ascii: "0") { digits.removeFirst(); adjusted -= 1 }
+        while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+        var body: [UInt8] = []
+        appendBigEndian(UInt16(truncatingIfNeeded: adjusted + 0x8000), to: &body)
+        for digit in digits { body.append(digit - UInt8(ascii: "0") + 1) }
+        body.append(0)
+        key.append(negative ? 0x40 : 0xC0)
+        key.append(contentsOf: negative ? body.map { ~$0 } : body)
+    }
+}

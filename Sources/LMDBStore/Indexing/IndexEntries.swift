@@ -1,0 +1,90 @@
+import ObjectGraph
+
+/// One entry a row contributes to a secondary table.
+struct IndexEntry: Hashable {
+    let database: String
+    let key: [UInt8]
+    let value: [UInt8]
+}
+
+/// Computes the secondary entries of a row (fetch indexes, uniqueness constraints, to-one indexes). Saving a row
+/// puts the entries of its new state and deletes those of its old state that changed; `verify` recomputes them
+/// from every row.
+struct IndexEntries {
+    let layout: StoreLayout
+
+    /// LMDB's key limit, less the 8-byte row key suffix every index key ends with.
+    static let maxKeyWithoutSuffix = 511 - 8
+
+    func entries(for row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout) -> (indexes: [IndexEntry], uniques: [IndexEntry]) {
+        var indexes: [IndexEntry] = []
+        var uniques: [IndexEntry] = []
+        let tag = [UInt8(row.entityTag >> 8), UInt8(row.entityTag & 0xFF)]
+        let rowKey = LMDBIncrementalStore.keyBytes(key)
+        for (owner, index) in entity.indexes {
+            let elements = index.elements.map { element -> [UInt8] in
+                var bytes = elementBytes(element.propertyName, row)
+                if !element.isAscending { bytes = bytes.map { ~$0 } }
+                return bytes
+            }
+            indexes.append(IndexEntry(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
+                                      key: Self.fit(elements) + rowKey, value: tag))
+        }
+        for (owner, number, constraint) in entity.uniques {
+            let values = constraint.propertyNames.map { value($0, row) }
+            if values.contains(where: { $0 == nil }) { continue }  // NULLs never clash
+            let elements = constraint.propertyNames.map { elementBytes($0, row) }
+            uniques.append(IndexEntry(database: StoreLayout.uniqueDatabase(entity: owner, number: number),
+                                      key: Self.fit(elements), value: rowKey + tag))
+        }
+        for relationship in entity.toOneRelationships {
+            guard let reference = row.toOne[relationship.name] else { continue }
+            indexes.append(IndexEntry(database: StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: relationship.name, in: entity.name),
+                                                                           relationship: relationship.name),
+                                      key: LMDBIncrementalStore.keyBytes(reference.key) + rowKey, value: tag))
+        }
+        return (indexes, uniques)
+    }
+
+    /// The value an index element sees: an attribute, or a to-one as the integer key of its destination.
+    private func value(_ name: String, _ row: StoredRow) -> AttributeValue? {
+        if let value = row.attributes[name] { return value }
+        return row.toOne[name].map { .integer(Int64(bitPattern: $0.key)) }
+    }
+
+    private func elementBytes(_ name: String, _ row: StoredRow) -> [UInt8] {
+        var bytes: [UInt8] = []
+        TupleEncoding.append(value(name, row), to: &bytes)
+        return bytes
+    }
+
+    /// Joins elements into a key of at most ``maxKeyWithoutSuffix`` bytes: when they are too long, each element
+    /// longer than its share is cut to that share and ended with 0x00 0x02 and an 8-byte FNV-1a digest of the whole
+    /// element, so equal values still give equal keys and the order of the cut prefixes is kept.
+    static func fit(_ elements: [[UInt8]]) -> [UInt8] {
+        let total = elements.reduce(0) { $0 + $1.count }
+        guard total > maxKeyWithoutSuffix else { return elements.flatMap { $0 } }
+        let share = maxKeyWithoutSuffix / elements.count
+        var key: [UInt8] = []
+        for element in elements {
+            guard element.count > share else { key += element; continue }
+            let kept = max(1, share - 10)
+            key += element.prefix(kept)
+            key += [0x00, 0x02]
+            key += ElementDigest.digest(element).prefix(8)
+        }
+        return Array(key.prefix(maxKeyWithoutSuffix))
+    }
+}
+
+/// A short digest for cut index elements (FNV-1a 64 over the whole element, big-endian).
+enum ElementDigest {
+    static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return LMDBIncrementalStore.keyBytes(hash)
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+extension LMDBIncrementalStore {
+    /// Metadata keys in the `meta` database; every value is UTF-8 text.
+    enum MetaKey {
+        static let format = "format"
+        static let uuid = "uuid"
+        static let storeType = "storeType"
+        static let modelHash = "modelHash"
+        static let entities = "entities"
+        static func fields(_ entity: String) -> String { "fields/" + entity }
+    }
+
+    /// Opens (or creates) the store file and checks it: a new file gets a UUID, the store type, the format version,
+    /// the model's version hash and the layout tables; an existing one must be an LMDB store of this type, of a
+    /// format this code reads, written with this model. Nothing is written when a check fails.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/storeUnusable`` naming the file
+    ///   and both sides of a mismatch.
+    public func loadMetadata() throws {
+        let path = url!.path
+        var environmentOptions = Environment.Options()
+        if let mapSize = options["mapSize"].flatMap(Int.init) { environmentOptions.mapSize = mapSize }
+        switch options["durability"] {
+        case "noSync": environmentOptions.durability = .noSync
+        case "skipMetaSync": environmentOptions.durability = .skipMetaSync
+        default: break
+        }
+        environmentOptions.maxDatabases = max(64, layout.databaseNames.count + 8)
+        let environment: Environment
+        do {
+            environment = try Environment.open(at: path, options: environmentOptions)
+        } catch let error as LMDBError where error == .invalid || error == .corrupted || error == .versionMismatch {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(path) is not a usable LMDB store: \(error)", underlying: error)
+        } catch {
+            throw storeError(error, "cannot open the store")
+        }
+        let existing = try Self.readMetadata(environment: environment, path: path)
+        var stored = existing
+        if existing.isEmpty {
+            stored = [
+                MetaKey.format: String(Self.formatVersion), MetaKey.uuid: UUID().uuidString, MetaKey.storeType: type,
+                MetaKey.modelHash: model.versionHashString,
+            ]
+            try create(environment, stored)
+        } else {
+            try check(stored, path: path)
+        }
+        var databases: [String: Database] = [:]
+        do {
+            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name, create: false) }
+        } catch {
+            throw storeError(error, "the store lacks a table its model needs")
+        }
+        let state = OpenState(environment: environment, databases: databases, storeIdentifier: stored[MetaKey.uuid]!)
+        lock.withLock {
+            self.state = state
+            metadataStorage = [
+                PersistentStoreMetadataKey.uuid: stored[MetaKey.uuid]!, PersistentStoreMetadataKey.storeType: type,
+                PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? "",
+            ]
+        }
+    }
+
+    private func check(_ stored: [String: String], path: String) throws {
+        guard let format = stored[MetaKey.format].flatMap(Int.init) else {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(path) is an LMDB file but not an LMDBStore store (no format version)")
+        }
+        guard format <= Self.formatVersion else {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(path) has format version \(format); this LMDBStore reads up to \(Self.formatVersion)")
+        }
+        guard stored[MetaKey.storeType] == type else {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(path) is a \(stored[MetaKey.storeType] ?? "?") store, not a \(type) store")
+        }
+        guard stored[MetaKey.modelHash] == model.versionHashString else {
+            throw ManagedObjectContextError(.storeUnusable,
+                message: "\(path) was written with model version \(stored[MetaKey.modelHash] ?? "?"), not this model's \(model.versionHashString)")
+        }
+    }
+
+    private func create(_ environment: Environment, _ stored: [String: String]) throws {
+        do {
+            var databases: [String: Database] = [:]
+            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name) }
+            let meta = databases[StoreLayout.metadataDatabase]!
+            var values = stored
+            let tags = Dictionary(uniqueKeysWithValues: layout.entityNamesByTag.map { (String($0.key), $0.value) })
+            values[MetaKey.entities] = String(decoding: try JSONSerialization.data(withJSONObject: tags, options: [.sortedKeys]), as: UTF8.self)
+            for (name, entity) in layout.entities {
+                values[MetaKey.fields(name)] = String(decoding: try JSONSerialization.data(withJSONObject: entity.fields.map(\.name)), as: UTF8.self)
+            }
+            try environment.write { transaction in
+                for (key, value) in values { try meta.put(Array(value.utf8), forKey: Array(key.utf8), in: transaction) }
+            }
+        } catch {
+            throw storeError(error, "cannot create the store")
+        }
+    }
+
+    /// Reads a store file's metadata without opening it for writing.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the file when it is missing or not an LMDBStore store.
+    public static func readMetadata(at url: URL) throws -> [String: String] {
+        let environment: Environment
+        do {
+            environment = try Environment.open(at: url.path, options: .init { $0.isReadOnly = true })
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot read the metadata of \(url.path)", underlying: error)
+        }
+        let stored = try readMetadata(environment: environment, path: url.path)
+        guard !stored.isEmpty else {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) is an LMDB file but not an LMDBStore store")
+        }
+        return [PersistentStoreMetadataKey.uuid: stored[MetaKey.uuid] ?? "", PersistentStoreMetadataKey.storeType: stored[MetaKey.storeType] ?? "",
+                PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? ""]
+    }
+
+    private static func readMetadata(environment: Environment, path: String) throws -> [String: String] {
+        let meta: Database
+        do {
+            meta = try environment.openDatabase(named: StoreLayout.metadataDatabase, create: false)
+        } catch LMDBError.notFound {
+            return [:]
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot read the metadata of \(path)", underlying: error)
+        }
+        do {
+            return try environment.read { transaction in
+                var values: [String: String] = [:]
+                try meta.withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entry in
+                        values[String(decoding: entry.key, as: UTF8.self)] = String(decoding: entry.value, as: UTF8.self)
+                        return true
+                    }
+                }
+                return values
+            }
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot read the metadata of \(path)", underlying: error)
+        }
+    }
+}

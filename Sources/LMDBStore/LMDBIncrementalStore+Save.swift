@@ -1,0 +1,194 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+extension LMDBIncrementalStore {
+    /// Runs a fetch or a save; see ``IncrementalStore/execute(_:)``.
+    public func execute(_ request: PersistentStoreRequest) throws -> PersistentStoreResult {
+        switch request {
+        case .fetch(let fetch): return try self.fetch(fetch)
+        case .save(let save): try self.save(save); return .empty
+        }
+    }
+
+    /// One LMDB write transaction for the whole request: versions are checked first (a mismatch is a conflict and
+    /// nothing is written), then old secondary entries that changed are removed, new ones put (uniqueness checked),
+    /// link tables rewritten for the relationships given, and rows written with their new versions.
+    func save(_ request: SaveChangesRequest) throws {
+        let state = try open
+        for change in request.insertedObjects + request.updatedObjects { try checkValues(change) }
+        let maintainer = IndexEntries(layout: layout)
+        do {
+            try state.environment.write { transaction in
+                // 1. Read the current rows and check versions.
+                var old: [ManagedObjectID: StoredRow] = [:]
+                var conflicts: [MergeConflict] = []
+                for change in request.updatedObjects + request.deletedObjects {
+                    let current = try readRow(change.objectID, state: state, transaction: transaction)
+                    if let current { old[change.objectID] = current }
+                    if current.map({ Int64(bitPattern: $0.version) }) != change.expectedVersion {
+                        conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: change.expectedVersion ?? 0,
+                                                       newVersion: current.map { Int64(bitPattern: $0.version) } ?? 0,
+                                                       persistedSnapshot: current.map { node(change.objectID, $0, storeIdentifier: state.storeIdentifier) }))
+                    }
+                }
+                guard conflicts.isEmpty else {
+                    throw ManagedObjectContextError(.mergeConflict, message: "\(conflicts.count) object\(conflicts.count == 1 ? "" : "s") changed in the store since they were read",
+                                                    conflicts: conflicts)
+                }
+                // 2. New row states.
+                var new: [ManagedObjectID: StoredRow] = [:]
+                for change in request.insertedObjects {
+                    let rows = try rowsDatabase(change.objectID, state)
+                    let exists = try rows.contains(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                    if exists { throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store") }
+                    new[change.objectID] = try storedRow(change, version: 1)
+                }
+                for change in request.updatedObjects {
+                    new[change.objectID] = try storedRow(change, version: old[change.objectID]!.version + 1)
+                }
+                // 3. Secondary entries: remove the old ones that changed, then add the new ones.
+                var oldEntries: [ManagedObjectID: (indexes: [IndexEntry], uniques: [IndexEntry])] = [:]
+                var newEntries: [ManagedObjectID: (indexes: [IndexEntry], uniques: [IndexEntry])] = [:]
+                for (id, row) in old { oldEntries[id] = maintainer.entries(for: row, key: try key(of: id), entity: layout.entity(id.entityName)!) }
+                for (id, row) in new { newEntries[id] = maintainer.entries(for: row, key: try key(of: id), entity: layout.entity(id.entityName)!) }
+                for (id, entries) in oldEntries {
+                    let keep = Set((newEntries[id]?.indexes ?? []) + (newEntries[id]?.uniques ?? []))
+                    for entry in entries.indexes + entries.uniques where !keep.contains(entry) {
+                        try database(entry.database, in: state).delete(key: entry.key, in: transaction)
+                    }
+                }
+                for (id, entries) in newEntries.sorted(by: { $0.key.description < $1.key.description }) {
+                    let existing = Set((oldEntries[id]?.indexes ?? []) + (oldEntries[id]?.uniques ?? []))
+                    for entry in entries.indexes where !existing.contains(entry) {
+                        try database(entry.database, in: state).put(entry.value, forKey: entry.key, in: transaction)
+                    }
+                    for entry in entries.uniques where !existing.contains(entry) {
+                        do {
+                            try database(entry.database, in: state).put(entry.value, forKey: entry.key, in: transaction, options: .noOverwrite)
+                        } catch LMDBError.keyExists {
+                            throw uniquenessViolation(id, entry, new[id]!)
+                        }
+                    }
+                }
+                // 4. Link tables, then rows.
+                for change in request.deletedObjects {
+                    for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
+                        try rewriteLinks(relationship, of: change.objectID, to: [], state: state, transaction: transaction)
+                    }
+                    try rowsDatabase(change.objectID, state).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                }
+                for change in request.insertedObjects + request.updatedObjects {
+                    for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
+                        guard let targets = change.toMany[relationship.name] else { continue }
+                        try rewriteLinks(relationship, of: change.objectID, to: targets, state: state, transaction: transaction)
+                    }
+                    let entity = layout.entity(change.objectID.entityName)!
+                    let blob = RowCodec.encode(new[change.objectID]!, entity: entity, modelHash: modelHashPrefix)
+                    try rowsDatabase(change.objectID, state).put(blob, forKey: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                }
+            }
+        } catch let error as ManagedObjectContextError {
+            throw error
+        } catch {
+            throw storeError(error, "the save failed and wrote nothing")
+        }
+    }
+
+    func rowsDatabase(_ objectID: ManagedObjectID, _ state: OpenState) throws(ManagedObjectContextError) -> Database {
+        guard let entity = layout.entity(objectID.entityName) else {
+            throw ManagedObjectContextError(.unknownName, message: "\(objectID) names an entity the model does not have")
+        }
+        return database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+    }
+
+    func readRow(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> StoredRow? {
+        let rows = try rowsDatabase(objectID, state)
+        let decoded = try rows.withValue(forKey: Self.keyBytes(try key(of: objectID)), in: transaction) { bytes in
+            Result { () throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout) }
+        }
+        switch decoded {
+        case nil: return nil
+        case .success(let row)?: return row
+        case .failure(let error)?:
+            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+        }
+    }
+
+    private func storedRow(_ change: ObjectChange, version: UInt64) throws -> StoredRow {
+        var references: [String: StoredRow.Reference] = [:]
+        for (name, target) in change.toOne {
+            guard let tag = layout.entity(target.entityName)?.tag else {
+                throw ManagedObjectContextError(.wrongValueType, message: "\(change.objectID).\(name) points at an entity the model does not have")
+            }
+            references[name] = StoredRow.Reference(entityTag: tag, key: try key(of: target))
+        }
+        return StoredRow(entityTag: layout.entity(change.objectID.entityName)!.tag, version: version, attributes: change.attributes, toOne: references)
+    }
+
+    /// Bad input is refused before anything is written: a value of the wrong type, NaN, a string over its maximum
+    /// length, an attribute or relationship the entity does not have.
+    private func checkValues(_ change: ObjectChange) throws {
+        let entityName = change.objectID.entityName
+        guard let entity = layout.entity(entityName) else {
+            throw ManagedObjectContextError(.unknownName, message: "\(change.objectID) names an entity the model does not have")
+        }
+        for (name, value) in change.attributes {
+            guard let index = entity.fieldIndex[name], case .attribute(let attribute) = entity.fields[index].kind else {
+                throw ManagedObjectContextError(.unknownName, message: "\(entityName) has no stored attribute \"\(name)\" (object \(change.objectID))")
+            }
+            guard value.fits(attribute.type) else {
+                throw ManagedObjectContextError(.wrongValueType,
+                    message: "\(entityName).\(name) is \(attribute.type.coreDataName), but the value is \(value.kindName) \(value) (object \(change.objectID))")
+            }
+            if case .double(let number) = value, number.isNaN {
+                throw ManagedObjectContextError(.wrongValueType, message: "\(entityName).\(name) cannot hold NaN (object \(change.objectID))")
+            }
+            if case .float(let number) = value, number.isNaN {
+                throw ManagedObjectContextError(.wrongValueType, message: "\(entityName).\(name) cannot hold NaN (object \(change.objectID))")
+            }
+            if case .string(let text) = value, let maximum = attribute.validation.maximumLength, text.count > maximum {
+                throw ManagedObjectContextError(.validation,
+                    message: "\(entityName).\(name) is \(text.count) characters, longer than its maximum length \(maximum) (object \(change.objectID))")
+            }
+        }
+        for name in change.toOne.keys where entity.fieldIndex[name] == nil {
+            throw ManagedObjectContextError(.unknownName, message: "\(entityName) has no to-one relationship \"\(name)\" (object \(change.objectID))")
+        }
+    }
+
+    private func uniquenessViolation(_ id: ManagedObjectID, _ entry: IndexEntry, _ row: StoredRow) -> ManagedObjectContextError {
+        let entity = layout.entity(id.entityName)!
+        let constraint = entity.uniques.first { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) == entry.database }
+        let names = constraint?.constraint.propertyNames ?? []
+        let values = names.map { row.attributes[$0].map { "\($0)" } ?? row.toOne[$0].map { "key \($0.key)" } ?? "nil" }
+        return ManagedObjectContextError(.constraintViolation,
+            message: "\(constraint?.owner ?? id.entityName) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", "))) is already taken; \(id) cannot have it too")
+    }
+
+    /// Replaces the link entries of one object's relationship.
+    private func rewriteLinks(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
+                              state: OpenState, transaction: Transaction) throws {
+        let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
+                                                      relationship: relationship.name), in: state)
+        let owner = Self.keyBytes(try key(of: objectID))
+        try table.withCursor(in: transaction) { cursor in
+            var entry = try cursor.seek(atOrAfter: owner)
+            while let current = entry, current.key.starts(with: owner) {
+                try cursor.deleteCurrent()
+                entry = try cursor.current()
+            }
+        }
+        for (position, target) in targets.enumerated() {
+            guard let tag = layout.entity(target.entityName)?.tag else { continue }
+            let targetKey = Self.keyBytes(try key(of: target))
+            var linkKey = owner
+            if relationship.isOrdered {
+                withUnsafeBytes(of: UInt32(position).bigEndian) { linkKey.append(contentsOf: $0) }
+            } else {
+                linkKey += targetKey
+            }
+            try table.put(targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: linkKey, in: transaction)
+        }
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+/// The LMDB incremental store: each object one encoded row, secondary indexes kept in the same write transaction,
+/// a fault answered by one `mdb_get` and one decode. Register it once with
+/// ``LMDBIncrementalStore/register()``, then add it to a coordinator by its type, ``storeType``:
+///
+/// ```swift
+/// LMDBIncrementalStore.register()
+/// try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: "library.lmdb"))
+/// ```
+///
+/// The file format is specified in `Docs/FORMAT.md`. Several processes may use one store file at once: each sees the
+/// others' saves on its next read, and a save over a row another process changed is a conflict.
+public final class LMDBIncrementalStore: IncrementalStore, @unchecked Sendable {
+    /// The type string the store is registered under.
+    public static let storeType = "LMDB"
+    /// The version of the file format this code writes; it reads this version and older.
+    public static let formatVersion = 1
+
+    /// The store's type string.
+    public let type = LMDBIncrementalStore.storeType
+    /// The configuration whose entities the store holds.
+    public let configurationName: String?
+    /// The store file.
+    public let url: URL?
+    let model: ManagedObjectModel
+    let layout: StoreLayout
+    let modelHashPrefix: UInt64
+    let options: [String: String]
+    let lock = NSLock()
+    var state: OpenState?
+    var metadataStorage: [String: String] = [:]
+
+    struct OpenState {
+        let environment: Environment
+        let databases: [String: Database]
+        let storeIdentifier: String
+    }
+
+    /// Registers the store type with every coordinator (safe to call more than once).
+    public static func register() {
+        PersistentStoreCoordinator.registerStoreType(storeType, factory: { try LMDBIncrementalStore(description: $0) },
+                                                     metadataReader: { try readMetadata(at: $0) })
+    }
+
+    /// Creates a store; used by the coordinator. Options: `"mapSize"` (bytes), `"durability"` (`full`,
+    /// `skipMetaSync`, `noSync`).
+    public init(description: PersistentStoreCoordinator.StoreDescription) throws {
+        guard let url = description.url, url.isFileURL else {
+            throw ManagedObjectContextError(.storeUnusable, message: "the LMDB store needs a file URL")
+        }
+        self.url = url
+        self.model = description.model
+        self.configurationName = description.configurationName
+        self.options = description.options
+        self.layout = StoreLayout(model: description.model)
+        self.modelHashPrefix = description.model.versionHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// The store's metadata: UUID, type, format version and model version hash.
+    public var metadata: [String: String] { lock.withLock { metadataStorage } }
+
+    var open: OpenState {
+        get throws {
+            guard let state = lock.withLock({ state }) else {
+                throw ManagedObjectContextError(.storeUnusable, message: "the LMDB store at \(url?.path ?? "?") has not been loaded")
+            }
+            return state
+        }
+    }
+
+    func database(_ name: String, in state: OpenState) -> Database {
+        guard let database = state.databases[name] else { preconditionFailure("the layout names a database \(name) that was not opened") }
+        return database
+    }
+
+    /// The object ID of a row.
+    func objectID(entityTag: UInt16, key: UInt64, storeIdentifier: String) -> ManagedObjectID {
+        ManagedObjectID(entityName: layout.entityNamesByTag[entityTag] ?? "?", storeIdentifier: storeIdentifier,
+                        referenceObject: .integer(Int64(bitPattern: key)))
+    }
+
+    /// The row key of an object of this store.
+    func key(of objectID: ManagedObjectID) throws(ManagedObjectContextError) -> UInt64 {
+        guard case .integer(let value) = objectID.referenceObject, value > 0 else {
+            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not an object of an LMDB store")
+        }
+        return UInt64(value)
+    }
+
+    static func keyBytes(_ key: UInt64) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(8)
+        TupleEncoding.appendBigEndian(key, to: &bytes)
+        return bytes
+    }
+
+    func storeError(_ error: any Error, _ what: String) -> ManagedObjectContextError {
+        if let error = error as? ManagedObjectContextError { return error }
+        return ManagedObjectContextError(.storeUnusable, message: "\(what) (\(url?.path ?? "?"))", underlying: error)
+    }
+
+    // MARK: - Faults
+
+    /// One `mdb_get` and one decode; see ``IncrementalStore/newValuesForObject(with:)``.
+    public func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode {
+        let state = try open
+        guard let entity = layout.entity(objectID.entityName) else {
+            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) names an entity the model does not have")
+        }
+        let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+        let key = try key(of: objectID)
+        let row = try state.environment.read { transaction in
+            try Self.keyBytes(key).withUnsafeBytes { keyBytes in
+                try rows.withValue(forKey: keyBytes, in: transaction) { bytes -> Result<StoredRow, RowDecodingError> in
+                    Result { () throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout) }
+                }
+            }
+        }
+        switch row {
+        case nil:
+            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
+        case .failure(let error)?:
+            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+        case .success(let row)?:
+            return node(objectID, row, storeIdentifier: state.storeIdentifier)
+        }
+    }
+
+    func node(_ objectID: ManagedObjectID, _ row: StoredRow, storeIdentifier: String) -> IncrementalStoreNode {
+        var toOne: [String: ManagedObjectID] = [:]
+        for (name, reference) in row.toOne {
+            toOne[name] = self.objectID(entityTag: reference.entityTag, key: reference.key, storeIdentifier: storeIdentifier)
+        }
+        return IncrementalStoreNode(objectID: objectID, attributes: row.attributes, toOne: toOne, version: Int64(bitPattern: row.version))
+    }
+
+    /// A to-one from the row; a to-many as one range read of the inverse's index or the link table.
+    public func newValue(forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID) throws -> [ManagedObjectID] {
+        if !relationship.isToMany {
+            return try newValuesForObject(with: objectID).toOne[relationship.name].map { [$0] } ?? []
+        }
+        let state = try open
+        let key = try key(of: objectID)
+        return try state.environment.read { transaction in
+            try relatedKeys(relationship, of: objectID.entityName, key: key, state: state, transaction: transaction)
+                .map { self.objectID(entityTag: $0.entityTag, key: $0.key, storeIdentifier: state.storeIdentifier) }
+        }
+    }
+
+    /// The members of a to-many relationship, in order for ordered ones.
+    func relatedKeys(_ relationship: RelationshipDescription, of entityName: String, key: UInt64, state: OpenState,
+                     transaction: Transaction) throws -> [StoredRow.Reference] {
+        var result: [StoredRow.Reference] = []
+        let prefix = KeyRange.prefix(Self.keyBytes(key))
+        if StoreLayout.needsLinkTable(relationship, model) {
+            let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: entityName),
+                                                          relationship: relationship.name), in: state)
+            try table.withCursor(in: transaction) { cursor in
+                try cursor.forEach(in: prefix) { entry in
+                    // Value: target key (8 bytes) + target entity tag (2 bytes).
+                    result.append(StoredRow.Reference(entityTag: UInt16(entry.value[8]) << 8 | UInt16(entry.value[9]),
+                                                      key: TupleEncoding.readBigEndianUInt64(entry.value, at: 0)))
+                    return true
+                }
+            }
+        } else if let inverse = model.inverse(of: relationship) {
+            let index = database(StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: inverse.name, in: relationship.destinationEntityName),
+                                                           relationship: inverse.name), in: state)
+            try index.withCursor(in: transaction) { cursor in
+                try cursor.forEach(in: prefix) { entry in
+                    result.append(StoredRow.Reference(entityTag: UInt16(entry.value[0]) << 8 | UInt16(entry.value[1]),
+                                                      key: TupleEncoding.readBigEndianUInt64(entry.key, at: 8)))
+                    return true
+                }
+            }
+        }
+        return result
+    }
+
+    // MARK: - Permanent IDs
+
+    /// Keys from one sequence per root entity, allocated in one short write transaction.
+    public func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] {
+        let state = try open
+        let sequences = database(StoreLayout.sequenceDatabase, in: state)
+        let roots = objects.map { layout.entity($0.entityName)?.root ?? $0.entityName }
+        let firstKeys = try state.environment.write { transaction -> [String: UInt64] in
+            var next: [String: UInt64] = [:]
+            for (root, count) in Dictionary(grouping: roots, by: { $0 }).mapValues(\.count) {
+                let current = try sequences.withValue(forKey: Array(root.utf8), in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0
+                next[root] = current + 1
+                try sequences.put(Self.keyBytes(current + UInt64(count)), forKey: Array(root.utf8), in: transaction)
+            }
+            return next
+        }
+        var counters = firstKeys
+        return zip(objects, roots).map { object, root in
+            let key = counters[root]!
+            counters[root] = key + 1
+            return ManagedObjectID(entityName: object.entityName, storeIdentifier: state.storeIdentifier, referenceObject: .integer(Int64(key)))
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import ObjectGraph
+
+/// How a model maps onto named databases, entity tags and row field numbers (specified in `Docs/FORMAT.md`).
+struct StoreLayout: Sendable {
+    struct Field: Sendable {
+        enum Kind: Sendable { case attribute(AttributeDescription), toOne(RelationshipDescription) }
+        let name: String
+        let id: UInt16
+        let kind: Kind
+    }
+
+    struct EntityLayout: Sendable {
+        let name: String
+        let tag: UInt16
+        let root: String
+        /// Persistent attributes and to-one relationships, inherited ones included, sorted by name; a field's number
+        /// is its position.
+        let fields: [Field]
+        let fieldIndex: [String: Int]
+        /// Fetch indexes and uniqueness constraints declared on this entity or its ancestors, with the entity
+        /// that declares them (their database is the declaring entity's).
+        let indexes: [(owner: String, index: FetchIndexDescription)]
+        let uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)]
+        /// To-one relationships (each has an index: destination key + source key).
+        let toOneRelationships: [RelationshipDescription]
+        /// To-many relationships kept in link tables (ordered ones, many-to-many, and those without an inverse).
+        let linkRelationships: [RelationshipDescription]
+    }
+
+    let model: ManagedObjectModel
+    let entities: [String: EntityLayout]
+    let entityNamesByTag: [UInt16: String]
+
+    init(model: ManagedObjectModel) {
+        self.model = model
+        var entities: [String: EntityLayout] = [:]
+        var names: [UInt16: String] = [:]
+        for (offset, name) in model.entityNames.sorted().enumerated() {
+            let tag = UInt16(offset + 1)
+            names[tag] = name
+            let properties = model.allProperties(of: name).filter(\.isPersistent)
+            var fields: [Field] = []
+            for property in properties.sorted(by: { $0.name < $1.name }) {
+                switch property {
+                case .attribute(let attribute): fields.append(Field(name: attribute.name, id: UInt16(fields.count), kind: .attribute(attribute)))
+                case .relationship(let relationship) where !relationship.isToMany:
+                    fields.append(Field(name: relationship.name, id: UInt16(fields.count), kind: .toOne(relationship)))
+                default: break
+                }
+            }
+            let ancestry = model.ancestry(of: name)
+            var indexes: [(owner: String, index: FetchIndexDescription)] = []
+            var uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)] = []
+            for owner in ancestry {
+                let declared = model.fetchIndexes(of: owner).filter { index in !indexes.contains { $0.index.name == index.name } }
+                indexes += declared.map { (owner, $0) }
+                for (number, constraint) in (model.entity(named: owner)?.uniquenessConstraints ?? []).enumerated() {
+                    uniques.append((owner, number, constraint))
+                }
+            }
+            let relationships = properties.compactMap { if case .relationship(let r) = $0 { r } else { nil } }
+            entities[name] = EntityLayout(
+                name: name, tag: tag, root: ancestry.first ?? name, fields: fields,
+                fieldIndex: Dictionary(uniqueKeysWithValues: fields.map { ($0.name, Int($0.id)) }),
+                indexes: indexes, uniques: uniques,
+                toOneRelationships: relationships.filter { !$0.isToMany },
+                linkRelationships: relationships.filter { Self.needsLinkTable($0, model) })
+        }
+        self.entities = entities
+        self.entityNamesByTag = names
+    }
+
+    /// A to-many relationship needs its own table unless its inverse is a to-one whose index answers it.
+    static func needsLinkTable(_ relationship: RelationshipDescription, _ model: ManagedObjectModel) -> Bool {
+        guard relationship.isToMany else { return false }
+        if relationship.isOrdered { return true }
+        guard let inverse = model.inverse(of: relationship) else { return true }
+        return inverse.isToMany
+    }
+
+    func entity(_ name: String) -> EntityLayout? { entities[name] }
+
+    // MARK: Database names
+
+    static let metadataDatabase = "meta"
+    static let sequenceDatabase = "seq"
+    static func rowsDatabase(root: String) -> String { "rows/" + root }
+    static func indexDatabase(entity: String, index: String) -> String { "index/\(entity)/\(index)" }
+    static func uniqueDatabase(entity: String, number: Int) -> String { "unique/\(entity)/\(number)" }
+    static func toOneDatabase(entity: String, relationship: String) -> String { "toone/\(entity)/\(relationship)" }
+    static func linkDatabase(entity: String, relationship: String) -> String { "link/\(entity)/\(relationship)" }
+
+    /// The entity that declares a relationship (the first in the ancestry that has it).
+    func declaringEntity(of relationship: String, in entityName: String) -> String {
+        model.ancestry(of: entityName).first { model.entity(named: $0)?.relationships.contains { $0.name == relationship } == true } ?? entityName
+    }
+
+    /// Every named database the model needs.
+    var databaseNames: [String] {
+        var names: Set<String> = [Self.metadataDatabase, Self.sequenceDatabase]
+        for name in model.entityNames {
+            let layout = entities[name]!
+            names.insert(Self.rowsDatabase(root: layout.root))
+            for entry in layout.indexes { names.insert(Self.indexDatabase(entity: entry.owner, index: entry.index.name)) }
+            for entry in layout.uniques { names.insert(Self.uniqueDatabase(entity: entry.owner, number: entry.number)) }
+            for relationship in layout.toOneRelationships {
+                names.insert(Self.toOneDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship.name))
+            }
+            for relationship in layout.linkRelationships {
+                names.insert(Self.linkDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship.name))
+            }
+        }
+        return names.sorted()
+    }
+}
