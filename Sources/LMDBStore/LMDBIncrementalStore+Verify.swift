@@ -1,0 +1,73 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+extension LMDBIncrementalStore {
+    /// Checks the store's invariants in one read transaction and returns every problem found (empty when the store
+    /// is sound): every row decodes and passes its checksum; every index, uniqueness and to-one entry matches a row
+    /// and every row has all of its entries; every link entry's owner and target exist; no row key is above its
+    /// sequence.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` when the store is not loaded or cannot be read at all.
+    public func verify() throws -> [String] {
+        let state = try open
+        let maintainer = IndexEntries(layout: layout)
+        return try state.environment.read { transaction in
+            var problems: [String] = []
+            var expected: [String: Set<[UInt8]>] = [:]
+            var present: [String: Set<UInt64>] = [:]
+            for root in Set(layout.entities.values.map(\.root)).sorted() {
+                let rows = database(StoreLayout.rowsDatabase(root: root), in: state)
+                var highest: UInt64 = 0
+                try rows.withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entry in
+                        let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                        highest = max(highest, key)
+                        do {
+                            let row = try RowCodec.decode(entry.value, layout: layout)
+                            let entityName = layout.entityNamesByTag[row.entityTag]!
+                            present[root, default: []].insert(key)
+                            let entries = maintainer.entries(for: row, key: key, entity: layout.entity(entityName)!)
+                            for entry in entries.indexes + entries.uniques { expected[entry.database, default: []].insert(entry.key + [0xFF] + entry.value) }
+                        } catch {
+                            problems.append("\(root) row \(key): \(error)")
+                        }
+                        return true
+                    }
+                }
+                let sequence = try database(StoreLayout.sequenceDatabase, in: state)
+                    .withValue(forKey: Array(root.utf8), in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0
+                if highest > sequence { problems.append("\(root): row key \(highest) is above its sequence \(sequence)") }
+            }
+            for name in layout.databaseNames where name.hasPrefix("index/") || name.hasPrefix("unique/") || name.hasPrefix("toone/") {
+                var actual = Set<[UInt8]>()
+                try database(name, in: state).withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entry in actual.insert(Array(entry.key) + [0xFF] + Array(entry.value)); return true }
+                }
+                let wanted = expected[name] ?? []
+                let missing = wanted.subtracting(actual).count, extra = actual.subtracting(wanted).count
+                if missing > 0 { problems.append("\(name): \(missing) entr\(missing == 1 ? "y is" : "ies are") missing for existing rows") }
+                if extra > 0 { problems.append("\(name): \(extra) entr\(extra == 1 ? "y points" : "ies point") at no matching row") }
+            }
+            for name in layout.databaseNames where name.hasPrefix("link/") {
+                let parts = name.split(separator: "/")
+                guard parts.count == 3, let owner = layout.entity(String(parts[1])),
+                      let relationship = model.relationship(named: String(parts[2]), in: owner.name),
+                      let target = layout.entity(relationship.destinationEntityName) else { continue }
+                try database(name, in: state).withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entry in
+                        let ownerKey = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                        let targetKey = TupleEncoding.readBigEndianUInt64(entry.value, at: 0)
+                        if present[owner.root]?.contains(ownerKey) != true { problems.append("\(name): owner \(ownerKey) has no row") }
+                        if present[target.root]?.contains(targetKey) != true && relationship.deleteRule != .noAction,
+                           model.inverse(of: relationship)?.deleteRule != .noAction {
+                            problems.append("\(name): target \(targetKey) of owner \(ownerKey) has no row")
+                        }
+                        return true
+                    }
+                }
+            }
+            return problems
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+@testable import LMDBStore
+import ObjectGraph
+import TestSupport
+import Testing
+
+@Suite struct TupleEncodingTests {
+    static let types: [AttributeType] = [.integer64, .double, .float, .decimal, .string, .boolean, .date, .binaryData, .uuid, .uri]
+
+    static func randomValue(_ type: AttributeType, _ random: inout SplitMix64) -> AttributeValue {
+        func int() -> Int64 {
+            switch random.next() % 4 {
+            case 0: Int64(bitPattern: random.next())
+            case 1: Int64(bitPattern: random.next()) % 1000
+            case 2: [Int64.min, Int64.max, 0, -1, 1][Int(random.next() % 5)]
+            default: -Int64(random.next() % 100)
+            }
+        }
+        func double() -> Double {
+            switch random.next() % 4 {
+            case 0: Double(bitPattern: random.next()).isNaN ? 0 : Double(bitPattern: random.next() & ~(0x7FF << 52) | (UInt64(random.next() % 0x7FE) << 52))
+            case 1: Double(int()) / 7
+            case 2: [0.0, -0.0, .infinity, -.infinity, .leastNonzeroMagnitude, -.leastNonzeroMagnitude, .greatestFiniteMagnitude][Int(random.next() % 7)]
+            default: Double(Int64(bitPattern: random.next()) % 10_000) / 100
+            }
+        }
+        func bytes() -> [UInt8] { (0..<Int(random.next() % 6)).map { _ in [0x00, 0x01, 0x7F, 0x80, 0xFF, 0x61][Int(random.next() % 6)] } }
+        switch type {
+        case .integer64: return .integer(int())
+        case .double: return .double(double())
+        case .float: return .float(Float(Double(int() % 100_000) / 8))
+        case .decimal:
+            let text = "\(random.next() % 2 == 0 ? "-" : "")\(random.next() % 10_000).\(String(random.next() % 1_000_000).reversed().drop(while: { _ in random.next() % 3 == 0 }))"
+            return .decimal(Decimal(string: text.hasSuffix(".") ? text + "0" : text) ?? 0)
+        case .string:
+            let pieces = ["", "a", "b", "ab", "\u{0}", "é", "e\u{301}", "Z", "🙂", "\u{7F}", "zz"]
+            return .string((0..<Int(random.next() % 4)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined())
+        case .boolean: return .boolean(random.next() % 2 == 0)
+        case .date: return .date(Date(timeIntervalSinceReferenceDate: double().isFinite ? double() : 0))
+        case .binaryData: return .data(Data(bytes()))
+        case .uuid: return .uuid(UUID(uuid: (UInt8(random.next() % 3), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(random.next() % 256))))
+        case .uri: return .uri(URL(string: "https://e.x/" + ["a", "b", "a/b", "%00", "zz"][Int(random.next() % 5)])!)
+        default: return .integer(0)
+        }
+    }
+
+    /// The order the store promises: the evaluator's for numbers, dates, strings (NFC scalar order), bytes, UUIDs.
+    static func order(_ lhs: AttributeValue, _ rhs: AttributeValue) -> Int {
+        switch (lhs, rhs) {
+        case (.string(let a), .string(let b)):
+            let (x, y) = (Array(a.precomposedStringWithCanonicalMapping.unicodeScalars.map(\.value)), Array(b.precomposedStringWithCanonicalMapping.unicodeScalars.map(\.value)))
+            return x == y ? 0 : x.lexicographicallyPrecedes(y) ? -1 : 1
+        case (.boolean(let a), .boolean(let b)): return a == b ? 0 : !a ? -1 : 1
+        case (.uuid(let a), .uuid(let b)):
+            let (x, y) = (withUnsafeBytes(of: a.uuid) { Array($0) }, withUnsafeBytes(of: b.uuid) { Array($0) })
+            return x == y ? 0 : x.lexicographicallyPrecedes(y) ? -1 : 1
+        case (.uri(let a), .uri(let b)):
+            let (x, y) = (Array(a.absoluteString.utf8), Array(b.absoluteString.utf8))
+            return x == y ? 0 : x.lexicographicallyPrecedes(y) ? -1 : 1
+        default:
+            return FetchSortDescriptor(keyPath: "v").compare(PredicateValue(lhs), PredicateValue(rhs))
+        }
+    }
+
+    @Test(arguments: types)
+    func byteOrderIsValueOrder(type: AttributeType) {
+        var random = SplitMix64(seed: UInt64(type.hashValue & 0xFFFF) ^ 0x5EED)
+        for trial in 0..<3000 {
+            let a = Self.randomValue(type, &random), b = Self.randomValue(type, &random)
+            var ka: [UInt8] = [], kb: [UInt8] = []
+            TupleEncoding.append(a, to: &ka)
+            TupleEncoding.append(b, to: &kb)
+            let byteOrder = ka == kb ? 0 : ka.lexicographicallyPrecedes(kb) ? -1 : 1
+            #expect(byteOrder == Self.order(a, b), "trial \(trial): \(a) vs \(b) encoded \(ka) vs \(kb)")
+        }
+    }
+
+    @Test func nullSortsBeforeEveryValue() {
+        var null: [UInt8] = []
+        TupleEncoding.append(nil, to: &null)
+        var random = SplitMix64(seed: 3)
+        for type in Self.types {
+            var key: [UInt8] = []
+            TupleEncoding.append(Self.randomValue(type, &random), to: &key)
+            #expect(null.lexicographicallyPrecedes(key), "\(type)")
+        }
+    }
+
+    @Test func compoundKeysOrderByTheirFirstElementFirst() {
+        var a: [UInt8] = [], b: [UInt8] = []
+        TupleEncoding.append(.string("a"), to: &a)
+        TupleEncoding.append(.integer(999), to: &a)
+        TupleEncoding.append(.string("ab"), to: &b)
+        TupleEncoding.append(.integer(1), to: &b)
+        #expect(a.lexicographicallyPrecedes(b))
+    }
+}
+
+@Suite struct RowCodecTests {
+    let model: ManagedObjectModel = {
+        try! ManagedObjectModel {
+            EntityDescription("Thing") {
+                AttributeDescription("i", .integer64, isOptional: true)
+                AttributeDescription("d", .double, isOptional: true)
+                AttributeDescription("f", .float, isOptional: true)
+                AttributeDescription("m", .decimal, isOptional: true)
+                AttributeDescription("s", .string, isOptional: true)
+                AttributeDescription("b", .boolean, isOptional: true)
+                AttributeDescription("t", .date, isOptional: true)
+                AttributeDescription("x", .binaryData, isOptional: true)
+                AttributeDescription("u", .uuid, isOptional: true)
+                AttributeDescription("r", .uri, isOptional: true)
+                RelationshipDescription("next", destination: "Thing")
+            }
+        }
+    }()
+
+    @Test func rowsRoundTripAndFlippedBytesAreCaught() throws {
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Thing")!
+        let row = StoredRow(entityTag: entity.tag, version: 42, attributes: [
+            "i": .integer(-123_456_789), "d": .double(-0.5), "f": .float(2.5), "m": .decimal(Decimal(string: "3.14159")!),
+            "s": .string("héllo\u{0}"), "b": .boolean(false), "t": .date(Date(timeIntervalSinceReferenceDate: 1e6)),
+            "x": .data(Data([9, 8, 7])), "u": .uuid(UUID()), "r": .uri(URL(string: "https://x.y/z")!),
+        ], toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 77)])
+        let blob = RowCodec.encode(row, entity: entity, modelHash: 0xABCD)
+        #expect(try blob.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } == row)
+        for position in [0, 5, blob.count / 2, blob.count - 1] {
+            var corrupted = blob
+            corrupted[position] ^= 0x10
+            #expect(throws: RowDecodingError.self, "byte \(position)") { try corrupted.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
+        }
+        #expect(throws: RowDecodingError.self) { try blob.prefix(10).withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
+    }
+}
