@@ -35,7 +35,7 @@ let package = Package(
         // A small program the tests spawn as a second OS process (multi-process writes, crash tests).
         .executableTarget(
             name: "lmdbstore-test-helper",
-            dependencies: ["LMDB"],
+            dependencies: ["LMDB", "LMDBStore", "ObjectGraph"],
             path: "Tests/TestHelper"
         ),
         // Helpers shared by the test targets.

@@ -3,7 +3,17 @@
 //   lmdbstore-test-helper write <path> <prefix> <count>
 //     Opens the single-file store at <path> and commits <count> write transactions, each putting
 //     "<prefix>-<n>" → "<n>" into the database "shared". Prints "done <count>" and exits 0.
+//
+//   lmdbstore-test-helper journal <path> <writer> <batches> <batch size>
+//     Opens the LMDB object store at <path> (journalModel) and saves <batches> batches: each save inserts
+//     <batch size> entries of the next batch number and sets the writer's counter to it. Prints "done" at the end.
+//
+//   lmdbstore-test-helper touch <path> <object URI>
+//     Increments the "touches" of one counter object and saves.
+import Foundation
 import LMDB
+import LMDBStore
+import ObjectGraph
 
 #if canImport(Glibc)
 import Glibc
@@ -33,6 +43,53 @@ case "write":
             }
         }
         print("done \(count)")
+    } catch {
+        fail("\(error)")
+    }
+case "journal":
+    guard arguments.count == 6, let batches = Int(arguments[4]), let size = Int(arguments[5]) else {
+        fail("usage: journal <path> <writer> <batches> <batch size>")
+    }
+    do {
+        LMDBIncrementalStore.register()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: journalModel())
+        try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: arguments[2]))
+        let writer = arguments[3]
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let existing = try context.fetch(FetchRequest(entityName: "Counter", predicate: try FetchPredicate(format: "writer == %@", writer)))
+        var counter = try existing.first ?? {
+            let counter = try context.insertNewObject(forEntityName: "Counter")
+            try counter.setValue(writer, forKey: "writer")
+            return counter
+        }()
+        let start = (counter.value(forKey: "batch") as? Int64 ?? -1) + 1
+        for batch in start..<start + Int64(batches) {
+            for n in 0..<size {
+                let entry = try context.insertNewObject(forEntityName: "Entry")
+                try entry.setValue(writer, forKey: "writer")
+                try entry.setValue(batch, forKey: "batch")
+                try entry.setValue(String(repeating: "x", count: 20 + n % 50), forKey: "payload")
+            }
+            try counter.setValue(batch, forKey: "batch")
+            try context.save()
+            context.reset()
+            counter = context.object(with: counter.objectID)
+        }
+        print("done")
+    } catch {
+        fail("\(error)")
+    }
+case "touch":
+    guard arguments.count == 4, let uri = URL(string: arguments[3]) else { fail("usage: touch <path> <object URI>") }
+    do {
+        LMDBIncrementalStore.register()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: journalModel())
+        try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: arguments[2]))
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let counter = try context.existingObject(with: try coordinator.managedObjectID(forURIRepresentation: uri))
+        try counter.setValue((counter.value(forKey: "touches") as? Int64 ?? 0) + 1, forKey: "touches")
+        try context.save()
+        print("done")
     } catch {
         fail("\(error)")
     }

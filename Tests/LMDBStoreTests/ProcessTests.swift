@@ -1,0 +1,120 @@
+import Foundation
+import LMDBStore
+import ObjectGraph
+import TestSupport
+import Testing
+@testable import lmdbstore_test_helper
+
+/// The helper program the tests run as other processes.
+func helperPath() -> String {
+    URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("lmdbstore-test-helper").path
+}
+
+func runHelper(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: helperPath())
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+}
+
+/// Checks a journal store: sound invariants, and for each writer exactly the batches up to its counter, each whole.
+func checkJournal(_ coordinator: PersistentStoreCoordinator, _ store: LMDBIncrementalStore, batchSize: Int) throws -> [String: Int64] {
+    let problems = try store.verify()
+    #expect(problems.isEmpty, "\(problems)")
+    let context = ManagedObjectContext(coordinator: coordinator)
+    var result: [String: Int64] = [:]
+    for counter in try context.fetch(FetchRequest(entityName: "Counter")) {
+        let writer = counter.value(forKey: "writer") as! String
+        let last = counter.value(forKey: "batch") as! Int64
+        result[writer] = last
+        let entries = try context.fetch(FetchRequest(entityName: "Entry", predicate: try FetchPredicate(format: "writer == %@", writer)))
+        var perBatch: [Int64: Int] = [:]
+        for entry in entries { perBatch[entry.value(forKey: "batch") as! Int64, default: 0] += 1 }
+        #expect(Set(perBatch.keys) == Set(last >= 0 ? Array(0...last) : []), "\(writer): batches \(perBatch.keys.sorted()) but counter \(last)")
+        #expect(perBatch.values.allSatisfy { $0 == batchSize }, "\(writer): a batch is incomplete: \(perBatch)")
+    }
+    return result
+}
+
+@Suite(.serialized) struct ProcessTests {
+    @Test func twoProcessesSavingToOneStoreLoseNothing() async throws {
+        let folder = StoreFolder()
+        let path = folder.file().path
+        let (coordinator, store) = try folder.coordinator(journalModel())
+        async let child = Task.detached { try runHelper(["journal", path, "child", "40", "5"]) }.value
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let counter = try context.insertNewObject(forEntityName: "Counter")
+        try counter.setValue("parent", forKey: "writer")
+        for batch in Int64(0)..<40 {
+            for _ in 0..<5 {
+                let entry = try context.insertNewObject(forEntityName: "Entry")
+                try entry.setValue("parent", forKey: "writer")
+                try entry.setValue(batch, forKey: "batch")
+                try entry.setValue("p", forKey: "payload")
+            }
+            try counter.setValue(batch, forKey: "batch")
+            try context.save()
+        }
+        let (status, output) = try await child
+        #expect(status == 0, "\(output)")
+        let counters = try checkJournal(coordinator, store, batchSize: 5)
+        #expect(counters == ["parent": 39, "child": 39])
+    }
+
+    @Test func anotherProcessesSaveIsSeenAndAConflictingSaveIsDetected() throws {
+        let folder = StoreFolder()
+        let path = folder.file().path
+        let (coordinator, _) = try folder.coordinator(journalModel())
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let counter = try context.insertNewObject(forEntityName: "Counter")
+        try counter.setValue("shared", forKey: "writer")
+        try context.save()
+        let (status, output) = try runHelper(["touch", path, counter.objectID.uriRepresentation.absoluteString])
+        #expect(status == 0, "\(output)")
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let seen = try fresh.fetch(FetchRequest(entityName: "Counter", predicate: try FetchPredicate(format: "touches == 1")))
+        #expect(seen.count == 1, "the other process's save is visible to the next fetch")
+        try counter.setValue(Int64(5), forKey: "batch")
+        do {
+            try context.save()
+            Issue.record("a save over another process's change went through")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .mergeConflict)
+        }
+    }
+
+    @Test func killingAWriterAtRandomMomentsNeverLeavesAHalfSave() throws {
+        let folder = StoreFolder()
+        let path = folder.file().path
+        var random = SplitMix64(seed: 2026)
+        var completed: Int64 = -1
+        let kills = 200
+        for round in 0..<kills {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: helperPath())
+            process.arguments = ["journal", path, "crash", "1000", "20"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            usleep(UInt32(2_000 + random.next() % 30_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .uncaughtSignal || process.terminationStatus == 0, "round \(round)")
+            do {  // after every kill
+                let (coordinator, store) = try folder.coordinator(journalModel(), "store.lmdb")
+                let counters = try checkJournal(coordinator, store, batchSize: 20)
+                let last = counters["crash"] ?? -1
+                #expect(last >= completed, "committed batches never disappear")
+                completed = last
+            }
+        }
+        #expect(completed > 0, "the writer never got a save through")
+    }
+}
