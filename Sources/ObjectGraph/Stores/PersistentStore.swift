@@ -88,6 +88,12 @@ public struct ObjectReference: Sendable, Hashable {
     public var objectID: ManagedObjectID
     /// The object's entity.
     public var entityName: String
+
+    /// Describes one inserted object.
+    public init(objectID: ManagedObjectID, entityName: String) {
+        self.objectID = objectID
+        self.entityName = entityName
+    }
 }
 
 /// The stored state of one object, as a store hands it over (Core Data's `NSIncrementalStoreNode`).

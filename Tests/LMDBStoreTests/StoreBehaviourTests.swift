@@ -1,0 +1,171 @@
+import Foundation
+import LMDB
+@testable import LMDBStore
+import ObjectGraph
+import Testing
+
+@Suite struct StoreMetadataTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Note") {
+            AttributeDescription("title", .string, validation: AttributeValidation(maximumLength: 20))
+            AttributeDescription("score", .double, isOptional: true)
+        }
+    }
+
+    @Test func aNewStoreRecordsItsIdentityAndAReopenedOneKeepsIt() throws {
+        let folder = StoreFolder()
+        let (_, store) = try folder.coordinator(model)
+        let uuid = store.identifier
+        #expect(UUID(uuidString: uuid) != nil)
+        #expect(store.metadata[PersistentStoreMetadataKey.modelVersionHash] == model.versionHashString)
+        let metadata = try PersistentStoreCoordinator.metadataForPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file())
+        #expect(metadata[PersistentStoreMetadataKey.uuid] == uuid)
+        #expect(metadata[PersistentStoreMetadataKey.storeType] == "LMDB")
+        let (_, again) = try folder.coordinator(model)
+        #expect(again.identifier == uuid)
+    }
+
+    @Test func aStoreWrittenWithAnotherModelIsRefusedAndLeftAlone() throws {
+        let folder = StoreFolder()
+        do { _ = try folder.coordinator(model) }
+        let before = try Data(contentsOf: folder.file())
+        let other = try ManagedObjectModel { EntityDescription("Note") { AttributeDescription("title", .integer32) } }
+        do {
+            _ = try folder.coordinator(other)
+            Issue.record("a store opened with another model")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .storeUnusable)
+            #expect(error.message.contains(model.versionHashString) && error.message.contains(other.versionHashString))
+        }
+        #expect(try Data(contentsOf: folder.file()) == before, "nothing was written")
+    }
+
+    @Test func foreignFilesNewerFormatsAndOtherStoreTypesAreRefused() throws {
+        let folder = StoreFolder()
+        try Data(String(repeating: "not a store ", count: 900).utf8).write(to: folder.file("text.lmdb"))
+        #expect(throws: ManagedObjectContextError.self) { try folder.coordinator(model, "text.lmdb") }
+
+        // A plain LMDB file without LMDBStore's metadata.
+        do {
+            let environment = try Environment.open(at: folder.file("plain.lmdb").path)
+            let database = try environment.openDatabase(named: "something")
+            try environment.write { try database.put([1], forKey: [1], in: $0) }
+        }
+        do {
+            _ = try PersistentStoreCoordinator.metadataForPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file("plain.lmdb"))
+            Issue.record("a plain LMDB file had LMDBStore metadata")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.message.contains("not an LMDBStore store"))
+        }
+
+        for (key, value, expected) in [("format", "99", "format version 99"), ("storeType", "SQLite", "is a SQLite store")] {
+            let name = "\(key).lmdb"
+            do { _ = try folder.coordinator(model, name) }
+            let environment = try Environment.open(at: folder.file(name).path)
+            let meta = try environment.openDatabase(named: "meta", create: false)
+            try environment.write { try meta.put(Array(value.utf8), forKey: Array(key.utf8), in: $0) }
+            do {
+                _ = try folder.coordinator(model, name)
+                Issue.record("\(key) = \(value) was accepted")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.message.contains(expected), "\(error)")
+            }
+        }
+    }
+}
+
+@Suite struct StoreBadInputTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Note") {
+            AttributeDescription("title", .string, validation: AttributeValidation(maximumLength: 20))
+            AttributeDescription("score", .double, isOptional: true)
+            UniquenessConstraint("title")
+        }
+    }
+
+    func save(_ store: LMDBIncrementalStore, _ change: ObjectChange) throws {
+        _ = try store.execute(.save(SaveChangesRequest(insertedObjects: [change])))
+    }
+
+    @Test func wrongTypesNaNAndOverlongStringsAreRefusedAndNothingIsWritten() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let id = try store.obtainPermanentIDs(for: [ObjectReference(objectID: ManagedObjectID(entityName: "Note", storeIdentifier: "x", referenceObject: .integer(1)), entityName: "Note")])[0]
+        let cases: [([String: AttributeValue], String)] = [
+            (["title": .integer(5)], "Note.title is String, but the value is integer 5"),
+            (["title": "ok", "score": .double(.nan)], "cannot hold NaN"),
+            (["title": .string(String(repeating: "x", count: 21))], "longer than its maximum length 20"),
+            (["title": "ok", "nope": 1], "has no stored attribute \"nope\""),
+        ]
+        for (attributes, message) in cases {
+            do {
+                try save(store, ObjectChange(objectID: id, attributes: attributes))
+                Issue.record("\(attributes) was written")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.message.contains(message), "\(error)")
+            }
+        }
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Note")) == 0)
+        #expect(try store.verify().isEmpty)
+    }
+
+    @Test(arguments: [500, 511, 512, 10_000])
+    func longUniqueStringsAreCheckedExactlyAndFetchLikeTheEvaluator(length: Int) throws {
+        let folder = StoreFolder()
+        let longModel = try ManagedObjectModel {
+            EntityDescription("Doc") {
+                AttributeDescription("body", .string)
+                AttributeDescription("n", .integer32, defaultValue: 0)
+                FetchIndexDescription("byBody", elements: [.ascending("body"), .descending("n")])
+                UniquenessConstraint("body")
+            }
+        }
+        let (coordinator, store) = try folder.coordinator(longModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let base = String(repeating: "é", count: length / 2)
+        for (n, suffix) in ["a", "b", "c"].enumerated() {
+            let doc = try context.insertNewObject(forEntityName: "Doc")
+            try doc.setValue(base + suffix, forKey: "body")
+            try doc.setValue(n, forKey: "n")
+        }
+        try context.save()
+        #expect(try store.verify().isEmpty)
+        let duplicate = try context.insertNewObject(forEntityName: "Doc")
+        try duplicate.setValue(base + "b", forKey: "body")
+        do {
+            try context.save()
+            Issue.record("a duplicate \(length)-byte string was saved")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .constraintViolation)
+        }
+        context.rollback()
+        let predicate = try FetchPredicate(format: "body >= %@", base + "b")
+        let fetched = try context.fetch(FetchRequest(entityName: "Doc", predicate: predicate, sortDescriptors: [FetchSortDescriptor(keyPath: "body")]))
+        #expect(fetched.map { ($0.value(forKey: "body") as! String).last! } == ["b", "c"])
+        #expect(try store.verify().isEmpty)
+    }
+
+    @Test func aCorruptedRowIsAnErrorNamingTheObject() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let note = try context.insertNewObject(forEntityName: "Note")
+        try note.setValue("fine", forKey: "title")
+        try context.save()
+        let state = try store.open
+        let rows = store.database("rows/Note", in: state)
+        try state.environment.write { transaction in
+            let key = LMDBIncrementalStore.keyBytes(try store.key(of: note.objectID))
+            var blob = try rows.value(forKey: key, in: transaction)!
+            blob[blob.count / 2] ^= 0xFF
+            try rows.put(blob, forKey: key, in: transaction)
+        }
+        do {
+            _ = try store.newValuesForObject(with: note.objectID)
+            Issue.record("a corrupted row decoded")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.message.contains("\(note.objectID)") && error.message.contains("checksum"))
+        }
+        #expect(try store.verify().first?.contains("checksum") == true)
+    }
+}
