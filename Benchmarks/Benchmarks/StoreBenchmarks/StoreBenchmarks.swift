@@ -1,0 +1,82 @@
+import Benchmark
+import Foundation
+import LMDB
+@_spi(Benchmarks) import LMDBStore
+import ObjectGraph
+
+/// Microbenchmarks of the store's hot paths. Run with `swift package benchmark` in `Benchmarks/`.
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .throughput, .mallocCountTotal], maxDuration: .seconds(3))
+
+    let objectCount = 100_000
+    let fixture = try! Fixture(objectCount: objectCount)
+
+    Benchmark("Point fault (LMDBStore newValuesForObject)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        var random = SystemRandomNumberGenerator()
+        for _ in benchmark.scaledIterations {
+            let id = fixture.ids[Int.random(in: 0..<objectCount, using: &random)]
+            blackHole(try fixture.store.newValuesForObject(with: id))
+        }
+    }
+
+    Benchmark("Raw mdb_get + row decode (floor)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        var random = SystemRandomNumberGenerator()
+        for _ in benchmark.scaledIterations {
+            let key = fixture.keys[Int.random(in: 0..<objectCount, using: &random)]
+            blackHole(try fixture.store.decodeRowForBenchmark(rawKey: key))
+        }
+    }
+
+    Benchmark("Save 10 000 new objects in one context save", configuration: .init(maxIterations: 20)) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let context = ManagedObjectContext(coordinator: fixture.coordinator)
+            for n in 0..<10_000 {
+                let object = try context.insertNewObject(forEntityName: "Person")
+                try object.setValue("Person \(n)", forKey: "name")
+                try object.setValue(n % 90, forKey: "age")
+                try object.setValue("p\(n)@example.com", forKey: "email")
+            }
+            try context.save()
+        }
+    }
+
+    Benchmark("Predicate parse", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try FetchPredicate(format: "age >= %@ AND name BEGINSWITH[cd] %@ OR ANY tags.name IN %@", 18, "a", ["x", "y"]))
+        }
+    }
+}
+
+/// A store with `objectCount` people, written once per benchmark run.
+struct Fixture: @unchecked Sendable {
+    let coordinator: PersistentStoreCoordinator
+    let store: LMDBIncrementalStore
+    let ids: [ManagedObjectID]
+    let keys: [UInt64]
+
+    init(objectCount: Int) throws {
+        LMDBIncrementalStore.register()
+        let model = try ManagedObjectModel {
+            EntityDescription("Person") {
+                AttributeDescription("name", .string)
+                AttributeDescription("age", .integer32)
+                AttributeDescription("email", .string, isOptional: true)
+                FetchIndexDescription("byAge", properties: ["age"])
+            }
+        }
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("lmdbstore-bench-\(UUID().uuidString).lmdb")
+        coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: url, options: ["durability": "noSync"]) as! LMDBIncrementalStore
+        let context = ManagedObjectContext(coordinator: coordinator)
+        var objects: [ManagedObject] = []
+        for n in 0..<objectCount {
+            let object = try context.insertNewObject(forEntityName: "Person")
+            try object.setValue("Person \(n)", forKey: "name")
+            try object.setValue(n % 90, forKey: "age")
+            objects.append(object)
+        }
+        try context.save()
+        ids = objects.map(\.objectID)
+        keys = ids.map { if case .integer(let key) = $0.referenceObject { UInt64(key) } else { 0 } }
+    }
+}
