@@ -169,3 +169,39 @@ import Testing
         #expect(try store.verify().first?.contains("checksum") == true)
     }
 }
+
+@Suite struct FoldedIndexTests {
+    @Test func foldedIndexesHoldFoldedStringsAndFetchesMatchTheEvaluator() throws {
+        let folder = StoreFolder()
+        let model = try ManagedObjectModel {
+            EntityDescription("City") {
+                AttributeDescription("name", .string)
+                FetchIndexDescription("byFoldedName", elements: [FetchIndexElementDescription("name", collation: .caseAndDiacriticInsensitive)])
+                FetchIndexDescription("byCaseName", elements: [FetchIndexElementDescription("name", ascending: false, collation: .caseInsensitive)])
+            }
+        }
+        #expect(try ManagedObjectModel(json: model.jsonData()) == model)
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let names = ["Zürich", "zurich", "ZURICH", "Århus", "aarhus", "Köln", "koln"]
+        for name in names { try context.insertNewObject(forEntityName: "City").setValue(name, forKey: "name") }
+        try context.save()
+        #expect(try store.verify().isEmpty)
+        let state = try store.open
+        let keys: [[UInt8]] = try state.environment.read { transaction in
+            var keys: [[UInt8]] = []
+            try store.database("index/City/byFoldedName", in: state).withCursor(in: transaction) { cursor in
+                try cursor.forEach { keys.append($0.keyBytes); return true }
+            }
+            return keys
+        }
+        let folded = Set(keys.map { String(decoding: $0.dropFirst().prefix { $0 != 0 }, as: UTF8.self) })
+        #expect(folded == ["zurich", "arhus", "aarhus", "koln"])
+        for format in ["name ==[cd] 'zurich'", "name BEGINSWITH[c] 'k'", "name ==[c] 'ZÜRICH'"] {
+            let predicate = try FetchPredicate(format: format)
+            let expected = try names.filter { try predicate.evaluate(with: ["name": PredicateValue.string($0)]) }
+            let fetched = try context.fetch(FetchRequest(entityName: "City", predicate: predicate)).map { $0.value(forKey: "name") as! String }
+            #expect(Set(fetched) == Set(expected), "\(format)")
+        }
+    }
+}

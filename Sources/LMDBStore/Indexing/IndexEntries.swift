@@ -1,3 +1,4 @@
+import Foundation
 import ObjectGraph
 
 /// One entry a row contributes to a secondary table.
@@ -23,7 +24,7 @@ struct IndexEntries {
         let rowKey = LMDBIncrementalStore.keyBytes(key)
         for (owner, index) in entity.indexes {
             let elements = index.elements.map { element -> [UInt8] in
-                var bytes = elementBytes(element.propertyName, row)
+                var bytes = elementBytes(element.propertyName, row, folding: element.collation)
                 if !element.isAscending { bytes = bytes.map { ~$0 } }
                 return bytes
             }
@@ -52,10 +53,20 @@ struct IndexEntries {
         return row.toOne[name].map { .integer(Int64(bitPattern: $0.key)) }
     }
 
-    private func elementBytes(_ name: String, _ row: StoredRow) -> [UInt8] {
+    private func elementBytes(_ name: String, _ row: StoredRow, folding collation: FetchIndexElementDescription.Collation = .binary) -> [UInt8] {
         var bytes: [UInt8] = []
-        TupleEncoding.append(value(name, row), to: &bytes)
+        TupleEncoding.append(Self.folded(value(name, row), collation), to: &bytes)
         return bytes
+    }
+
+    /// A string as a folded index holds it (lower-cased and/or without diacritics); other values as they are.
+    static func folded(_ value: AttributeValue?, _ collation: FetchIndexElementDescription.Collation) -> AttributeValue? {
+        guard case .string(let text)? = value else { return value }
+        switch collation {
+        case .caseInsensitive: return .string(text.folding(options: [.caseInsensitive], locale: nil))
+        case .caseAndDiacriticInsensitive: return .string(text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil))
+        case .binary, .rTree: return value
+        }
     }
 
     /// Joins elements into a key of at most ``maxKeyWithoutSuffix`` bytes: when they are too long, each element

@@ -26,6 +26,10 @@ public struct FetchIndexElementDescription: Sendable, Hashable {
         case binary
         /// A spatial index (Core Data's "R-Tree"); stored as a binary index by LMDBStore.
         case rTree
+        /// Strings ordered with case folded away, so `[c]` comparisons can use the index (an LMDBStore extension).
+        case caseInsensitive
+        /// Strings ordered with case and diacritics folded away, for `[cd]` comparisons (an LMDBStore extension).
+        case caseAndDiacriticInsensitive
     }
 
     /// The name of the indexed attribute or to-one relationship.
