@@ -58,7 +58,7 @@ extension LMDBIncrementalStore {
                         try database(entry.database, in: state).delete(key: entry.key, in: transaction)
                     }
                 }
-                for (id, entries) in newEntries.sorted(by: { $0.key.description < $1.key.description }) {
+                for (id, entries) in newEntries.sorted(by: { $0.key < $1.key }) {
                     let existing = Set((oldEntries[id]?.indexes ?? []) + (oldEntries[id]?.uniques ?? []))
                     for entry in entries.indexes where !existing.contains(entry) {
                         try database(entry.database, in: state).put(entry.value, forKey: entry.key, in: transaction)

@@ -207,11 +207,10 @@ public final class LMDBIncrementalStore: IncrementalStore, @unchecked Sendable {
 
 extension LMDBIncrementalStore {
     /// The floor a fault is measured against: one read transaction, one `mdb_get` of the first root table's row
-    /// with `rawKey`, one decode — no object ID, no node. Returns the number of decoded attributes.
+    /// with `rawKey` from `root`'s table, one decode — no object ID, no node. Returns the number of decoded attributes.
     @_spi(Benchmarks)
-    public func decodeRowForBenchmark(rawKey: UInt64) throws -> Int {
+    public func decodeRowForBenchmark(rawKey: UInt64, root: String) throws -> Int {
         let state = try open
-        let root = layout.entities.values.map(\.root).min()!
         let rows = database(StoreLayout.rowsDatabase(root: root), in: state)
         return try state.environment.read { transaction in
             try Self.keyBytes(rawKey).withUnsafeBytes { key in

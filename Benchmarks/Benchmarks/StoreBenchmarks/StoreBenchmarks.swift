@@ -23,7 +23,7 @@ let benchmarks: @Sendable () -> Void = {
         var random = SystemRandomNumberGenerator()
         for _ in benchmark.scaledIterations {
             let key = fixture.keys[Int.random(in: 0..<objectCount, using: &random)]
-            blackHole(try fixture.store.decodeRowForBenchmark(rawKey: key))
+            blackHole(try fixture.store.decodeRowForBenchmark(rawKey: key, root: "Person"))
         }
     }
 

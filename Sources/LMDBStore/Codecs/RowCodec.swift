@@ -166,8 +166,7 @@ enum RowCodec {
             case ValueType.data: row.attributes[field.name] = .data(Data(try reader.lengthPrefixed()))
             case ValueType.uuid:
                 let raw = try reader.bytes(16)
-                row.attributes[field.name] = .uuid(UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9],
-                                                              raw[10], raw[11], raw[12], raw[13], raw[14], raw[15])))
+                row.attributes[field.name] = .uuid(UUID(uuid: raw.loadUnaligned(as: uuid_t.self)))
             case ValueType.uri:
                 guard let url = URL(string: try reader.string()) else { throw RowDecodingError(reason: "\(field.name) holds a malformed URI") }
                 row.attributes[field.name] = .uri(url)
@@ -182,34 +181,37 @@ enum RowCodec {
     }
 }
 
-/// Reads a row blob front to back, throwing when it runs out.
+/// Reads a row blob front to back without copying, throwing when it runs out.
 struct ByteReader {
     let bytes: UnsafeRawBufferPointer
     var offset: Int
 
-    mutating func byte() throws(RowDecodingError) -> UInt8 {
-        guard offset < bytes.count else { throw RowDecodingError(reason: "the row ends in the middle of a field") }
-        defer { offset += 1 }
-        return bytes[offset]
-    }
-
-    mutating func bytes(_ count: Int) throws(RowDecodingError) -> [UInt8] {
+    @inline(__always)
+    private mutating func take(_ count: Int) throws(RowDecodingError) -> Int {
         guard count >= 0, offset + count <= bytes.count else { throw RowDecodingError(reason: "the row ends in the middle of a field") }
         defer { offset += count }
-        return Array(bytes[offset..<offset + count])
+        return offset
+    }
+
+    mutating func byte() throws(RowDecodingError) -> UInt8 {
+        bytes[try take(1)]
+    }
+
+    mutating func bytes(_ count: Int) throws(RowDecodingError) -> UnsafeRawBufferPointer {
+        let start = try take(count)
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<start + count])
     }
 
     mutating func uint16() throws(RowDecodingError) -> UInt16 {
-        let raw = try bytes(2)
-        return UInt16(raw[0]) << 8 | UInt16(raw[1])
+        UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: try take(2), as: UInt16.self))
     }
 
     mutating func uint32() throws(RowDecodingError) -> UInt32 {
-        try bytes(4).reduce(0) { $0 << 8 | UInt32($1) }
+        UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: try take(4), as: UInt32.self))
     }
 
     mutating func uint64() throws(RowDecodingError) -> UInt64 {
-        try bytes(8).reduce(0) { $0 << 8 | UInt64($1) }
+        UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: try take(8), as: UInt64.self))
     }
 
     mutating func varint() throws(RowDecodingError) -> UInt64 {
@@ -224,7 +226,7 @@ struct ByteReader {
         }
     }
 
-    mutating func lengthPrefixed() throws(RowDecodingError) -> [UInt8] {
+    mutating func lengthPrefixed() throws(RowDecodingError) -> UnsafeRawBufferPointer {
         let length = try varint()
         guard length <= UInt64(bytes.count) else { throw RowDecodingError(reason: "a length in the row runs past its end") }
         return try bytes(Int(length))
@@ -232,7 +234,9 @@ struct ByteReader {
 
     mutating func string() throws(RowDecodingError) -> String {
         let raw = try lengthPrefixed()
-        guard let text = String(validating: raw, as: UTF8.self) else { throw RowDecodingError(reason: "a string in the row is not UTF-8") }
+        guard let text = String(validating: raw, as: UTF8.self) else {
+            throw RowDecodingError(reason: "a string in the row is not UTF-8")
+        }
         return text
     }
 }

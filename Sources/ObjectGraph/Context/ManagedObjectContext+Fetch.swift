@@ -96,7 +96,7 @@ extension ManagedObjectContext {
                 kept.append(object)
             }
             candidates = kept
-            let extra = (insertedIDs + changedIDs.sorted { $0.description < $1.description }).compactMap { registered[$0] }
+            let extra = (insertedIDs + changedIDs.sorted()).compactMap { registered[$0] }
                 .filter { family.contains($0.entity.name) && ($0.isInserted || $0.isUpdated) }
             for object in extra where seen.insert(object.objectID).inserted {
                 if try request.predicate?.evaluate(with: object) ?? true { candidates.append(object) }

@@ -60,7 +60,7 @@ extension ManagedObjectContext {
     func validatePendingChanges() throws(ManagedObjectContextError) {
         var failures: [ValidationFailure] = []
         let deleted = Set(deletedIDs)
-        for id in insertedIDs + changedIDs.sorted(by: { $0.description < $1.description }) {
+        for id in insertedIDs + changedIDs.sorted() {
             guard let object = registered[id], !deleted.contains(id), object.isInserted || object.isUpdated else { continue }
             failures += modelFailures(object)
             do {
@@ -192,7 +192,7 @@ extension ManagedObjectContext {
             let change = changeDescription(object, map: map, allToMany: true, expectedVersion: nil)
             requests[change.objectID.storeIdentifier!, default: SaveChangesRequest()].insertedObjects.append(change)
         }
-        for id in changedIDs.sorted(by: { $0.description < $1.description }) {
+        for id in changedIDs.sorted() {
             guard let object = registered[id], object.isUpdated, !deleted.contains(id) else { continue }
             let change = changeDescription(object, map: map, allToMany: false, expectedVersion: object.version)
             requests[id.storeIdentifier!, default: SaveChangesRequest()].updatedObjects.append(change)

@@ -93,3 +93,18 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// The URI as text.
     public var description: String { uriRepresentation.absoluteString }
 }
+
+extension ManagedObjectID: Comparable {
+    /// A stable order for IDs (entity, store, then key; integers before strings), cheap enough for sorting
+    /// thousands of IDs: no URI is built.
+    public static func < (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
+        if lhs.entityName != rhs.entityName { return lhs.entityName < rhs.entityName }
+        if lhs.storeIdentifier != rhs.storeIdentifier { return (lhs.storeIdentifier ?? "") < (rhs.storeIdentifier ?? "") }
+        switch (lhs.referenceObject, rhs.referenceObject) {
+        case (.integer(let a), .integer(let b)): return a < b
+        case (.string(let a), .string(let b)): return a < b
+        case (.integer, .string): return true
+        case (.string, .integer): return false
+        }
+    }
+}
