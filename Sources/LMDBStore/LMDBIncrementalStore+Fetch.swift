@@ -46,6 +46,8 @@ extension LMDBIncrementalStore {
             case .managedObject:
                 if request.returnsObjectsAsFaults { return .objectIDs(window.map(\.id)) }
                 return .nodes(window.map { node($0.id, $0.row, storeIdentifier: state.storeIdentifier) })
+            case .dictionary:
+                throw ManagedObjectContextError(.unsupportedRequest, message: "dictionary results are computed by the context, not the store")
             }
         }
     }

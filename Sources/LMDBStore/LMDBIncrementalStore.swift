@@ -180,6 +180,32 @@ public final class LMDBIncrementalStore: IncrementalStore, @unchecked Sendable {
         return result
     }
 
+    /// Many rows in one read transaction; see ``IncrementalStore/newValuesForObjects(with:)``.
+    public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
+        let state = try open
+        return try state.environment.read { transaction in
+            try objectIDs.compactMap { id in try readRow(id, state: state, transaction: transaction).map { node(id, $0, storeIdentifier: state.storeIdentifier) } }
+        }
+    }
+
+    /// One relationship of many objects in one read transaction; see
+    /// ``IncrementalStore/newValues(forRelationship:forObjectsWith:)``.
+    public func newValues(forRelationship relationship: RelationshipDescription, forObjectsWith objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        let state = try open
+        return try state.environment.read { transaction in
+            var result: [ManagedObjectID: [ManagedObjectID]] = [:]
+            for id in objectIDs {
+                if relationship.isToMany {
+                    result[id] = try relatedKeys(relationship, of: id.entityName, key: try key(of: id), state: state, transaction: transaction)
+                        .map { objectID(entityTag: $0.entityTag, key: $0.key, storeIdentifier: state.storeIdentifier) }
+                } else if let row = try readRow(id, state: state, transaction: transaction) {
+                    result[id] = row.toOne[relationship.name].map { [objectID(entityTag: $0.entityTag, key: $0.key, storeIdentifier: state.storeIdentifier)] } ?? []
+                }
+            }
+            return result
+        }
+    }
+
     // MARK: - Permanent IDs
 
     /// Keys from one sequence per root entity, allocated in one short write transaction.

@@ -6,6 +6,43 @@ public enum FetchRequestResultType: Sendable, Hashable {
     case managedObjectID
     /// The number of matches.
     case count
+    /// Dictionaries of the requested properties (see ``FetchRequest/propertiesToFetch``).
+    case dictionary
+}
+
+/// One entry of a dictionary result: a key path's value, or an aggregate of it over the matching objects (or over
+/// each group, with ``FetchRequest/propertiesToGroupBy``). Core Data's `NSExpressionDescription`, simplified.
+public struct FetchedProperty: Sendable, Hashable {
+    /// An aggregate function.
+    public enum Function: String, Sendable, Hashable {
+        /// The number of non-NULL values (every object, for the key path `"SELF"`).
+        case count
+        /// The sum.
+        case sum
+        /// The smallest value.
+        case min
+        /// The largest value.
+        case max
+        /// The mean.
+        case average
+    }
+
+    /// The key of the value in each result dictionary.
+    public var name: String
+    /// The key path the value comes from (`"name"`, `"department"`, `"department.name"`).
+    public var keyPath: String
+    /// The aggregate applied, or `nil` for the plain value.
+    public var function: Function?
+
+    /// A key path's value, under the key path's name (or `name`). To-one relationships give object IDs.
+    public static func keyPath(_ keyPath: String, as name: String? = nil) -> FetchedProperty {
+        FetchedProperty(name: name ?? keyPath, keyPath: keyPath, function: nil)
+    }
+
+    /// An aggregate of a key path's values.
+    public static func aggregate(_ function: Function, of keyPath: String, as name: String) -> FetchedProperty {
+        FetchedProperty(name: name, keyPath: keyPath, function: function)
+    }
 }
 
 /// A description of objects to fetch: an entity, a predicate, an order and a window (Core Data's `NSFetchRequest`).
@@ -35,6 +72,21 @@ public struct FetchRequest: Sendable, Hashable {
     public var includesPendingChanges: Bool
     /// Whether returned objects are faults (their values loaded on first use). Default: `true`.
     public var returnsObjectsAsFaults: Bool
+    /// When above 0, returned objects load their values this many at a time: touching one loads its whole batch in
+    /// one store call. ``ManagedObjectContext/fetchBatched(_:)`` also keeps only a batch or two in memory.
+    public var fetchBatchSize: Int
+    /// Relationship key paths (`"department"`, `"department.manager"`, `"projects"`) whose objects are loaded
+    /// with the results, in one store call per step, instead of one fault per object.
+    public var relationshipKeyPathsForPrefetching: [String]
+    /// For ``FetchRequestResultType/dictionary``: what each dictionary holds (every attribute when empty).
+    public var propertiesToFetch: [FetchedProperty]
+    /// For ``FetchRequestResultType/dictionary``: key paths whose values group the results; other properties must
+    /// then be aggregates.
+    public var propertiesToGroupBy: [String]
+    /// For grouped dictionary results: which groups to keep, evaluated on each result dictionary.
+    public var havingPredicate: FetchPredicate?
+    /// For ``FetchRequestResultType/dictionary``: whether equal dictionaries appear once.
+    public var returnsDistinctResults: Bool
 
     /// Creates a request for every object of an entity.
     public init(entityName: String, predicate: FetchPredicate? = nil, sortDescriptors: [FetchSortDescriptor] = []) {
@@ -47,6 +99,12 @@ public struct FetchRequest: Sendable, Hashable {
         self.includesSubentities = true
         self.includesPendingChanges = true
         self.returnsObjectsAsFaults = true
+        self.fetchBatchSize = 0
+        self.relationshipKeyPathsForPrefetching = []
+        self.propertiesToFetch = []
+        self.propertiesToGroupBy = []
+        self.havingPredicate = nil
+        self.returnsDistinctResults = false
     }
 
     /// A copy changed by `change`.

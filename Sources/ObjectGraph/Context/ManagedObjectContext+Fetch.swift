@@ -8,8 +8,11 @@ extension ManagedObjectContext {
     ///   entity, ``ManagedObjectContextError/Code/noStore`` when no store holds it, the store's error when it cannot
     ///   run the request, or a ``PredicateEvaluationError`` from matching pending changes.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
-        let objects = try matchingObjectIDs(request).map { object(with: $0) }
-        if !request.returnsObjectsAsFaults { for object in objects { object.willAccessValues() } }
+        let ids = try matchingObjectIDs(request)
+        let objects = ids.map { object(with: $0) }
+        if !request.returnsObjectsAsFaults { try loadValues(of: objects) }
+        assignBatches(ids, size: request.fetchBatchSize)
+        if !request.relationshipKeyPathsForPrefetching.isEmpty { try prefetch(request.relationshipKeyPathsForPrefetching, for: objects) }
         return objects
     }
 

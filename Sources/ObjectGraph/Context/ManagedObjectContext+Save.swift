@@ -16,19 +16,23 @@ extension ManagedObjectContext {
     public func save() throws {
         guard hasChanges else { return }
         let backup = Backup(self)
+        let saved: ContextChanges
         do {
             processPendingChanges()
             try validatePendingChanges()
-            try saveToStores()
+            saved = try saveToStores()
         } catch {
             backup.restore(into: self)
             throw error
         }
+        post(.didSave(saved))
+        persistentStoreCoordinator.broadcast(saved, from: self)
     }
 
     /// Applies delete rules to the objects marked for deletion: cascades delete the related objects (and theirs),
     /// nullify rules take the deleted objects out of the related objects' inverse relationships.
     public func processPendingChanges() {
+        defer { postPendingChanges() }
         var index = 0
         while index < deletedIDs.count {
             guard let object = registered[deletedIDs[index]] else { index += 1; continue }
@@ -151,7 +155,7 @@ extension ManagedObjectContext {
 
     // MARK: - Writing
 
-    private func saveToStores() throws {
+    private func saveToStores() throws -> ContextChanges {
         // Permanent IDs first; they are given to the objects only once the stores have saved.
         var assignments: [ManagedObjectID: ManagedObjectID] = [:]
         let inserted = insertedIDs.compactMap { registered[$0] }
@@ -180,7 +184,11 @@ extension ManagedObjectContext {
             }
         }
         reassignIDs(assignments)
+        let saved = ContextChanges(inserted: Set(insertedIDs),
+                                   updated: Set(changedIDs.filter { registered[$0]?.isUpdated == true }),
+                                   deleted: Set(deletedIDs))
         finishSave()
+        return saved
     }
 
     private func sendRequests(_ assignments: [ManagedObjectID: ManagedObjectID]) throws {

@@ -23,6 +23,18 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var insertedIDs: [ManagedObjectID] = []
     var deletedIDs: [ManagedObjectID] = []
     var changedIDs: Set<ManagedObjectID> = []
+    /// For objects fetched with a batch size: the batch each belongs to, loaded together when one of them faults.
+    var batchOf: [ManagedObjectID: FaultBatch] = [:]
+    /// How the last ``fetchDictionaries(_:)`` was answered: by the store or in memory by the context.
+    public internal(set) var lastDictionaryFetchStrategy = ""
+    let observerLock = NSLock()
+    var observers: [UInt64: (ContextEvent) -> Void] = [:]
+    var nextObserverToken: UInt64 = 0
+    var pendingNotification = ContextChanges()
+    /// Whether this context merges the saves of other contexts on the same coordinator as they happen.
+    public var automaticallyMergesChangesFromParent = false {
+        didSet { persistentStoreCoordinator.setMerging(self, automaticallyMergesChangesFromParent) }
+    }
     private let queue = DispatchQueue(label: "LMDBStore.ManagedObjectContext")
 
     /// The model of the context's coordinator.
@@ -89,6 +101,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         registered[object.objectID] = object
         insertedIDs.append(object.objectID)
+        pendingNotification.inserted.insert(object.objectID)
         object.awakeFromInsert()
         return object
     }
@@ -156,10 +169,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.willAccessValues()
         object.lifecycle = .deleted
         deletedIDs.append(object.objectID)
+        pendingNotification.deleted.insert(object.objectID)
     }
 
     func objectDidChange(_ object: ManagedObject) {
         changedIDs.insert(object.objectID)
+        if object.lifecycle == .clean { pendingNotification.updated.insert(object.objectID) }
     }
 
     func forget(_ object: ManagedObject) {
@@ -190,6 +205,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         insertedIDs.removeAll()
         deletedIDs.removeAll()
         changedIDs.removeAll()
+        pendingNotification = ContextChanges()
     }
 
     private func restoreCommitted(_ object: ManagedObject) {
@@ -255,8 +271,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     // MARK: - Faults
 
-    /// Loads a fault's values through the coordinator's row cache.
+    /// Loads a fault's values through the coordinator's row cache (its whole batch, when it was fetched in one).
     func fulfillFault(of object: ManagedObject) {
+        if let batch = batchOf[object.objectID] {
+            loadBatch(batch)
+            if !object.isFaultStorage { return }
+        }
         do {
             let node = try persistentStoreCoordinator.node(for: object.objectID)
             apply(node, to: object)

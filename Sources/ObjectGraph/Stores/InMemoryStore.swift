@@ -33,6 +33,10 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
         public var objectFaults = 0
         /// ``newValue(forRelationship:forObjectWith:)`` calls.
         public var relationshipFaults = 0
+        /// ``newValuesForObjects(with:)`` calls (batched faults and prefetches).
+        public var batchedObjectFaults = 0
+        /// ``newValues(forRelationship:forObjectsWith:)`` calls.
+        public var batchedRelationshipFaults = 0
     }
 
     struct Row {
@@ -96,6 +100,8 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
         case .managedObject:
             if request.returnsObjectsAsFaults { return .objectIDs(window.map(\.id)) }
             return .nodes(window.map { node($0.id, snapshot[$0.id]!) })
+        case .dictionary:
+            throw ManagedObjectContextError(.unsupportedRequest, message: "dictionary results are computed by the context, not the store")
         }
     }
 
@@ -184,6 +190,27 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
             }
             if relationship.isToMany { return row.toMany[relationship.name] ?? [] }
             return row.toOne[relationship.name].map { [$0] } ?? []
+        }
+    }
+
+    /// Many rows under one lock; see ``IncrementalStore/newValuesForObjects(with:)``.
+    public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
+        lock.withLock {
+            counters.batchedObjectFaults += 1
+            return objectIDs.compactMap { id in rows[id].map { node(id, $0) } }
+        }
+    }
+
+    /// One relationship of many rows under one lock; see ``IncrementalStore/newValues(forRelationship:forObjectsWith:)``.
+    public func newValues(forRelationship relationship: RelationshipDescription, forObjectsWith objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        lock.withLock {
+            counters.batchedRelationshipFaults += 1
+            var result: [ManagedObjectID: [ManagedObjectID]] = [:]
+            for id in objectIDs {
+                guard let row = rows[id] else { continue }
+                result[id] = relationship.isToMany ? row.toMany[relationship.name] ?? [] : row.toOne[relationship.name].map { [$0] } ?? []
+            }
+            return result
         }
     }
 

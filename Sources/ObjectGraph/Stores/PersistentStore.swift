@@ -63,6 +63,18 @@ public protocol IncrementalStore: PersistentStore {
     ///   is gone.
     func newValue(forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID) throws -> [ManagedObjectID]
 
+    /// The stored values of many objects at once, for batched faulting and prefetching; objects that are gone are
+    /// left out. The default asks ``newValuesForObject(with:)`` for each; stores should read them in one go.
+    ///
+    /// - Throws: An error if the store cannot be read.
+    func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode]
+
+    /// The members of one relationship for many objects at once, keyed by object. The default asks
+    /// ``newValue(forRelationship:forObjectWith:)`` for each; stores should read them in one go.
+    ///
+    /// - Throws: An error if the store cannot be read.
+    func newValues(forRelationship relationship: RelationshipDescription, forObjectsWith objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]]
+
     /// Permanent IDs for newly inserted objects, in the same order.
     ///
     /// - Throws: An error if keys cannot be allocated.
@@ -76,6 +88,26 @@ public protocol IncrementalStore: PersistentStore {
 }
 
 extension IncrementalStore {
+    /// One ``newValuesForObject(with:)`` call per object, leaving out the ones that are gone.
+    public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
+        var nodes: [IncrementalStoreNode] = []
+        for id in objectIDs {
+            do {
+                nodes.append(try newValuesForObject(with: id))
+            } catch let error as ManagedObjectContextError where error.code == .objectNotFound {
+                continue
+            }
+        }
+        return nodes
+    }
+
+    /// One ``newValue(forRelationship:forObjectWith:)`` call per object.
+    public func newValues(forRelationship relationship: RelationshipDescription, forObjectsWith objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]] {
+        var result: [ManagedObjectID: [ManagedObjectID]] = [:]
+        for id in objectIDs { result[id] = try newValue(forRelationship: relationship, forObjectWith: id) }
+        return result
+    }
+
     /// Does nothing.
     public func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {}
     /// Does nothing.

@@ -33,6 +33,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private var stores: [any PersistentStore] = []
     private var classes: [String: ManagedObject.Type] = [:]
     private var rowCache: [ManagedObjectID: CachedRow] = [:]
+    let mergingLock = NSLock()
+    var mergingContexts: [WeakContext] = []
 
     private struct CachedRow {
         var node: IncrementalStoreNode?
@@ -184,6 +186,25 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let node = try incrementalStore(for: objectID).newValuesForObject(with: objectID)
         lock.withLock { if rowCache[objectID] != nil { rowCache[objectID]!.node = node } }
         return node
+    }
+
+    /// The stored values of many objects: cached rows first, the rest in one store call per store.
+    func nodes(for objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: IncrementalStoreNode] {
+        var result: [ManagedObjectID: IncrementalStoreNode] = [:]
+        var missing: [ManagedObjectID] = []
+        lock.withLock {
+            for id in objectIDs {
+                if let node = rowCache[id]?.node { result[id] = node } else { missing.append(id) }
+            }
+        }
+        for (storeIdentifier, ids) in Dictionary(grouping: missing.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
+            guard let store = persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else { continue }
+            for node in try store.newValuesForObjects(with: ids) {
+                result[node.objectID] = node
+                lock.withLock { if rowCache[node.objectID] != nil { rowCache[node.objectID]!.node = node } }
+            }
+        }
+        return result
     }
 
     /// Replaces (or drops, for `nil`) a cached row after a save or a refresh.

@@ -1,0 +1,151 @@
+/// The objects of one batch of a batched fetch.
+final class FaultBatch {
+    let objectIDs: [ManagedObjectID]
+    var isLoaded = false
+    init(_ objectIDs: [ManagedObjectID]) { self.objectIDs = objectIDs }
+}
+
+extension ManagedObjectContext {
+    /// Loads every still-faulted object of a batch with one call per store.
+    func loadBatch(_ batch: FaultBatch) {
+        guard !batch.isLoaded else { return }
+        batch.isLoaded = true
+        let faults = batch.objectIDs.filter { registered[$0]?.isFaultStorage == true }
+        guard let nodes = try? persistentStoreCoordinator.nodes(for: faults) else { return }
+        for id in faults {
+            guard let object = registered[id], object.isFaultStorage, let node = nodes[id] else { continue }
+            apply(node, to: object)
+            object.awakeFromFetch()
+        }
+        for id in batch.objectIDs { batchOf[id] = nil }
+    }
+
+    /// Groups fetched objects into batches whose faults load together.
+    func assignBatches(_ ids: [ManagedObjectID], size: Int) {
+        guard size > 0 else { return }
+        for start in stride(from: 0, to: ids.count, by: size) {
+            let batch = FaultBatch(Array(ids[start..<min(start + size, ids.count)]))
+            for id in batch.objectIDs where registered[id]?.isFaultStorage == true { batchOf[id] = batch }
+        }
+    }
+
+    /// The objects matching `request` as a collection that loads them a batch at a time as it is read (random access
+    /// included) and lets go of the batch before, so walking a million results keeps about two batches in memory.
+    /// Objects you keep a reference to, or that have changes, stay registered.
+    ///
+    /// - Throws: As ``fetch(_:)``.
+    public func fetchBatched(_ request: FetchRequest) throws -> BatchedFetchResults {
+        BatchedFetchResults(context: self, objectIDs: try matchingObjectIDs(request), batchSize: max(1, request.fetchBatchSize == 0 ? 100 : request.fetchBatchSize))
+    }
+
+    /// Loads the objects at the end of each relationship key path, one store call per step and store.
+    func prefetch(_ keyPaths: [String], for objects: [ManagedObject]) throws {
+        for keyPath in keyPaths {
+            var current = objects
+            for component in keyPath.split(separator: ".").map(String.init) {
+                try loadValues(of: current)
+                var next: [ManagedObject] = []
+                var seen = Set<ManagedObjectID>()
+                let byEntity = Dictionary(grouping: current, by: { $0.entity.name })
+                for (entityName, group) in byEntity {
+                    guard let relationship = model.relationship(named: component, in: entityName) else { continue }
+                    if relationship.isToMany {
+                        let unloaded = group.filter { $0.toMany[component] == nil && !$0.objectID.isTemporaryID }
+                        for (storeIdentifier, members) in Dictionary(grouping: unloaded, by: { $0.objectID.storeIdentifier! }) {
+                            guard let store = persistentStoreCoordinator.persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else { continue }
+                            let values = try store.newValues(forRelationship: relationship, forObjectsWith: members.map(\.objectID))
+                            for member in members {
+                                let ids = values[member.objectID] ?? []
+                                member.toMany[component] = ids
+                                member.committed?.toMany[component] = ids
+                            }
+                        }
+                        for member in group {
+                            for id in member.toMany[component] ?? [] where seen.insert(id).inserted { next.append(object(with: id)) }
+                        }
+                    } else {
+                        for member in group {
+                            if let id = member.toOne[component], seen.insert(id).inserted { next.append(object(with: id)) }
+                        }
+                    }
+                }
+                current = next
+            }
+            try loadValues(of: current)
+        }
+    }
+
+    /// Loads every fault among `objects` with one call per store.
+    func loadValues(of objects: [ManagedObject]) throws {
+        let faults = objects.filter(\.isFaultStorage).filter { !$0.objectID.isTemporaryID && $0.lifecycle != .inserted }
+        guard !faults.isEmpty else { return }
+        let nodes = try persistentStoreCoordinator.nodes(for: faults.map(\.objectID))
+        for object in faults {
+            guard object.isFaultStorage, let node = nodes[object.objectID] else { continue }
+            apply(node, to: object)
+            object.awakeFromFetch()
+        }
+    }
+
+    /// Forgets unchanged objects that nothing else refers to.
+    func releaseIfUnused(_ objects: inout [ManagedObject]) {
+        for index in objects.indices {
+            let id = objects[index].objectID
+            guard !objects[index].hasChanges, registered[id] === objects[index] else { continue }
+            registered[id] = nil
+            if isKnownUniquelyReferenced(&objects[index]) {
+                objects[index].managedObjectContext = nil
+                persistentStoreCoordinator.unregister([id])
+            } else {
+                registered[id] = objects[index]
+            }
+        }
+        objects.removeAll()
+    }
+}
+
+/// The results of ``ManagedObjectContext/fetchBatched(_:)``: every matching ID, with objects loaded a batch at a
+/// time as they are read.
+public struct BatchedFetchResults: RandomAccessCollection {
+    final class Window {
+        var batch = -1
+        var objects: [ManagedObject] = []
+        var loads = 0
+    }
+
+    /// The context the objects live in.
+    public let context: ManagedObjectContext
+    /// Every matching object's ID, in order.
+    public let objectIDs: [ManagedObjectID]
+    /// How many objects load at once.
+    public let batchSize: Int
+    private let window = Window()
+
+    init(context: ManagedObjectContext, objectIDs: [ManagedObjectID], batchSize: Int) {
+        self.context = context
+        self.objectIDs = objectIDs
+        self.batchSize = batchSize
+    }
+
+    /// The first position.
+    public var startIndex: Int { 0 }
+    /// One past the last position.
+    public var endIndex: Int { objectIDs.count }
+
+    /// How many batches have been loaded so far.
+    public var batchesLoaded: Int { window.loads }
+
+    /// The object at `position`, loading its batch (and releasing the previous one) when needed.
+    public subscript(position: Int) -> ManagedObject {
+        let batch = position / batchSize
+        if batch != window.batch {
+            context.releaseIfUnused(&window.objects)
+            let ids = objectIDs[batch * batchSize..<Swift.min((batch + 1) * batchSize, objectIDs.count)]
+            window.objects = ids.map { context.object(with: $0) }
+            try? context.loadValues(of: window.objects)
+            window.batch = batch
+            window.loads += 1
+        }
+        return window.objects[position - batch * batchSize]
+    }
+}

@@ -1,0 +1,112 @@
+/// A store that computes dictionary results itself (from indexes, say). Stores that do not conform get theirs
+/// computed by the context from the matching objects.
+public protocol DictionaryFetchingStore: IncrementalStore {
+    /// The dictionaries for `request`, or `nil` when the store cannot compute this one itself.
+    ///
+    /// - Throws: An error that says why the request cannot be run.
+    func executeDictionaryFetch(_ request: FetchRequest) throws -> [[String: PredicateValue]]?
+}
+
+extension ManagedObjectContext {
+    /// The dictionary results of `request` (Core Data's `.dictionaryResultType`): per object, or per group with
+    /// ``FetchRequest/propertiesToGroupBy`` (filtered by ``FetchRequest/havingPredicate``), deduplicated with
+    /// ``FetchRequest/returnsDistinctResults``, sorted and windowed. To-one relationships appear as object IDs
+    /// (`PredicateValue.object` of the ``ManagedObjectID``). ``lastDictionaryFetchStrategy`` says whether the store
+    /// computed them or the context did.
+    ///
+    /// - Throws: As ``fetch(_:)``; a ``PredicateEvaluationError`` when an aggregate does not fit its values.
+    public func fetchDictionaries(_ request: FetchRequest) throws -> [[String: PredicateValue]] {
+        let stores = persistentStoreCoordinator.stores(holding: request.entityName)
+        if stores.count == 1, !hasChanges, let native = stores[0] as? any DictionaryFetchingStore,
+           let result = try native.executeDictionaryFetch(request) {
+            lastDictionaryFetchStrategy = "computed by the \(native.type) store"
+            return result
+        }
+        lastDictionaryFetchStrategy = "computed in memory by the context from \(request.entityName) objects"
+        var objectRequest = request
+        objectRequest.resultType = .managedObject
+        objectRequest.fetchLimit = 0
+        objectRequest.fetchOffset = 0
+        let grouped = !request.propertiesToGroupBy.isEmpty
+        if grouped { objectRequest.sortDescriptors = [] }
+        let objects = try fetch(objectRequest)
+        let properties = request.propertiesToFetch.isEmpty
+            ? model.allProperties(of: request.entityName).compactMap { property -> FetchedProperty? in
+                if case .attribute(let attribute) = property, !attribute.isTransient { return .keyPath(attribute.name) } else { return nil }
+            }
+            : request.propertiesToFetch
+        let aggregates = properties.contains { $0.function != nil }
+
+        var results: [[String: PredicateValue]] = []
+        if grouped || aggregates {
+            var order: [[PredicateValue]] = []
+            var groups: [[PredicateValue]: [ManagedObject]] = [:]
+            for object in objects {
+                var key: [PredicateValue] = []
+                for path in request.propertiesToGroupBy { key.append(try resultValue(path, of: object)) }
+                if groups[key] == nil { order.append(key) }
+                groups[key, default: []].append(object)
+            }
+            if order.isEmpty && !grouped { order = [[]]; groups[[]] = [] }
+            for key in order {
+                let members = groups[key]!
+                var row: [String: PredicateValue] = [:]
+                for (index, path) in request.propertiesToGroupBy.enumerated() { row[path] = key[index] }
+                for property in properties {
+                    if let function = property.function {
+                        row[property.name] = try aggregate(function, property.keyPath, members)
+                    } else {
+                        row[property.name] = try members.first.map { try resultValue(property.keyPath, of: $0) } ?? .null
+                    }
+                }
+                if let having = request.havingPredicate, try !having.evaluate(with: row) { continue }
+                results.append(row)
+            }
+        } else {
+            for object in objects {
+                var row: [String: PredicateValue] = [:]
+                for property in properties { row[property.name] = try resultValue(property.keyPath, of: object) }
+                results.append(row)
+            }
+        }
+        if request.returnsDistinctResults {
+            var seen = Set<[String: PredicateValue]>()
+            results = results.filter { seen.insert($0).inserted }
+        }
+        if grouped && !request.sortDescriptors.isEmpty { results = FetchSortDescriptor.sorted(results, using: request.sortDescriptors) }
+        if request.fetchOffset > 0 { results = Array(results.dropFirst(request.fetchOffset)) }
+        if request.fetchLimit > 0 { results = Array(results.prefix(request.fetchLimit)) }
+        return results
+    }
+
+    /// A key path's value for a result dictionary: objects become their IDs.
+    private func resultValue(_ keyPath: String, of object: ManagedObject) throws -> PredicateValue {
+        Self.identify(try PredicateExpression(node: .keyPath(keyPath)).value(for: object))
+    }
+
+    private static func identify(_ value: PredicateValue) -> PredicateValue {
+        switch value {
+        case .object(let object): (object.base as? ManagedObject).map { .object(PredicateObject($0.objectID)) } ?? value
+        case .array(let elements): .array(elements.map(identify))
+        default: value
+        }
+    }
+
+    private func aggregate(_ function: FetchedProperty.Function, _ keyPath: String, _ members: [ManagedObject]) throws -> PredicateValue {
+        if function == .count && (keyPath == "SELF" || keyPath == "*") { return .integer(Int64(members.count)) }
+        var values: [PredicateValue] = []
+        for member in members {
+            let value = try resultValue(keyPath, of: member)
+            if case .array(let elements) = value { values += elements } else if !value.isNull { values.append(value) }
+        }
+        let evaluator = PredicateEvaluator(root: .null, variables: [:])
+        let node = ExpressionNode.keyPath(keyPath)
+        switch function {
+        case .count: return .integer(Int64(values.count))
+        case .sum: return try evaluator.function("sum", [.array(values)], node)
+        case .min: return try evaluator.function("min", [.array(values)], node)
+        case .max: return try evaluator.function("max", [.array(values)], node)
+        case .average: return try evaluator.function("average", [.array(values)], node)
+        }
+    }
+}
