@@ -73,7 +73,17 @@ extension ManagedObjectContext {
             var seen = Set<[String: PredicateValue]>()
             results = results.filter { seen.insert($0).inserted }
         }
-        if grouped && !request.sortDescriptors.isEmpty { results = FetchSortDescriptor.sorted(results, using: request.sortDescriptors) }
+        if grouped && !request.sortDescriptors.isEmpty {
+            // Result keys may themselves contain dots ("author.name"): look them up whole.
+            results = results.enumerated().sorted { a, b in
+                for descriptor in request.sortDescriptors {
+                    let order = descriptor.compare(a.element[descriptor.keyPath] ?? descriptor.sortValue(of: a.element),
+                                                   b.element[descriptor.keyPath] ?? descriptor.sortValue(of: b.element))
+                    if order != 0 { return order < 0 }
+                }
+                return a.offset < b.offset
+            }.map(\.element)
+        }
         if request.fetchOffset > 0 { results = Array(results.dropFirst(request.fetchOffset)) }
         if request.fetchLimit > 0 { results = Array(results.prefix(request.fetchLimit)) }
         return results
