@@ -15,7 +15,77 @@ extension StoreConformance {
         Check(name: "conflictingSavesAreDetected", body: conflictingSavesAreDetected),
         Check(name: "uniquenessViolationsWriteNothing", body: uniquenessViolationsWriteNothing),
         Check(name: "missingObjectsAreReported", body: missingObjectsAreReported),
+        Check(name: "batchedReadsAgreeWithSingleReads", body: batchedReadsAgreeWithSingleReads),
+        Check(name: "batchedFetchesAndPrefetchingLoadTheRightObjects", body: batchedFetchesAndPrefetchingLoadTheRightObjects),
+        Check(name: "dictionaryResultsMatchTheObjects", body: dictionaryResultsMatchTheObjects),
+        Check(name: "savesAreAnnouncedWithTheirIDs", body: savesAreAnnouncedWithTheirIDs),
     ]
+
+    static func batchedReadsAgreeWithSingleReads(_ h: Harness) throws {
+        let items = try seedItems(h)
+        let context = h.context()
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        try owner.setValue("o", forKey: "name")
+        for item in items.prefix(5) { try context.object(with: item.objectID).setValue(owner, forKey: "owner") }
+        try context.save()
+        guard let store = h.coordinator.persistentStores[0] as? any IncrementalStore else {
+            throw CheckFailure(message: "the store is not an incremental store")
+        }
+        let ids = items.map(\.objectID)
+        let missing = ManagedObjectID(entityName: "Item", storeIdentifier: store.identifier, referenceObject: .integer(9_999_999))
+        let batched = try store.newValuesForObjects(with: ids + [missing])
+        try h.require(batched.map(\.objectID) == ids, "a batched read returned other objects (or kept a missing one)")
+        for node in batched {
+            try h.require(node == (try store.newValuesForObject(with: node.objectID)), "\(node.objectID): batched and single reads differ")
+        }
+        let relationship = StoreConformance.model.relationship(named: "items", in: "Owner")!
+        let members = try store.newValues(forRelationship: relationship, forObjectsWith: [owner.objectID])
+        try h.require(Set(members[owner.objectID] ?? []) == Set(ids.prefix(5)), "a batched relationship read returned other members")
+    }
+
+    static func batchedFetchesAndPrefetchingLoadTheRightObjects(_ h: Harness) throws {
+        let items = try seedItems(h)
+        let context = h.context()
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        try owner.setValue("prefetched", forKey: "name")
+        for item in items { try context.object(with: item.objectID).setValue(owner, forKey: "owner") }
+        try context.save()
+        let fresh = h.context()
+        let request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor(keyPath: "name")])
+            .with { $0.fetchBatchSize = 7; $0.relationshipKeyPathsForPrefetching = ["owner"] }
+        let fetched = try fresh.fetch(request)
+        try h.require(fetched.count == items.count, "a batched fetch returned \(fetched.count) of \(items.count) objects")
+        try h.require((fetched[0].value(forKey: "owner") as? ManagedObject).map { !$0.isFault } == true, "a prefetched to-one is still a fault")
+        let batched = try h.context().fetchBatched(request)
+        let names = batched.map { $0.value(forKey: "name") as? String }
+        try h.require(names == fetched.map { $0.value(forKey: "name") as? String }, "walking batched results gave other objects")
+    }
+
+    static func dictionaryResultsMatchTheObjects(_ h: Harness) throws {
+        let items = try seedItems(h)
+        var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor(keyPath: "rank")])
+        request.resultType = .dictionary
+        request.propertiesToGroupBy = ["rank"]
+        request.propertiesToFetch = [.keyPath("rank"), .aggregate(.count, of: "SELF", as: "n")]
+        let rows = try h.context().fetchDictionaries(request)
+        var expected: [Int32: Int] = [:]
+        for item in items { expected[item.value(forKey: "rank") as! Int32, default: 0] += 1 }
+        let got = Dictionary(uniqueKeysWithValues: rows.map { row -> (Int32, Int) in
+            guard case .integer(let rank)? = row["rank"], case .integer(let n)? = row["n"] else { return (-1, -1) }
+            return (Int32(rank), Int(n))
+        })
+        try h.require(got == expected, "group-by counts \(got) differ from the objects' \(expected)")
+    }
+
+    static func savesAreAnnouncedWithTheirIDs(_ h: Harness) throws {
+        let context = h.context()
+        var saved: [ContextChanges] = []
+        context.addObserver { if case .didSave(let changes) = $0 { saved.append(changes) } }
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        try owner.setValue("announced", forKey: "name")
+        try context.save()
+        try h.require(saved == [ContextChanges(inserted: [owner.objectID])], "didSave named \(saved), not the inserted object")
+    }
 
     static func metadataHasUUIDAndType(_ h: Harness) throws {
         let store = h.coordinator.persistentStores[0]
