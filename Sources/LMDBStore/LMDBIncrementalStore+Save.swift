@@ -87,11 +87,34 @@ extension LMDBIncrementalStore {
                     let blob = RowCodec.encode(new[change.objectID]!, entity: entity, modelHash: modelHashPrefix)
                     try rowsDatabase(change.objectID, state).put(blob, forKey: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
+                try appendToChangeLog(request, state: state, transaction: transaction)
             }
         } catch let error as ManagedObjectContextError {
             throw error
         } catch {
             throw storeError(error, "the save failed and wrote nothing")
+        }
+    }
+
+    /// Records which objects the save touched, under the next change number, and forgets saves older than the log's
+    /// length.
+    private func appendToChangeLog(_ request: SaveChangesRequest, state: OpenState, transaction: Transaction) throws {
+        let sequences = database(StoreLayout.sequenceDatabase, in: state)
+        let log = database(StoreLayout.changesDatabase, in: state)
+        let counterKey = Array(StoreLayout.changeSequenceKey.utf8)
+        let number = (try sequences.withValue(forKey: counterKey, in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0) + 1
+        try sequences.put(Self.keyBytes(number), forKey: counterKey, in: transaction)
+        var payload: [UInt8] = []
+        for (kind, changes) in [(UInt8(1), request.insertedObjects), (2, request.updatedObjects), (3, request.deletedObjects)] {
+            for change in changes {
+                payload.append(kind)
+                TupleEncoding.appendBigEndian(layout.entity(change.objectID.entityName)!.tag, to: &payload)
+                TupleEncoding.appendBigEndian(try key(of: change.objectID), to: &payload)
+            }
+        }
+        try log.put(payload, forKey: Self.keyBytes(number), in: transaction)
+        if number > StoreLayout.changeLogLength {
+            try log.delete(key: Self.keyBytes(number - StoreLayout.changeLogLength), in: transaction)
         }
     }
 

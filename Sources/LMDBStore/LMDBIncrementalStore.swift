@@ -13,7 +13,7 @@ import ObjectGraph
 ///
 /// The file format is specified in `Docs/FORMAT.md`. Several processes may use one store file at once: each sees the
 /// others' saves on its next read, and a save over a row another process changed is a conflict.
-public final class LMDBIncrementalStore: IncrementalStore, @unchecked Sendable {
+public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendable {
     /// The type string the store is registered under.
     public static let storeType = "LMDB"
     /// The version of the file format this code writes; it reads this version and older.
@@ -243,5 +243,56 @@ extension LMDBIncrementalStore {
                 try rows.withValue(forKey: key, in: transaction) { bytes in try RowCodec.decode(bytes, layout: layout).attributes.count }
             }
         } ?? 0
+    }
+}
+
+// MARK: - Changes from other processes
+
+extension LMDBIncrementalStore {
+    /// The number of the last save recorded in the change log (by any process). One read of the `seq` table.
+    public func currentChangeToken() throws -> UInt64 {
+        let state = try open
+        let sequences = database(StoreLayout.sequenceDatabase, in: state)
+        return try state.environment.read { transaction in
+            try sequences.withValue(forKey: Array(StoreLayout.changeSequenceKey.utf8), in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0
+        }
+    }
+
+    /// The objects saves after `token` inserted, updated and deleted (an object deleted later counts only as
+    /// deleted), from the change log; `nil` when the log no longer reaches back to `token`.
+    public func changes(since token: UInt64) throws -> (changes: ContextChanges, token: UInt64)? {
+        let state = try open
+        let log = database(StoreLayout.changesDatabase, in: state)
+        let current = try currentChangeToken()
+        guard token < current else { return (ContextChanges(), current) }
+        return try state.environment.read { transaction -> (changes: ContextChanges, token: UInt64)? in
+            var changes = ContextChanges()
+            var expected = token + 1
+            var complete = true
+            try log.withCursor(in: transaction) { cursor in
+                try cursor.forEach(in: KeyRange(lower: .exclusive(Self.keyBytes(token)), upper: .inclusive(Self.keyBytes(current)))) { entry in
+                    if TupleEncoding.readBigEndianUInt64(entry.key, at: 0) != expected { complete = false; return false }
+                    expected += 1
+                    var offset = 0
+                    while offset + 11 <= entry.value.count {
+                        let kind = entry.value[offset]
+                        let tag = UInt16(entry.value[offset + 1]) << 8 | UInt16(entry.value[offset + 2])
+                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.value, at: offset + 3), storeIdentifier: state.storeIdentifier)
+                        switch kind {
+                        case 1: changes.inserted.insert(id)
+                        case 2: if !changes.inserted.contains(id) { changes.updated.insert(id) }
+                        default:
+                            changes.inserted.remove(id)
+                            changes.updated.remove(id)
+                            changes.deleted.insert(id)
+                        }
+                        offset += 11
+                    }
+                    return true
+                }
+            }
+            guard complete, expected == current + 1 else { return nil }
+            return (changes, current)
+        }
     }
 }

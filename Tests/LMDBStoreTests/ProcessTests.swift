@@ -118,3 +118,28 @@ func checkJournal(_ coordinator: PersistentStoreCoordinator, _ store: LMDBIncrem
         #expect(completed > 0, "the writer never got a save through")
     }
 }
+
+@Suite struct RemoteChangeTests {
+    @Test func anotherProcessesChangesAreMergedByID() throws {
+        let folder = StoreFolder()
+        let path = folder.file().path
+        let (coordinator, store) = try folder.coordinator(journalModel())
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let counters = try ["a", "b"].map { name -> ManagedObject in
+            let counter = try context.insertNewObject(forEntityName: "Counter")
+            try counter.setValue(name, forKey: "writer")
+            return counter
+        }
+        try context.save()
+        var token = try store.currentChangeToken()
+        #expect(counters[0].value(forKey: "touches") as? Int64 == 0)
+        let (status, output) = try runHelper(["touch", path, counters[0].objectID.uriRepresentation.absoluteString])
+        #expect(status == 0, "\(output)")
+        #expect(try store.currentChangeToken() > token, "a cheap check sees that something changed")
+        let merged = try context.mergeRemoteChanges(from: store, since: &token)
+        #expect(merged == ContextChanges(updated: [counters[0].objectID]))
+        #expect(counters[0].value(forKey: "touches") as? Int64 == 1)
+        #expect(token == (try store.currentChangeToken()))
+        #expect(try context.mergeRemoteChanges(from: store, since: &token).isEmpty)
+    }
+}

@@ -205,3 +205,36 @@ import Testing
         }
     }
 }
+
+@Suite struct ChangeLogTests {
+    let model = try! ManagedObjectModel { EntityDescription("Note") { AttributeDescription("title", .string) } }
+
+    @Test func theLogNamesEachSavesObjectsAndAForgottenPastMeansRefreshEverything() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let first = try context.insertNewObject(forEntityName: "Note")
+        try first.setValue("1", forKey: "title")
+        try context.save()
+        let second = try context.insertNewObject(forEntityName: "Note")
+        try second.setValue("2", forKey: "title")
+        try first.setValue("1b", forKey: "title")
+        try context.save()
+        context.delete(second)
+        try context.save()
+        #expect(try store.currentChangeToken() == 3)
+        #expect(try store.changes(since: 0)?.changes == ContextChanges(inserted: [first.objectID], deleted: [second.objectID]))
+        #expect(try store.changes(since: 1)?.changes == ContextChanges(updated: [first.objectID], deleted: [second.objectID]))
+        #expect(try store.changes(since: 3)?.changes == ContextChanges())
+        // Forget the first save, as the log does after 10 000 saves.
+        let state = try store.open
+        try state.environment.write { try store.database("changes", in: state).delete(key: LMDBIncrementalStore.keyBytes(1), in: $0) }
+        #expect(try store.changes(since: 0) == nil)
+        var token: UInt64 = 0
+        let other = ManagedObjectContext(coordinator: coordinator)
+        let copy = other.object(with: first.objectID)
+        _ = copy.value(forKey: "title")
+        #expect(try other.mergeRemoteChanges(from: store, since: &token).isEmpty)
+        #expect(token == 3 && copy.isFault, "everything was refreshed instead")
+    }
+}

@@ -84,6 +84,11 @@ struct StoreLayout: Sendable {
 
     static let metadataDatabase = "meta"
     static let sequenceDatabase = "seq"
+    static let changesDatabase = "changes"
+    /// The `seq` key of the change log's counter (no entity name can start with "~").
+    static let changeSequenceKey = "~changes"
+    /// How many saves the change log remembers.
+    static let changeLogLength: UInt64 = 10_000
     static func rowsDatabase(root: String) -> String { "rows/" + root }
     static func indexDatabase(entity: String, index: String) -> String { "index/\(entity)/\(index)" }
     static func uniqueDatabase(entity: String, number: Int) -> String { "unique/\(entity)/\(number)" }
@@ -97,7 +102,7 @@ struct StoreLayout: Sendable {
 
     /// Every named database the model needs.
     var databaseNames: [String] {
-        var names: Set<String> = [Self.metadataDatabase, Self.sequenceDatabase]
+        var names: Set<String> = [Self.metadataDatabase, Self.sequenceDatabase, Self.changesDatabase]
         for name in model.entityNames {
             let layout = entities[name]!
             names.insert(Self.rowsDatabase(root: layout.root))

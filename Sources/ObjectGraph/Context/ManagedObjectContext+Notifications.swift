@@ -95,6 +95,33 @@ extension ManagedObjectContext {
     }
 }
 
+extension ManagedObjectContext {
+    /// Re-reads every registered object that has no unsaved changes from its store (faults are simply dropped from
+    /// the cache), for when another process may have changed anything.
+    public func refreshAllObjects() {
+        for object in registered.values where !object.hasChanges && object.lifecycle == .clean {
+            refresh(object, mergeChanges: false)
+        }
+    }
+
+    /// Merges what other processes saved to `store` since `token`, and moves `token` forward. When the store no longer
+    /// remembers that far back, every object is refreshed instead.
+    ///
+    /// - Returns: The changes merged (empty after a full refresh).
+    /// - Throws: The store's error.
+    @discardableResult
+    public func mergeRemoteChanges(from store: any ChangeTrackingStore, since token: inout UInt64) throws -> ContextChanges {
+        guard let (changes, next) = try store.changes(since: token) else {
+            token = try store.currentChangeToken()
+            refreshAllObjects()
+            return ContextChanges()
+        }
+        token = next
+        if !changes.isEmpty { mergeChanges(fromContextDidSave: changes) }
+        return changes
+    }
+}
+
 extension PersistentStoreCoordinator {
     /// Contexts that merge every save made through this coordinator.
     func setMerging(_ context: ManagedObjectContext, _ merging: Bool) {

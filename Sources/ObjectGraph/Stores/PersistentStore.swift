@@ -208,3 +208,17 @@ public struct SaveChangesRequest: Sendable, Hashable {
         self.deletedObjects = deletedObjects
     }
 }
+
+/// A store whose file other processes may change, that can say what changed since a point (the LMDB store).
+public protocol ChangeTrackingStore: IncrementalStore {
+    /// A number that grows with every save to the store, by any process; cheap to read.
+    ///
+    /// - Throws: An error if the store cannot be read.
+    func currentChangeToken() throws -> UInt64
+
+    /// What saves after `token` changed, and the token they bring the reader to; `nil` when the store no longer
+    /// remembers that far back (refresh everything then).
+    ///
+    /// - Throws: An error if the store cannot be read.
+    func changes(since token: UInt64) throws -> (changes: ContextChanges, token: UInt64)?
+}
