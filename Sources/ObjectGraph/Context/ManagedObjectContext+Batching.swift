@@ -11,7 +11,7 @@ extension ManagedObjectContext {
         guard !batch.isLoaded else { return }
         batch.isLoaded = true
         let faults = batch.objectIDs.filter { registered[$0]?.isFaultStorage == true }
-        guard let nodes = try? persistentStoreCoordinator.nodes(for: faults) else { return }
+        guard let nodes = try? sourceNodes(for: faults) else { return }
         for id in faults {
             guard let object = registered[id], object.isFaultStorage, let node = nodes[id] else { continue }
             apply(node, to: object)
@@ -51,6 +51,9 @@ extension ManagedObjectContext {
                     guard let relationship = model.relationship(named: component, in: entityName) else { continue }
                     if relationship.isToMany {
                         let unloaded = group.filter { $0.toMany[component] == nil && !$0.objectID.isTemporaryID }
+                        if parent != nil {
+                            for member in unloaded { _ = member.relatedIDs(forKey: component) }
+                        } else {
                         for (storeIdentifier, members) in Dictionary(grouping: unloaded, by: { $0.objectID.storeIdentifier! }) {
                             guard let store = persistentStoreCoordinator.persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else { continue }
                             let values = try store.newValues(forRelationship: relationship, forObjectsWith: members.map(\.objectID))
@@ -59,6 +62,7 @@ extension ManagedObjectContext {
                                 member.toMany[component] = ids
                                 member.committed?.toMany[component] = ids
                             }
+                        }
                         }
                         for member in group {
                             for id in member.toMany[component] ?? [] where seen.insert(id).inserted { next.append(object(with: id)) }
@@ -77,9 +81,9 @@ extension ManagedObjectContext {
 
     /// Loads every fault among `objects` with one call per store.
     func loadValues(of objects: [ManagedObject]) throws {
-        let faults = objects.filter(\.isFaultStorage).filter { !$0.objectID.isTemporaryID && $0.lifecycle != .inserted }
+        let faults = objects.filter(\.isFaultStorage).filter { (!$0.objectID.isTemporaryID || parent != nil) && $0.lifecycle != .inserted }
         guard !faults.isEmpty else { return }
-        let nodes = try persistentStoreCoordinator.nodes(for: faults.map(\.objectID))
+        let nodes = try sourceNodes(for: faults.map(\.objectID))
         for object in faults {
             guard object.isFaultStorage, let node = nodes[object.objectID] else { continue }
             apply(node, to: object)

@@ -40,7 +40,7 @@ extension ManagedObjectContext {
     /// - Throws: As ``fetch(_:)``.
     public func count(for request: FetchRequest) throws -> Int {
         let stores = try storesFor(request)
-        if stores.count == 1 && !needsPendingChanges(request) {
+        if parent == nil && stores.count == 1 && !needsPendingChanges(request) {
             var storeRequest = request
             storeRequest.resultType = .count
             guard case .count(let count) = try stores[0].execute(.fetch(storeRequest)) else {
@@ -78,14 +78,19 @@ extension ManagedObjectContext {
         var storeRequest = request
         storeRequest.resultType = .managedObjectID
         let pending = needsPendingChanges(request)
-        if stores.count == 1 && !pending {
+        if parent == nil && stores.count == 1 && !pending {
             return try ids(from: stores[0].execute(.fetch(storeRequest)))
         }
-        // Several stores, or unsaved changes to merge: the store returns every match, the window is applied here.
+        // Several stores, unsaved changes to merge, or a parent context: every match comes back, the window is
+        // applied here.
         storeRequest.fetchLimit = 0
         storeRequest.fetchOffset = 0
         var result: [ManagedObjectID] = []
-        for store in stores { result += try ids(from: store.execute(.fetch(storeRequest))) }
+        if let parent {
+            result = try parent.matchingObjectIDs(storeRequest.with { $0.includesPendingChanges = true })
+        } else {
+            for store in stores { result += try ids(from: store.execute(.fetch(storeRequest))) }
+        }
         var candidates = result.map { object(with: $0) }
         if pending {
             let family = family(request)
@@ -105,7 +110,7 @@ extension ManagedObjectContext {
                 if try request.predicate?.evaluate(with: object) ?? true { candidates.append(object) }
             }
         }
-        if !request.sortDescriptors.isEmpty && (pending || stores.count > 1) {
+        if !request.sortDescriptors.isEmpty && (pending || stores.count > 1 || parent != nil) {
             candidates = FetchSortDescriptor.sorted(candidates, using: request.sortDescriptors)
         }
         var ids = candidates.map(\.objectID)

@@ -20,13 +20,17 @@ extension ManagedObjectContext {
         do {
             processPendingChanges()
             try validatePendingChanges()
-            saved = try saveToStores()
+            if let parent {
+                saved = pushToParent(parent)
+            } else {
+                saved = try saveToStores()
+            }
         } catch {
             backup.restore(into: self)
             throw error
         }
         post(.didSave(saved))
-        persistentStoreCoordinator.broadcast(saved, from: self)
+        if parent == nil { persistentStoreCoordinator.broadcast(saved, from: self) }
     }
 
     /// Applies delete rules to the objects marked for deletion: cascades delete the related objects (and theirs),

@@ -16,6 +16,9 @@ import Foundation
 public final class ManagedObjectContext: @unchecked Sendable {
     /// The coordinator the context reads from and saves to.
     public let persistentStoreCoordinator: PersistentStoreCoordinator
+    /// The parent context of a child context: the child reads the parent's current (unsaved) state and saves into
+    /// it; `nil` for a context that saves to the stores.
+    public let parent: ManagedObjectContext?
     /// How a save resolves conflicts with changes saved elsewhere meanwhile. Default: ``MergePolicy/error``.
     public var mergePolicy: MergePolicy = .error
 
@@ -43,6 +46,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Creates an empty context over `coordinator`.
     public init(coordinator: PersistentStoreCoordinator) {
         self.persistentStoreCoordinator = coordinator
+        self.parent = nil
+    }
+
+    /// Creates a child of `parent`: fetches and faults see the parent's unsaved state, ``save()`` pushes changes into
+    /// the parent only (the parent's own save writes them to the stores), and dropping the child discards its edits.
+    /// The child shares the parent's isolation domain.
+    public init(parent: ManagedObjectContext) {
+        self.persistentStoreCoordinator = parent.persistentStoreCoordinator
+        self.parent = parent
     }
 
     deinit {
@@ -134,7 +146,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     ///   object does not exist (any more) in its store.
     public func existingObject(with objectID: ManagedObjectID) throws(ManagedObjectContextError) -> ManagedObject {
         if let existing = registered[objectID], !existing.isFault { return existing }
-        if objectID.isTemporaryID {
+        if objectID.isTemporaryID && parent?.registeredObject(for: objectID) == nil {
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is a temporary ID this context does not hold")
         }
         let object = self.object(with: objectID)
@@ -148,7 +160,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         registered[objectID]
     }
 
-    private func makeObject(_ entity: EntityDescription, _ objectID: ManagedObjectID) -> ManagedObject {
+    func makeObject(_ entity: EntityDescription, _ objectID: ManagedObjectID) -> ManagedObject {
         let type = persistentStoreCoordinator.objectClass(for: entity.name)
         return type.init(construction: ManagedObject.Construction(entity: entity, model: model, objectID: objectID, context: self))
     }
@@ -244,7 +256,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
             persistentStoreCoordinator.updateCache(object.objectID, node: nil)
             return
         }
-        guard let node = try? persistentStoreCoordinator.incrementalStore(for: object.objectID).newValuesForObject(with: object.objectID) else { return }
+        let fresh = parent == nil
+            ? try? persistentStoreCoordinator.incrementalStore(for: object.objectID).newValuesForObject(with: object.objectID)
+            : try? sourceNode(for: object.objectID)
+        guard let node = fresh else { return }
         persistentStoreCoordinator.updateCache(object.objectID, node: node)
         let localAttributes = object.changedKeys.reduce(into: [String: AttributeValue?]()) { $0[$1] = object.attributes[$1] }
         let localToOne = object.changedKeys.reduce(into: [String: ManagedObjectID?]()) { $0[$1] = object.toOne[$1] }
@@ -278,7 +293,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             if !object.isFaultStorage { return }
         }
         do {
-            let node = try persistentStoreCoordinator.node(for: object.objectID)
+            let node = try sourceNode(for: object.objectID)
             apply(node, to: object)
             object.faultError = nil
             object.awakeFromFetch()
@@ -304,8 +319,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Loads a to-many relationship's members.
     func fulfillRelationshipFault(of object: ManagedObject, key: String) {
         guard let relationship = model.relationship(named: key, in: object.entity.name) else { return }
-        let ids = (try? persistentStoreCoordinator.incrementalStore(for: object.objectID)
-            .newValue(forRelationship: relationship, forObjectWith: object.objectID)) ?? []
+        let ids = (try? sourceRelationship(relationship, of: object.objectID)) ?? []
         object.toMany[key] = ids
         if object.committed == nil { object.willAccessValues() }
         object.committed?.toMany[key] = ids
@@ -318,6 +332,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/noStore`` when no store holds
     ///   an object's entity, or the store's error.
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        // A child's objects get their IDs from the stores too, so the IDs stay valid up the chain.
         let temporary = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
         guard !temporary.isEmpty else { return }
         var assignments: [ManagedObjectID: ManagedObjectID] = [:]
