@@ -60,7 +60,9 @@ extension ManagedObject {
     private func link(_ owner: ManagedObject, toInverse inverse: RelationshipDescription, relationshipBack: RelationshipDescription) {
         if inverse.isToMany {
             var ids = relatedIDs(forKey: inverse.name)
-            guard !ids.contains(owner.objectID) else { return }
+            // A newly inserted owner cannot be in the list yet (setToOne and replaceToMany only link new pairs), so
+            // the linear membership check is skipped for it: bulk inserts into one big to-many stay linear.
+            guard owner.lifecycle == .inserted || !ids.contains(owner.objectID) else { return }
             ids.append(owner.objectID)
             toMany[inverse.name] = ids
             markChanged(inverse.name)

@@ -1,0 +1,183 @@
+import ArgumentParser
+import Foundation
+
+/// `lmdbstore-bench`: loads a generated dataset into LMDBStore and into SQLite (GRDB), runs the same workloads on
+/// both (and on raw LMDB where they map), checks that both answer the same, and reports throughput and latency.
+@main
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lmdbstore-bench",
+        abstract: "Benchmark LMDBStore against SQLite (GRDB) and raw LMDB on a generated dataset.",
+        subcommands: [Run.self, Generate.self],
+        defaultSubcommand: Run.self)
+}
+
+struct CommonOptions: ParsableArguments {
+    @Option(help: "Employees in the dataset, e.g. 10k, 100k, 1m, 10m. Several sizes may be given, comma-separated.")
+    var objects: String = "1m"
+
+    @Option(help: "The seed of the dataset generator.")
+    var seed: UInt64 = 2026
+
+    @Option(help: "Where generated datasets are kept and reused.")
+    var data: String = ".bench-data"
+
+    @Option(help: "Objects per save while loading.")
+    var batch: Int = 10_000
+
+    @Option(help: "Durability for both systems: full (fsync every commit) or relaxed (LMDB noSync, SQLite synchronous=OFF).")
+    var durability: String = "relaxed"
+
+    var sizes: [Int] {
+        get throws {
+            try objects.split(separator: ",").map { text in
+                guard let size = parseSize(String(text)), size > 0 else { throw ValidationError("--objects: \"\(text)\" is not a size like 10k or 1m") }
+                return size
+            }
+        }
+    }
+
+    func validate() throws {
+        _ = try sizes
+        guard ["full", "relaxed"].contains(durability) else { throw ValidationError("--durability must be full or relaxed") }
+        guard batch > 0 else { throw ValidationError("--batch must be positive") }
+    }
+}
+
+struct Generate: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Generate (or reuse) the datasets and print the load figures.")
+    @OptionGroup var options: CommonOptions
+
+    func run() throws {
+        for size in try options.sizes {
+            let prepared = try Preparation.prepare(size: size, options: options)
+            print(prepared.summary)
+        }
+    }
+}
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run every workload and print the comparison (the default).")
+    @OptionGroup var options: CommonOptions
+
+    @Option(help: "Seconds each workload may run on each system.")
+    var seconds: Double = 2
+
+    @Option(help: "Reader threads in the mixed workload.")
+    var readers: Int = 3
+
+    @Flag(help: "Print the results as JSON instead of tables.")
+    var json = false
+
+    @Option(help: "Write a Markdown report with an SVG chart to this folder.")
+    var report: String?
+
+    func run() throws {
+        var all: [Measurement] = []
+        var notes: [String] = []
+        for size in try options.sizes {
+            let prepared = try Preparation.prepare(size: size, options: options)
+            notes.append(prepared.summary)
+            all += prepared.loadMeasurements
+            var workloads = Workloads(lmdb: prepared.lmdb, grdb: prepared.grdb, raw: RawSide(store: prepared.lmdb.store),
+                                      dataset: prepared.dataset, budget: seconds)
+            let steps: [(String, (inout Workloads) throws -> Void)] = [
+                ("point faults", { try $0.pointFaults() }), ("indexed equality", { try $0.indexedEquality() }),
+                ("range + sort + limit", { try $0.rangeSortLimit() }), ("count", { try $0.countRange() }),
+                ("unindexed filter", { try $0.unindexedFilter() }), ("to-many traversal", { try $0.toManyTraversal() }),
+                ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
+                ("delete batch", { try $0.insertAndDeleteBatch() }), ("mixed", { [readers] in try $0.mixedReadWrite(readers: readers) }),
+            ]
+            for (index, (label, step)) in steps.enumerated() {
+                Progress.show("\(size) objects: \(label)", fraction: Double(index) / Double(steps.count))
+                try step(&workloads)
+            }
+            Progress.finish()
+            all += workloads.results
+            notes.append("Peak RSS \(formatBytes(peakResidentBytes())); LMDB file \(formatBytes(fileSize(prepared.lmdb.url))), "
+                         + "SQLite files \(formatBytes(fileSize(prepared.grdb.url))).")
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(all), as: UTF8.self))
+        } else {
+            print(Table.render(all, notes: notes, settings: settings))
+        }
+        if let report { try Report.write(all, notes: notes, settings: settings, to: URL(fileURLWithPath: report)) }
+    }
+
+    var settings: String {
+        "LMDBStore: LMDB \(options.durability == "full" ? "fully durable" : "noSync"); \(GRDBSide.settings(durability: options.durability)); "
+            + "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(formatBytes(Int(ProcessInfo.processInfo.physicalMemory))) memory; "
+            + "seed \(options.seed), load batches of \(options.batch)."
+    }
+}
+
+/// A dataset loaded into both systems, reused from `--data` when it was generated before.
+struct Preparation {
+    let dataset: Dataset
+    let lmdb: LMDBSide
+    let grdb: GRDBSide
+    var loadMeasurements: [Measurement] = []
+    var summary: String
+
+    static func prepare(size: Int, options: CommonOptions) throws -> Preparation {
+        let dataset = Dataset(employees: size, seed: options.seed)
+        let folder = URL(fileURLWithPath: options.data).appendingPathComponent("\(size)-\(options.seed)-\(options.durability)")
+        let marker = folder.appendingPathComponent("complete")
+        let reuse = FileManager.default.fileExists(atPath: marker.path)
+        if !reuse {
+            try? FileManager.default.removeItem(at: folder)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+        let lmdb = try LMDBSide(url: folder.appendingPathComponent("store.lmdb"), durability: options.durability == "full" ? "full" : "noSync")
+        let grdb = try GRDBSide(url: folder.appendingPathComponent("store.sqlite"), durability: options.durability)
+        var prepared = Preparation(dataset: dataset, lmdb: lmdb, grdb: grdb, summary: "")
+        if reuse {
+            prepared.summary = "\(size) objects: reusing the dataset in \(folder.path)."
+            return prepared
+        }
+        let total = size + dataset.departments + dataset.projects
+        for (system, load) in [("LMDBStore", { (progress: (Int) -> Void) in try lmdb.load(dataset, batchSize: options.batch, progress: progress) }),
+                               ("GRDB", { (progress: (Int) -> Void) in try grdb.load(dataset, batchSize: options.batch, progress: progress) })] {
+            let clock = ContinuousClock()
+            let start = clock.now
+            try load { done in Progress.show("\(size) objects: loading \(system)", fraction: Double(min(done, size)) / Double(size)) }
+            let elapsed = clock.now - start
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            prepared.loadMeasurements.append(Measurement(workload: "bulk load (batches of \(options.batch), two indexes)", system: system,
+                                                         objects: size, operations: total, seconds: seconds, p50: .nan, p99: .nan, p999: .nan))
+        }
+        Progress.finish()
+        try Data().write(to: marker)
+        prepared.summary = "\(size) objects: generated in \(folder.path) (\(dataset.departments) departments, \(dataset.projects) projects)."
+        return prepared
+    }
+}
+
+/// A one-line progress bar on a terminal; silent when output is piped.
+enum Progress {
+    static let isTerminal = isatty(STDERR_FILENO) != 0
+
+    static func show(_ label: String, fraction: Double) {
+        guard isTerminal else { return }
+        let width = 30
+        let filled = Int(fraction * Double(width))
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        FileHandle.standardError.write(Data("\r[\(bar)] \(Int(fraction * 100))% \(label)\u{1B}[K".utf8))
+    }
+
+    static func finish() {
+        guard isTerminal else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}
+
+func formatBytes(_ bytes: Int) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+    return String(format: unit == 0 ? "%.0f %@" : "%.1f %@", value, units[unit])
+}

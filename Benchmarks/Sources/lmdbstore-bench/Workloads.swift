@@ -1,0 +1,339 @@
+typealias ObjectFetchRequest = ObjectGraph.FetchRequest
+import Foundation
+import GRDB
+import Histogram
+import LMDBStore
+import ObjectGraph
+
+/// One measured workload on one system.
+struct Measurement: Codable {
+    var workload: String
+    var system: String
+    var objects: Int
+    var operations: Int
+    var seconds: Double
+    var p50: Double
+    var p99: Double
+    var p999: Double
+    var plan: String?
+
+    var opsPerSecond: Double { Double(operations) / seconds }
+}
+
+/// Runs `body` repeatedly within a time budget (at least `minimum` times), recording each call's latency.
+func measure(_ workload: String, _ system: String, objects: Int, budget: Double, minimum: Int = 3, maximum: Int = 1_000_000,
+             _ body: (Int) throws -> Void) rethrows -> Measurement {
+    var histogram = Histogram<UInt64>(numberOfSignificantValueDigits: .three)
+    let clock = ContinuousClock()
+    let start = clock.now
+    var count = 0
+    while count < maximum && (count < minimum || (clock.now - start) < .seconds(budget)) {
+        let began = clock.now
+        try body(count)
+        let elapsed = clock.now - began
+        _ = histogram.record(UInt64(max(1, elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000)))
+        count += 1
+    }
+    let total = clock.now - start
+    let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
+    return Measurement(workload: workload, system: system, objects: objects, operations: count, seconds: seconds,
+                       p50: Double(histogram.valueAtPercentile(50)), p99: Double(histogram.valueAtPercentile(99)),
+                       p999: Double(histogram.valueAtPercentile(99.9)))
+}
+
+/// A difference between the two systems' answers: the run stops with it.
+struct ResultMismatch: Error, CustomStringConvertible {
+    let workload: String
+    let detail: String
+    var description: String { "LMDBStore and GRDB disagree in \"\(workload)\": \(detail)" }
+}
+
+/// The workloads, each run on LMDBStore and GRDB (and raw LMDB where it maps), checking that both answer the same.
+struct Workloads {
+    let lmdb: LMDBSide
+    let grdb: GRDBSide
+    let raw: RawSide
+    let dataset: Dataset
+    let budget: Double
+    var results: [Measurement] = []
+
+    mutating func record(_ measurement: Measurement) { results.append(measurement) }
+
+    func check(_ workload: String, _ same: Bool, _ detail: @autoclosure () -> String) throws {
+        if !same { throw ResultMismatch(workload: workload, detail: detail()) }
+    }
+
+    func key(_ n: Int) -> Int { 1 + Int(UInt64(truncatingIfNeeded: n &* 2_654_435_761) % UInt64(dataset.employees)) }
+
+    mutating func pointFaults() throws {
+        let name = "point fault by random ID"
+        for n in 0..<20 {
+            let k = key(n * 7919)
+            lmdb.resetContext()
+            let mine = lmdb.context.object(with: lmdb.id("Employee", k)).value(forKey: "name") as? String
+            let theirs = try grdb.queue.read { try String.fetchOne($0, sql: "SELECT name FROM employee WHERE id = ?", arguments: [k]) }
+            try check(name, mine == theirs, "employee \(k): \(mine ?? "nil") vs \(theirs ?? "nil")")
+        }
+        var context = ManagedObjectContext(coordinator: lmdb.coordinator)
+        record(measure(name, "LMDBStore", objects: dataset.employees, budget: budget, maximum: 200_000) { n in
+            if n % 1000 == 0 { context = ManagedObjectContext(coordinator: lmdb.coordinator) }
+            _ = context.object(with: lmdb.id("Employee", key(n))).value(forKey: "name")
+        })
+        let statement = try grdb.queue.read { db in try db.makeStatement(sql: "SELECT * FROM employee WHERE id = ?") }
+        _ = statement
+        record(try grdb.queue.read { db in
+            let select = try db.cachedStatement(sql: "SELECT * FROM employee WHERE id = ?")
+            return try measure(name, "GRDB", objects: dataset.employees, budget: budget, maximum: 200_000) { n in
+                _ = try Row.fetchOne(select, arguments: [key(n)])?["name"] as String?
+            }
+        })
+        record(try measure(name, "raw LMDB", objects: dataset.employees, budget: budget, maximum: 200_000) { n in
+            _ = try raw.pointRead(key(n))
+        })
+    }
+
+    mutating func indexedEquality() throws {
+        let name = "fetch by indexed equality (age == x)"
+        let ages = [20, 25, 33, 41, 59]
+        for age in ages {
+            let mine = try lmdbIDs(ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age == %@", age))).sorted()
+            let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE age = ? ORDER BY id", arguments: [age]) }
+            try check(name, mine == theirs, "age \(age): \(mine.count) vs \(theirs.count) rows")
+        }
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            _ = try lmdb.context.fetchObjectIDs(ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age == %@", ages[n % ages.count])))
+        })
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE age = ?", arguments: [ages[n % ages.count]])
+            }
+        })
+    }
+
+    mutating func rangeSortLimit() throws {
+        let name = "indexed range, sorted, limit 100"
+        func request(_ low: Int) throws -> ObjectFetchRequest {
+            var request = ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age >= %@ AND age < %@", low, low + 5),
+                                       sortDescriptors: [FetchSortDescriptor(keyPath: "salary", ascending: false)])
+            request.fetchLimit = 100
+            return request
+        }
+        for low in [20, 30, 45] {
+            let mine = try lmdbIDs(try request(low))
+            let theirs = try grdb.queue.read {
+                try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE age >= ? AND age < ? ORDER BY salary DESC LIMIT 100", arguments: [low, low + 5])
+            }
+            try check(name, mine == theirs, "ages \(low)..<\(low + 5): \(mine.count) vs \(theirs.count) results, first difference at \(zip(mine, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(mine.count, theirs.count))")
+        }
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            _ = try lmdb.context.fetchObjectIDs(try request([20, 30, 45][n % 3]))
+        })
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+                let low = [20, 30, 45][n % 3]
+                _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE age >= ? AND age < ? ORDER BY salary DESC LIMIT 100", arguments: [low, low + 5])
+            }
+        })
+    }
+
+    mutating func countRange() throws {
+        let name = "count over an indexed range"
+        let mine = try lmdb.context.count(for: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age BETWEEN {30, 39}")))
+        let theirs = try grdb.queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM employee WHERE age BETWEEN 30 AND 39")! }
+        try check(name, mine == theirs, "\(mine) vs \(theirs)")
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { _ in
+            _ = try lmdb.context.count(for: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age BETWEEN {30, 39}")))
+        })
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
+                _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM employee WHERE age BETWEEN 30 AND 39")
+            }
+        })
+    }
+
+    mutating func unindexedFilter() throws {
+        let name = "unindexed filter (name BEGINSWITH)"
+        let mine = try lmdbIDs(ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name BEGINSWITH %@", "Grace H"))).sorted()
+        let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE name GLOB 'Grace H*' ORDER BY id") }
+        try check(name, mine == theirs, "\(mine.count) vs \(theirs.count) rows")
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { _ in
+            _ = try lmdb.context.fetchObjectIDs(ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name BEGINSWITH %@", "Grace H")))
+        })
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
+                _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE name GLOB 'Grace H*'")
+            }
+        })
+    }
+
+    mutating func toManyTraversal() throws {
+        let name = "to-many traversal (department.employees)"
+        for department in [1, dataset.departments / 2 + 1, dataset.departments] {
+            lmdb.resetContext()
+            let mine = lmdb.context.object(with: lmdb.id("Department", department)).relatedObjects(forKey: "employees")
+                .map { key($0.objectID) }.sorted()
+            let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE departmentId = ? ORDER BY id", arguments: [department]) }
+            try check(name, mine == theirs, "department \(department): \(mine.count) vs \(theirs.count)")
+        }
+        record(measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            lmdb.resetContext()
+            _ = lmdb.context.object(with: lmdb.id("Department", 1 + n % dataset.departments)).relatedObjects(forKey: "employees").count
+        })
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE departmentId = ?", arguments: [1 + n % dataset.departments])
+            }
+        })
+    }
+
+    mutating func groupBy() throws {
+        let name = "dictionary fetch, group by department"
+        var request = ObjectFetchRequest(entityName: "Employee")
+        request.resultType = .dictionary
+        request.propertiesToGroupBy = ["department"]
+        request.propertiesToFetch = [.keyPath("department"), .aggregate(.count, of: "SELF", as: "n")]
+        lmdb.resetContext()
+        let mine = try lmdb.context.fetchDictionaries(request).reduce(into: [Int: Int]()) { result, row in
+            guard case .object(let object)? = row["department"], let id = object.base as? ManagedObjectID, case .integer(let n)? = row["n"] else { return }
+            result[key(id)] = Int(n)
+        }
+        let theirs = try grdb.queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT departmentId, COUNT(*) AS n FROM employee GROUP BY departmentId").reduce(into: [Int: Int]()) {
+                $0[$1["departmentId"] as Int] = $1["n"] as Int
+            }
+        }
+        try check(name, mine == theirs, "\(mine.count) vs \(theirs.count) groups")
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget, minimum: 1) { _ in
+            lmdb.resetContext()
+            _ = try lmdb.context.fetchDictionaries(request)
+        })
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
+                _ = try Row.fetchAll(db, sql: "SELECT departmentId, COUNT(*) AS n FROM employee GROUP BY departmentId")
+            }
+        })
+    }
+
+    mutating func updateBatch() throws {
+        let name = "update batch (1 000 objects, one save)"
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            let context = ManagedObjectContext(coordinator: lmdb.coordinator)
+            for i in 0..<1000 {
+                try context.object(with: lmdb.id("Employee", key(n * 1000 + i))).setValue(Double(n * 1000 + i), forKey: "salary")
+            }
+            try context.save()
+        })
+        record(try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+            try grdb.queue.write { db in
+                let update = try db.cachedStatement(sql: "UPDATE employee SET salary = ? WHERE id = ?")
+                for i in 0..<1000 { try update.execute(arguments: [Double(n * 1000 + i), key(n * 1000 + i)]) }
+            }
+        })
+        // The two systems ran different numbers of batches; one last identical batch makes them comparable.
+        let final = ManagedObjectContext(coordinator: lmdb.coordinator)
+        for i in 0..<1000 { try final.object(with: lmdb.id("Employee", key(i))).setValue(Double(-i), forKey: "salary") }
+        try final.save()
+        try grdb.queue.write { db in
+            for i in 0..<1000 { try db.execute(sql: "UPDATE employee SET salary = ? WHERE id = ?", arguments: [Double(-i), key(i)]) }
+        }
+        lmdb.resetContext()
+        for i in [0, 1, 499, 999] {
+            let mine = lmdb.context.object(with: lmdb.id("Employee", key(i))).value(forKey: "salary") as? Double
+            let theirs = try grdb.queue.read { try Double.fetchOne($0, sql: "SELECT salary FROM employee WHERE id = ?", arguments: [key(i)]) }
+            try check(name, mine == theirs, "employee \(key(i)): \(String(describing: mine)) vs \(String(describing: theirs))")
+        }
+    }
+
+    mutating func insertAndDeleteBatch() throws {
+        let name = "delete batch (100 objects, one save)"
+        var lmdbIDs: [[ManagedObjectID]] = []
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget / 2) { n in
+            let context = ManagedObjectContext(coordinator: lmdb.coordinator)
+            var created: [ManagedObject] = []
+            for i in 0..<100 {
+                let employee = try context.insertNewObject(forEntityName: "Employee")
+                try employee.setValue("Temp \(n)-\(i)", forKey: "name")
+                try employee.setValue(Int16(30), forKey: "age")
+                try employee.setValue(1.0, forKey: "salary")
+                try employee.setValue(Date(), forKey: "hired")
+                created.append(employee)
+            }
+            try context.save()
+            lmdbIDs.append(created.map(\.objectID))
+            for employee in created { context.delete(employee) }
+            try context.save()
+        })
+        record(try measure(name, "GRDB", objects: dataset.employees, budget: budget / 2) { n in
+            let base = 100_000_000 + n * 100
+            try grdb.queue.write { db in
+                for i in 0..<100 {
+                    try db.execute(sql: "INSERT INTO employee(id, name, age, salary, hired) VALUES (?, ?, 30, 1.0, 0)", arguments: [base + i, "Temp \(n)-\(i)"])
+                }
+            }
+            try grdb.queue.write { db in try db.execute(sql: "DELETE FROM employee WHERE id >= ? AND id < ?", arguments: [base, base + 100]) }
+        })
+        let mine = try lmdb.context.count(for: ObjectFetchRequest(entityName: "Employee"))
+        let theirs = try grdb.queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM employee")! }
+        try check(name, mine == theirs && mine == dataset.employees, "\(mine) vs \(theirs) employees after insert-then-delete")
+    }
+
+    mutating func mixedReadWrite(readers: Int) throws {
+        let name = "mixed: \(readers) reader threads + 1 writer"
+        let employees = dataset.employees
+        let lmdbSide = lmdb, grdbSide = grdb, seconds = budget
+        let keyOf: @Sendable (Int) -> Int = { n in 1 + Int(UInt64(truncatingIfNeeded: n &* 2_654_435_761) % UInt64(employees)) }
+        for system in ["LMDBStore", "GRDB"] {
+            let counter = Counter()
+            let group = DispatchGroup()
+            let deadline = Date().addingTimeInterval(seconds)
+            for reader in 0..<readers {
+                DispatchQueue.global().async(group: group) {
+                    var n = reader * 1_000_003
+                    var context = ManagedObjectContext(coordinator: lmdbSide.coordinator)
+                    while Date() < deadline {
+                        if system == "LMDBStore" {
+                            if n % 1000 == 0 { context = ManagedObjectContext(coordinator: lmdbSide.coordinator) }
+                            _ = context.object(with: lmdbSide.id("Employee", keyOf(n))).value(forKey: "name")
+                        } else {
+                            _ = try? grdbSide.queue.read { try String.fetchOne($0, sql: "SELECT name FROM employee WHERE id = ?", arguments: [keyOf(n)]) }
+                        }
+                        n += 1
+                        counter.add(1)
+                    }
+                }
+            }
+            DispatchQueue.global().async(group: group) {
+                var n = 0
+                while Date() < deadline {
+                    if system == "LMDBStore" {
+                        let context = ManagedObjectContext(coordinator: lmdbSide.coordinator)
+                        try? context.object(with: lmdbSide.id("Employee", keyOf(n))).setValue(Double(n), forKey: "salary")
+                        try? context.save()
+                    } else {
+                        try? grdbSide.queue.write { try $0.execute(sql: "UPDATE employee SET salary = ? WHERE id = ?", arguments: [Double(n), keyOf(n)]) }
+                    }
+                    n += 1
+                    counter.add(1)
+                }
+            }
+            group.wait()
+            record(Measurement(workload: name, system: system, objects: dataset.employees, operations: counter.value, seconds: seconds,
+                               p50: .nan, p99: .nan, p999: .nan))
+        }
+    }
+
+    private func lmdbIDs(_ request: ObjectFetchRequest) throws -> [Int] {
+        try lmdb.context.fetchObjectIDs(request).map(key)
+    }
+
+    private func key(_ id: ManagedObjectID) -> Int {
+        if case .integer(let value) = id.referenceObject { Int(value) } else { -1 }
+    }
+}
+
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add(_ n: Int) { lock.withLock { count += n } }
+    var value: Int { lock.withLock { count } }
+}
