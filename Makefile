@@ -1,12 +1,18 @@
 # LMDBStore — developer entry points. `make test` is what CI runs.
-.PHONY: test deps
+.PHONY: test bench deps
 
 test: deps
 	swift test
 
-# Installs liblmdb (headers + pkg-config file) when it is missing.
+# The main job: lmdbstore-bench on the default 1 000 000-object dataset (generated on first run, then reused from
+# .bench-data/), LMDBStore side by side with SQLite (GRDB) and raw LMDB.
+bench: deps
+	swift run -c release --package-path Benchmarks lmdbstore-bench run --objects 1m --data .bench-data
+
+# Installs liblmdb (and SQLite's headers, for the benchmark's GRDB baseline) when they are missing.
 deps:
-	@if pkg-config --exists lmdb 2>/dev/null || [ -f /usr/include/lmdb.h ] || [ -f /usr/local/include/lmdb.h ] || [ -f /opt/homebrew/include/lmdb.h ]; then \
+	@if (pkg-config --exists lmdb 2>/dev/null || [ -f /usr/include/lmdb.h ] || [ -f /usr/local/include/lmdb.h ] || [ -f /opt/homebrew/include/lmdb.h ]) \
+		&& ([ "$$(uname -s)" = "Darwin" ] || [ -f /usr/include/sqlite3.h ]); then \
 		exit 0; \
 	elif [ "$$(uname -s)" = "Darwin" ]; then \
 		command -v brew >/dev/null || { echo "liblmdb is missing: install Homebrew, then run 'brew install lmdb'" >&2; exit 1; }; \
@@ -15,7 +21,7 @@ deps:
 		if [ "$$(id -u)" = "0" ]; then SUDO=""; \
 		elif command -v sudo >/dev/null; then SUDO="sudo"; \
 		else echo "liblmdb is missing: run 'apt-get install liblmdb-dev pkg-config' as root" >&2; exit 1; fi; \
-		$$SUDO apt-get update && $$SUDO apt-get install -y liblmdb-dev pkg-config; \
+		$$SUDO apt-get update && $$SUDO apt-get install -y liblmdb-dev libsqlite3-dev pkg-config; \
 	else \
 		echo "liblmdb is missing: install your system's LMDB development package (headers and lmdb.pc)" >&2; exit 1; \
 	fi
