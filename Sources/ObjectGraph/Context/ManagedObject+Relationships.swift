@@ -59,12 +59,12 @@ extension ManagedObject {
     /// Makes this object's `inverse` point at `owner` (the other side of `relationshipBack`).
     private func link(_ owner: ManagedObject, toInverse inverse: RelationshipDescription, relationshipBack: RelationshipDescription) {
         if inverse.isToMany {
-            var ids = relatedIDs(forKey: inverse.name)
+            _ = relatedIDs(forKey: inverse.name)  // loads the relationship if it is a fault
             // A newly inserted owner cannot be in the list yet (setToOne and replaceToMany only link new pairs), so
-            // the linear membership check is skipped for it: bulk inserts into one big to-many stay linear.
-            guard owner.lifecycle == .inserted || !ids.contains(owner.objectID) else { return }
-            ids.append(owner.objectID)
-            toMany[inverse.name] = ids
+            // the linear membership check is skipped for it, and the list grows in place: bulk inserts into one big
+            // to-many stay linear.
+            guard owner.lifecycle == .inserted || toMany[inverse.name]?.contains(owner.objectID) != true else { return }
+            toMany[inverse.name, default: []].append(owner.objectID)
             markChanged(inverse.name)
         } else {
             willAccessValues()
@@ -99,10 +99,9 @@ extension ManagedObject {
     }
 
     func primitiveRemove(_ key: String, _ id: ManagedObjectID) {
-        var ids = relatedIDs(forKey: key)
-        guard let index = ids.firstIndex(of: id) else { return }
-        ids.remove(at: index)
-        toMany[key] = ids
+        _ = relatedIDs(forKey: key)
+        guard let index = toMany[key]?.firstIndex(of: id) else { return }
+        toMany[key]!.remove(at: index)
         markChanged(key)
     }
 }
