@@ -232,6 +232,16 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 }
 
 extension LMDBIncrementalStore {
+    /// Encodes a string and an integer as one index key (the tuple encoding) and returns its length, for the key-codec
+    /// microbenchmark.
+    @_spi(Benchmarks)
+    public static func encodeKeyForBenchmark(_ text: String, _ number: Int64) -> Int {
+        var key: [UInt8] = []
+        TupleEncoding.append(.string(text), to: &key)
+        TupleEncoding.append(.integer(number), to: &key)
+        return key.count
+    }
+
     /// The floor a fault is measured against: one read transaction, one `mdb_get` of the first root table's row
     /// with `rawKey` from `root`'s table, one decode — no object ID, no node. Returns the number of decoded attributes.
     @_spi(Benchmarks)

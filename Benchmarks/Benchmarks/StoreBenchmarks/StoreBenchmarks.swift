@@ -40,6 +40,12 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("Key codec (string + integer tuple)", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        for n in benchmark.scaledIterations {
+            blackHole(LMDBIncrementalStore.encodeKeyForBenchmark("Person \(n % 1000)", Int64(n)))
+        }
+    }
+
     Benchmark("Predicate parse", configuration: .init(scalingFactor: .kilo)) { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(try FetchPredicate(format: "age >= %@ AND name BEGINSWITH[cd] %@ OR ANY tags.name IN %@", 18, "a", ["x", "y"]))
