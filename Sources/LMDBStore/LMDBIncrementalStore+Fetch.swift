@@ -3,9 +3,15 @@ import LMDB
 import ObjectGraph
 
 extension LMDBIncrementalStore {
-    /// A fetch, in one read transaction: every row of the entity's family is read from its root table and matched
-    /// by the predicate evaluator, then sorted and windowed. (The query compiler replaces this scan with index range
-    /// scans; the results must stay exactly these.)
+    /// How the store would run `request`, as text: `IndexRange(Employee.byAge [30, 40)) → Filter(…) → Limit(20)`
+    /// or `Scan(Employee) → Filter(…)`.
+    public func explain(_ request: FetchRequest) -> String {
+        QueryPlanner.plan(request, layout: layout, model: model).description
+    }
+
+    /// A fetch, in one read transaction, following the ``QueryPlanner``'s plan: a range of one index (each row it
+    /// yields still checked against the whole predicate), or a scan of the root table; then sorted (unless the index
+    /// already gives the order, when the walk stops after offset + limit matches) and windowed.
     func fetch(_ request: FetchRequest) throws -> PersistentStoreResult {
         let state = try open
         guard let entity = layout.entity(request.entityName) else {
@@ -14,29 +20,60 @@ extension LMDBIncrementalStore {
         let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
             .compactMap { layout.entity($0)?.tag })
         let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+        let plan = QueryPlanner.plan(request, layout: layout, model: model)
         return try state.environment.read { transaction -> PersistentStoreResult in
+            if request.resultType == .count, plan.coveredByIndex, let index = plan.index {
+                // Every term is the index range: count its entries, read no row.
+                var count = 0
+                try database(index.database, in: state).withCursor(in: transaction) { cursor in
+                    var entries = cursor.entries(in: index.range)
+                    while try entries.next() != nil { count += 1 }
+                }
+                count = max(0, count - request.fetchOffset)
+                return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
+            }
             var matches: [RowView] = []
             var decodeFailure: (UInt64, RowDecodingError)?
-            try rows.withCursor(in: transaction) { cursor in
-                try cursor.forEach { entry in
-                    guard let tag = RowCodec.entityTag(entry.value), family.contains(tag) else { return true }
-                    let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
-                    do {
-                        let row = try RowCodec.decode(entry.value, layout: layout)
-                        let view = RowView(store: self, state: state, transaction: transaction,
-                                           id: objectID(entityTag: tag, key: key, storeIdentifier: state.storeIdentifier), row: row)
+            let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
+            if let index = plan.index {
+                try database(index.database, in: state).withCursor(in: transaction) { cursor in
+                    try cursor.forEach(in: index.range) { entry in
+                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                        guard family.contains(tag) else { return true }
+                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
+                                          storeIdentifier: state.storeIdentifier)
+                        guard let row = try readRow(id, state: state, transaction: transaction) else { return true }
+                        let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
                         if try request.predicate?.evaluate(with: view) ?? true { matches.append(view) }
-                    } catch let error as RowDecodingError {
-                        decodeFailure = (key, error)
-                        return false
+                        return matches.count < wanted
                     }
-                    return true
+                }
+            } else {
+                try rows.withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entry in
+                        guard let tag = RowCodec.entityTag(entry.value), family.contains(tag) else { return true }
+                        let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                        do {
+                            let row = try RowCodec.decode(entry.value, layout: layout)
+                            let view = RowView(store: self, state: state, transaction: transaction,
+                                               id: objectID(entityTag: tag, key: key, storeIdentifier: state.storeIdentifier), row: row)
+                            if try request.predicate?.evaluate(with: view) ?? true { matches.append(view) }
+                        } catch let error as RowDecodingError {
+                            decodeFailure = (key, error)
+                            return false
+                        }
+                        return true
+                    }
                 }
             }
             if let (key, error) = decodeFailure {
                 throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
             }
-            if !request.sortDescriptors.isEmpty { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
+            if plan.index != nil && !plan.streamsInSortOrder {
+                // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
+                matches.sort { $0.key < $1.key }
+            }
+            if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
             var window = matches[...]
             if request.fetchOffset > 0 { window = window.dropFirst(request.fetchOffset) }
             if request.fetchLimit > 0 { window = window.prefix(request.fetchLimit) }
@@ -90,6 +127,11 @@ final class RowView: KeyValueReadable, Hashable {
     }
 
     var predicateIdentity: AnyHashable? { id }
+
+    /// The row key (keys are unique within a root table, across its sub-entities).
+    var key: Int64 {
+        if case .integer(let value) = id.referenceObject { value } else { 0 }
+    }
 
     static func == (lhs: RowView, rhs: RowView) -> Bool { lhs.id == rhs.id }
     func hash(into hasher: inout Hasher) { hasher.combine(id) }

@@ -160,16 +160,11 @@ extension ManagedObjectContext {
     // MARK: - Writing
 
     private func saveToStores() throws -> ContextChanges {
-        // Permanent IDs first; they are given to the objects only once the stores have saved.
         var assignments: [ManagedObjectID: ManagedObjectID] = [:]
-        let inserted = insertedIDs.compactMap { registered[$0] }
-        for (entityName, group) in Dictionary(grouping: inserted.filter(\.objectID.isTemporaryID), by: { $0.entity.name }) {
-            guard let store = persistentStoreCoordinator.stores(holding: entityName).first else {
-                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(entityName)")
-            }
-            let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: entityName) })
-            for (object, id) in zip(group, ids) { assignments[object.objectID] = id }
-        }
+        // Permanent IDs first; they are given to the objects only once the stores have saved. Objects are sent to
+        // their store in insertion order, so keys follow the order objects were inserted in.
+        let inserted = insertedIDs.compactMap { registered[$0] }.filter(\.objectID.isTemporaryID)
+        assignments = try permanentIDs(for: inserted)
         var attempts = 0
         while true {
             attempts += 1

@@ -335,18 +335,30 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // A child's objects get their IDs from the stores too, so the IDs stay valid up the chain.
         let temporary = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
         guard !temporary.isEmpty else { return }
-        var assignments: [ManagedObjectID: ManagedObjectID] = [:]
-        for (entityName, group) in Dictionary(grouping: temporary, by: { $0.entity.name }) {
-            guard let store = persistentStoreCoordinator.stores(holding: entityName).first else {
-                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(entityName)")
+        reassignIDs(try permanentIDs(for: temporary))
+    }
+
+    /// Asks each store for the permanent IDs of its new objects, in insertion order (one call per store).
+    func permanentIDs(for objects: [ManagedObject]) throws -> [ManagedObjectID: ManagedObjectID] {
+        var order: [String] = []
+        var byStore: [String: (store: any IncrementalStore, objects: [ManagedObject])] = [:]
+        for object in objects {
+            guard let store = persistentStoreCoordinator.stores(holding: object.entity.name).first else {
+                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(object.entity.name)")
             }
-            let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: entityName) })
+            if byStore[store.identifier] == nil { order.append(store.identifier); byStore[store.identifier] = (store, []) }
+            byStore[store.identifier]!.objects.append(object)
+        }
+        var assignments: [ManagedObjectID: ManagedObjectID] = [:]
+        for identifier in order {
+            let (store, group) = byStore[identifier]!
+            let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: $0.entity.name) })
             guard ids.count == group.count else {
                 throw ManagedObjectContextError(.unsupportedRequest, message: "the store returned \(ids.count) permanent IDs for \(group.count) objects")
             }
             for (object, id) in zip(group, ids) { assignments[object.objectID] = id }
         }
-        reassignIDs(assignments)
+        return assignments
     }
 
     /// Replaces object IDs everywhere in the context: registrations, change lists and relationship values.

@@ -145,7 +145,7 @@ extension IndexSelector {
 
 extension PredicateValue {
     /// The value as predicate text. Values with no literal syntax print as `CAST(…)`, which parses back.
-    var format: String {
+    package var format: String {
         switch self {
         case .null: "nil"
         case .boolean(let value): value ? "1" : "0"

@@ -1,0 +1,207 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+/// How a fetch reads the store: a scan of the root table, or a range of one index; what it still checks on each
+/// row; whether the index already yields the requested order; whether a count needs rows at all.
+struct QueryPlan: CustomStringConvertible {
+    struct IndexRange {
+        let database: String
+        let label: String
+        let keyPath: String
+        let range: KeyRange
+        let bounds: String
+    }
+
+    var index: IndexRange?
+    /// The index order is the requested order, so the fetch stops after offset + limit matches.
+    var streamsInSortOrder = false
+    /// Every term of the predicate is answered by the index range: a count reads no row.
+    var coveredByIndex = false
+    var entityName: String
+    var predicate: FetchPredicate?
+    var sort: [FetchSortDescriptor]
+    var limit: Int
+    var offset: Int
+
+    var description: String {
+        var steps: [String] = []
+        if let index { steps.append("IndexRange(\(index.label) \(index.bounds))") } else { steps.append("Scan(\(entityName))") }
+        if let predicate { steps.append("Filter(\(predicate.predicateFormat))") }
+        if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
+        if offset > 0 { steps.append("Offset(\(offset))") }
+        if limit > 0 { steps.append("Limit(\(limit))") }
+        return steps.joined(separator: " → ")
+    }
+}
+
+/// Turns a fetch request into a ``QueryPlan``: comparisons of an indexed attribute with constants (`==`, `<`,
+/// `<=`, `>`, `>=`, `BETWEEN`, `BEGINSWITH`), alone or ANDed with other terms, become one range of the index whose
+/// first element is that attribute; everything else is a scan. The whole predicate is still evaluated on every row
+/// the range yields, so the range only has to be a superset of the matches.
+enum QueryPlanner {
+    /// A comparison the planner can turn into a key range.
+    struct Term {
+        let keyPath: String
+        let op: ComparisonOperator
+        let values: [AttributeValue]
+    }
+
+    static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan {
+        var plan = QueryPlan(entityName: request.entityName, predicate: request.predicate, sort: request.sortDescriptors,
+                             limit: request.fetchLimit, offset: request.fetchOffset)
+        guard let predicate = request.predicate, let entity = layout.entity(request.entityName) else { return plan }
+        let conjuncts: [PredicateNode]
+        switch predicate.node {
+        case .and(let operands): conjuncts = operands
+        default: conjuncts = [predicate.node]
+        }
+        var terms: [Term] = []
+        var allUsable = true
+        for conjunct in conjuncts {
+            if let term = term(conjunct, entity: request.entityName, model: model) { terms.append(term) } else { allUsable = false }
+        }
+        // Indexes whose first element is an attribute with a usable term, equality first.
+        var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool)?
+        for (owner, index) in entity.indexes {
+            guard let first = index.elements.first, first.isAscending, first.collation == .binary || first.collation == .rTree else { continue }
+            let matching = terms.filter { $0.keyPath == first.propertyName }
+            guard !matching.isEmpty else { continue }
+            let equality = matching.contains { $0.op == .equal }
+            if best == nil || (equality && !best!.equality) { best = (owner, index, matching, equality) }
+        }
+        guard let best, let range = range(for: best.terms) else { return plan }
+        plan.index = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
+                                          label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
+                                          range: range.range, bounds: range.text)
+        plan.coveredByIndex = allUsable && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath } && best.index.elements.count >= 1
+            && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
+        if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
+           sort.ascending, sort.comparison == .default {
+            plan.streamsInSortOrder = true
+        }
+        return plan
+    }
+
+    /// A comparison `attribute op constant` (or `constant op attribute`) on a plain attribute of the entity.
+    static func term(_ node: PredicateNode, entity: String, model: ManagedObjectModel) -> Term? {
+        guard case .comparison(let comparison) = node, comparison.modifier == .direct, comparison.options.isEmpty else { return nil }
+        var op = comparison.op
+        let keyPath: String
+        let constant: PredicateValue
+        switch (comparison.lhs, comparison.rhs) {
+        case (.keyPath(let path), .constant(let value)):
+            keyPath = path
+            constant = value
+        case (.constant(let value), .keyPath(let path)):
+            keyPath = path
+            constant = value
+            switch op {
+            case .lessThan: op = .greaterThan
+            case .lessThanOrEqual: op = .greaterThanOrEqual
+            case .greaterThan: op = .lessThan
+            case .greaterThanOrEqual: op = .lessThanOrEqual
+            case .equal: break
+            default: return nil
+            }
+        default:
+            return nil
+        }
+        guard !keyPath.contains("."), let attribute = model.attribute(named: keyPath, in: entity), !attribute.isTransient else { return nil }
+        switch op {
+        case .equal, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual:
+            guard let value = indexValue(constant, attribute.type) else { return nil }
+            return Term(keyPath: keyPath, op: op, values: [value])
+        case .between:
+            guard case .array(let bounds) = constant, bounds.count == 2,
+                  let low = indexValue(bounds[0], attribute.type), let high = indexValue(bounds[1], attribute.type) else { return nil }
+            return Term(keyPath: keyPath, op: op, values: [low, high])
+        case .beginsWith:
+            guard attribute.type == .string, case .string(let prefix) = constant, !prefix.isEmpty, prefix.utf8.count < 200 else { return nil }
+            return Term(keyPath: keyPath, op: op, values: [.string(prefix)])
+        default:
+            return nil
+        }
+    }
+
+    /// A constant as the attribute type's stored value, when it converts exactly (else the index cannot be used).
+    static func indexValue(_ value: PredicateValue, _ type: AttributeType) -> AttributeValue? {
+        switch (value, type) {
+        case (.integer(let v), _) where type.isInteger: return .integer(v)
+        case (.boolean(let v), _) where type.isInteger: return .integer(v ? 1 : 0)
+        case (.double(let v), _) where type.isInteger: return Int64(exactly: v).map(AttributeValue.integer)
+        case (.integer(let v), .double), (.integer(let v), .float): return Double(exactly: v).map(AttributeValue.double)
+        case (.double(let v), .double), (.double(let v), .float): return v.isNaN ? nil : .double(v)
+        case (.boolean(let v), .boolean): return .boolean(v)
+        case (.integer(let v), .boolean) where v == 0 || v == 1: return .boolean(v == 1)
+        case (.string(let v), .string) where v.utf8.count < 200: return .string(v)
+        case (.date(let v), .date): return .date(v)
+        case (.uuid(let v), .uuid): return .uuid(v)
+        case (.decimal(let v), .decimal): return .decimal(v)
+        case (.integer(let v), .decimal): return .decimal(Decimal(v))
+        default: return nil
+        }
+    }
+
+    /// The key range all terms on one attribute allow, intersected; `nil` when a term cannot be expressed.
+    static func range(for terms: [Term]) -> (range: KeyRange, text: String)? {
+        var lower: [UInt8]?      // inclusive
+        var upper: [UInt8]?      // exclusive
+        var lowText = "-inf", highText = "+inf", lowBracket = "(", highBracket = ")"
+        func encoded(_ value: AttributeValue) -> [UInt8] {
+            var bytes: [UInt8] = []
+            TupleEncoding.append(value, to: &bytes)
+            return bytes
+        }
+        func successor(_ bytes: [UInt8]) -> [UInt8]? {
+            if case .exclusive(let key)? = KeyRange.prefix(bytes).upper { return key }
+            return nil
+        }
+        func raise(_ candidate: [UInt8], _ text: String, _ bracket: String) {
+            if lower == nil || lower!.lexicographicallyPrecedes(candidate) { lower = candidate; lowText = text; lowBracket = bracket }
+        }
+        func reduce(_ candidate: [UInt8], _ text: String, _ bracket: String) {
+            if upper == nil || candidate.lexicographicallyPrecedes(upper!) { upper = candidate; highText = text; highBracket = bracket }
+        }
+        for term in terms {
+            let first = encoded(term.values[0])
+            let tag = [first[0]]
+            let text = PredicateValue(term.values[0]).format
+            // Every bound stays within the attribute's type tag, so NULL (tag 0x00) never enters a range.
+            raise(tag, "-inf", "(")
+            if let next = successor(tag) { reduce(next, "+inf", ")") }
+            switch term.op {
+            case .equal:
+                raise(first, text, "[")
+                guard let next = successor(first) else { return nil }
+                reduce(next, text, "]")
+            case .greaterThanOrEqual: raise(first, text, "[")
+            case .greaterThan:
+                guard let next = successor(first) else { return nil }
+                raise(next, text, "(")
+            case .lessThan: reduce(first, text, ")")
+            case .lessThanOrEqual:
+                guard let next = successor(first) else { return nil }
+                reduce(next, text, "]")
+            case .between:
+                raise(first, text, "[")
+                guard let next = successor(encoded(term.values[1])) else { return nil }
+                reduce(next, PredicateValue(term.values[1]).format, "]")
+            case .beginsWith:
+                guard case .string(let prefix) = term.values[0] else { return nil }
+                var bytes: [UInt8] = [tag[0]]
+                for byte in prefix.precomposedStringWithCanonicalMapping.utf8 {
+                    bytes.append(byte)
+                    if byte == 0 { bytes.append(0xFF) }
+                }
+                raise(bytes, text, "[")
+                guard let next = successor(bytes) else { return nil }
+                reduce(next, text + "…", ")")
+            default:
+                return nil
+            }
+        }
+        let range = KeyRange(lower: lower.map(KeyRange.Bound.inclusive), upper: upper.map(KeyRange.Bound.exclusive))
+        return (range, "\(lowBracket)\(lowText), \(highText)\(highBracket)")
+    }
+}

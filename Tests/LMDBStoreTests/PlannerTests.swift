@@ -1,0 +1,127 @@
+import Foundation
+@testable import LMDBStore
+import ObjectGraph
+import TestSupport
+import Testing
+
+/// The model the planner tests use: indexed and unindexed attributes, NULLs, a sub-entity.
+let plannerModel = try! ManagedObjectModel {
+    EntityDescription("Person") {
+        AttributeDescription("name", .string)
+        AttributeDescription("age", .integer32, isOptional: true)
+        AttributeDescription("score", .double, isOptional: true)
+        AttributeDescription("city", .string, isOptional: true)
+        FetchIndexDescription("byName", properties: ["name"])
+        FetchIndexDescription("byAge", properties: ["age"])
+        FetchIndexDescription("byScore", properties: ["score"])
+    }
+    EntityDescription("Student", parent: "Person") {
+        AttributeDescription("grade", .integer16, defaultValue: 1)
+    }
+}
+
+func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expected: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(store.explain(request) == expected, sourceLocation: sourceLocation)
+}
+
+@Suite struct PlannerTests {
+    func people(_ count: Int, seed: UInt64) -> [[String: Any]] {
+        var random = SplitMix64(seed: seed)
+        let names = ["Ann", "Anna", "Bob", "Bea", "Cy", "Dee", "Émile", "Zoe", "annie", "Al"]
+        return (0..<count).map { n in
+            var values: [String: Any] = ["name": names[Int(random.next() % 10)] + (random.next() % 3 == 0 ? "" : " \(n % 7)")]
+            if random.next() % 8 != 0 { values["age"] = Int32(random.next() % 60) }
+            if random.next() % 6 != 0 { values["score"] = Double(Int(random.next() % 2000) - 1000) / 10 }
+            if random.next() % 2 == 0 { values["city"] = ["Oslo", "Lima", "Pune"][Int(random.next() % 3)] }
+            values["entity"] = random.next() % 4 == 0 ? "Student" : "Person"
+            return values
+        }
+    }
+
+    func load(_ coordinator: PersistentStoreCoordinator, _ rows: [[String: Any]]) throws {
+        let context = ManagedObjectContext(coordinator: coordinator)
+        for row in rows {
+            let object = try context.insertNewObject(forEntityName: row["entity"] as! String)
+            for (key, value) in row where key != "entity" { try object.setValue(value, forKey: key) }
+        }
+        try context.save()
+    }
+
+    @Test func commonShapesGetTheirPlans() throws {
+        let folder = StoreFolder()
+        let (_, store) = try folder.coordinator(plannerModel)
+        func request(_ format: String, sort: [FetchSortDescriptor] = [], limit: Int = 0) throws -> FetchRequest {
+            FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: format), sortDescriptors: sort).with { $0.fetchLimit = limit }
+        }
+        assertPlan(store, try request("age == 30"), "IndexRange(Person.byAge [30, 30]) → Filter(age == 30)")
+        assertPlan(store, try request("age >= 30 AND age < 40", sort: [FetchSortDescriptor(keyPath: "age")], limit: 20),
+                   "IndexRange(Person.byAge [30, 40)) → Filter(age >= 30 AND age < 40) → Limit(20)")
+        assertPlan(store, try request("age BETWEEN {18, 30} AND city == 'Oslo'"),
+                   "IndexRange(Person.byAge [18, 30]) → Filter(age BETWEEN {18, 30} AND city == \"Oslo\")")
+        assertPlan(store, try request("name BEGINSWITH 'An'"), "IndexRange(Person.byName [\"An\", \"An\"…)) → Filter(name BEGINSWITH \"An\")")
+        assertPlan(store, try request("score > 10 AND age == 3"), "IndexRange(Person.byAge [3, 3]) → Filter(score > 10 AND age == 3)")
+        assertPlan(store, try request("city == 'Oslo'"), "Scan(Person) → Filter(city == \"Oslo\")")
+        assertPlan(store, try request("name BEGINSWITH[c] 'an'"), "Scan(Person) → Filter(name BEGINSWITH[c] \"an\")")
+        assertPlan(store, try request("age == 30 OR age == 31"), "Scan(Person) → Filter(age == 30 OR age == 31)")
+        assertPlan(store, try request("age > 30.5"), "Scan(Person) → Filter(age > 30.5)")
+        assertPlan(store, try request("score < 0", sort: [FetchSortDescriptor(keyPath: "name")], limit: 5),
+                   "IndexRange(Person.byScore (-inf, 0.0)) → Filter(score < 0) → Sort(name ascending) → Limit(5)")
+    }
+
+    @Test func aCountOverAnIndexRangeReadsNoRow() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(plannerModel)
+        try load(coordinator, people(500, seed: 1))
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let request = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "age >= 20 AND age <= 29"))
+        let counted = try context.count(for: request)
+        let fetched = try context.fetchObjectIDs(request).count
+        #expect(counted == fetched && counted > 0)
+        #expect(store.explain(request).hasPrefix("IndexRange(Person.byAge [20, 29])"))
+    }
+
+    @Test func randomPredicatesGiveTheInMemoryStoresResults() throws {
+        let folder = StoreFolder()
+        let rows = people(400, seed: 99)
+        let (lmdbCoordinator, _) = try folder.coordinator(plannerModel)
+        let memoryCoordinator = PersistentStoreCoordinator(managedObjectModel: plannerModel)
+        try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
+        try load(lmdbCoordinator, rows)
+        try load(memoryCoordinator, rows)
+        var random = SplitMix64(seed: 7)
+        func pick<T>(_ options: [T]) -> T { options[Int(random.next() % UInt64(options.count))] }
+        func term() -> String {
+            switch random.next() % 6 {
+            case 0: return "age \(pick(["==", "!=", "<", "<=", ">", ">="])) \(pick(["0", "17", "30", "59", "60", "-1", "30.5", "nil"]))"
+            case 1: return "age BETWEEN {\(pick(["10", "20", "45"])), \(pick(["15", "30", "59"]))}"
+            case 2: return "score \(pick(["<", ">=", "==", ">"])) \(pick(["0", "-50.5", "12.3", "99.9", "nil", "100"]))"
+            case 3: return "name \(pick(["BEGINSWITH", "==", "<", ">=", "BEGINSWITH[c]", "CONTAINS"])) '\(pick(["An", "Ann", "Ann 3", "B", "É", "Émile 2", "z", ""]))'"
+            case 4: return "city \(pick(["==", "!="])) \(pick(["'Oslo'", "'Lima'", "nil"]))"
+            default: return pick(["30 <= age", "0 > score", "'Bob' == name"])
+            }
+        }
+        func predicate(_ depth: Int) -> String {
+            if depth > 2 || random.next() % 3 == 0 { return term() }
+            switch random.next() % 3 {
+            case 0: return "(\(predicate(depth + 1)) AND \(predicate(depth + 1)))"
+            case 1: return "(\(predicate(depth + 1)) OR \(predicate(depth + 1)))"
+            default: return "NOT \(predicate(depth + 1))"
+            }
+        }
+        for trial in 0..<600 {
+            let text = random.next() % 2 == 0 ? "\(term()) AND \(predicate(0))" : predicate(0)
+            var request = FetchRequest(entityName: pick(["Person", "Person", "Student"]), predicate: try FetchPredicate(format: text))
+            request.includesSubentities = random.next() % 5 != 0
+            if random.next() % 2 == 0 {
+                request.sortDescriptors = [FetchSortDescriptor(keyPath: pick(["age", "score", "name", "city"]), ascending: random.next() % 3 != 0)]
+                if random.next() % 2 == 0 { request.fetchLimit = Int(random.next() % 20) + 1; request.fetchOffset = Int(random.next() % 5) }
+            }
+            let lmdb = try ManagedObjectContext(coordinator: lmdbCoordinator).fetchObjectIDs(request).map(\.referenceObject)
+            let memory = try ManagedObjectContext(coordinator: memoryCoordinator).fetchObjectIDs(request).map(\.referenceObject)
+            #expect(lmdb == memory, "trial \(trial) (seed 7): \(request.entityName) \(text) sort \(request.sortDescriptors) limit \(request.fetchLimit) offset \(request.fetchOffset)")
+            let lmdbCount = try ManagedObjectContext(coordinator: lmdbCoordinator).count(for: request)
+            #expect(lmdbCount == memory.count, "trial \(trial): count")
+            if lmdb != memory { break }
+        }
+    }
+}
