@@ -32,6 +32,25 @@ extension LMDBIncrementalStore {
                 count = max(0, count - request.fetchOffset)
                 return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
             }
+            if plan.coveredByIndex, let index = plan.index, request.resultType == .managedObjectID
+                || (request.resultType == .managedObject && request.returnsObjectsAsFaults),
+               request.sortDescriptors.isEmpty || plan.streamsInSortOrder {
+                // The index entries answer the whole predicate: object IDs straight from them, no row read.
+                var ids: [(key: UInt64, tag: UInt16)] = []
+                let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
+                try database(index.database, in: state).withCursor(in: transaction) { cursor in
+                    try cursor.forEach(in: index.range) { entry in
+                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                        if family.contains(tag) { ids.append((TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8), tag)) }
+                        return ids.count < wanted
+                    }
+                }
+                if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
+                var window = ids[...]
+                if request.fetchOffset > 0 { window = window.dropFirst(request.fetchOffset) }
+                if request.fetchLimit > 0 { window = window.prefix(request.fetchLimit) }
+                return .objectIDs(window.map { objectID(entityTag: $0.tag, key: $0.key, storeIdentifier: state.storeIdentifier) })
+            }
             var matches: [RowView] = []
             var decodeFailure: (UInt64, RowDecodingError)?
             let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max

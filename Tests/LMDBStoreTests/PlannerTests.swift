@@ -27,7 +27,7 @@ func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expect
 @Suite struct PlannerTests {
     func people(_ count: Int, seed: UInt64) -> [[String: Any]] {
         var random = SplitMix64(seed: seed)
-        let names = ["Ann", "Anna", "Bob", "Bea", "Cy", "Dee", "Émile", "Zoe", "annie", "Al"]
+        let names = ["Ann", "Anna", "Bob", "Bea", "Cy", "Dee", "Émile", "Zoe", "annie", "Ann\u{0}x"]
         return (0..<count).map { n in
             var values: [String: Any] = ["name": names[Int(random.next() % 10)] + (random.next() % 3 == 0 ? "" : " \(n % 7)")]
             if random.next() % 8 != 0 { values["age"] = Int32(random.next() % 60) }
@@ -53,9 +53,9 @@ func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expect
         func request(_ format: String, sort: [FetchSortDescriptor] = [], limit: Int = 0) throws -> FetchRequest {
             FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: format), sortDescriptors: sort).with { $0.fetchLimit = limit }
         }
-        assertPlan(store, try request("age == 30"), "IndexRange(Person.byAge [30, 30]) → Filter(age == 30)")
+        assertPlan(store, try request("age == 30"), "IndexRange(Person.byAge [30, 30])")
         assertPlan(store, try request("age >= 30 AND age < 40", sort: [FetchSortDescriptor(keyPath: "age")], limit: 20),
-                   "IndexRange(Person.byAge [30, 40)) → Filter(age >= 30 AND age < 40) → Limit(20)")
+                   "IndexRange(Person.byAge [30, 40)) → Limit(20)")
         assertPlan(store, try request("age BETWEEN {18, 30} AND city == 'Oslo'"),
                    "IndexRange(Person.byAge [18, 30]) → Filter(age BETWEEN {18, 30} AND city == \"Oslo\")")
         assertPlan(store, try request("name BEGINSWITH 'An'"), "IndexRange(Person.byName [\"An\", \"An\"…)) → Filter(name BEGINSWITH \"An\")")
@@ -65,7 +65,7 @@ func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expect
         assertPlan(store, try request("age == 30 OR age == 31"), "Scan(Person) → Filter(age == 30 OR age == 31)")
         assertPlan(store, try request("age > 30.5"), "Scan(Person) → Filter(age > 30.5)")
         assertPlan(store, try request("score < 0", sort: [FetchSortDescriptor(keyPath: "name")], limit: 5),
-                   "IndexRange(Person.byScore (-inf, 0.0)) → Filter(score < 0) → Sort(name ascending) → Limit(5)")
+                   "IndexRange(Person.byScore (-inf, 0.0)) → Sort(name ascending) → Limit(5)")
     }
 
     @Test func aCountOverAnIndexRangeReadsNoRow() throws {

@@ -16,7 +16,8 @@ struct QueryPlan: CustomStringConvertible {
     var index: IndexRange?
     /// The index order is the requested order, so the fetch stops after offset + limit matches.
     var streamsInSortOrder = false
-    /// Every term of the predicate is answered by the index range: a count reads no row.
+    /// Every term of the predicate is answered exactly by the index range: counts and object IDs read no row (a
+    /// fetch of values still reads, and checks, the rows the range yields).
     var coveredByIndex = false
     var entityName: String
     var predicate: FetchPredicate?
@@ -27,7 +28,7 @@ struct QueryPlan: CustomStringConvertible {
     var description: String {
         var steps: [String] = []
         if let index { steps.append("IndexRange(\(index.label) \(index.bounds))") } else { steps.append("Scan(\(entityName))") }
-        if let predicate { steps.append("Filter(\(predicate.predicateFormat))") }
+        if let predicate, !coveredByIndex { steps.append("Filter(\(predicate.predicateFormat))") }
         if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
         if offset > 0 { steps.append("Offset(\(offset))") }
         if limit > 0 { steps.append("Limit(\(limit))") }
@@ -74,7 +75,10 @@ enum QueryPlanner {
         plan.index = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
                                           label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
                                           range: range.range, bounds: range.text)
-        plan.coveredByIndex = allUsable && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath } && best.index.elements.count >= 1
+        // String ranges can hold strings that merely start with the bound (an embedded NUL escapes as 0x00 0xFF), so
+        // string terms are always re-checked on the row.
+        let isString = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type == .string
+        plan.coveredByIndex = allUsable && !isString && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath }
             && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
         if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
            sort.ascending, sort.comparison == .default {
