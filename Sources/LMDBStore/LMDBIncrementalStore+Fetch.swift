@@ -46,10 +46,7 @@ extension LMDBIncrementalStore {
                     }
                 }
                 if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
-                var window = ids[...]
-                if request.fetchOffset > 0 { window = window.dropFirst(request.fetchOffset) }
-                if request.fetchLimit > 0 { window = window.prefix(request.fetchLimit) }
-                return .objectIDs(window.map { objectID(entityTag: $0.tag, key: $0.key, storeIdentifier: state.storeIdentifier) })
+                return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, storeIdentifier: state.storeIdentifier) })
             }
             var matches: [RowView] = []
             var decodeFailure: (UInt64, RowDecodingError)?
@@ -93,9 +90,7 @@ extension LMDBIncrementalStore {
                 matches.sort { $0.key < $1.key }
             }
             if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
-            var window = matches[...]
-            if request.fetchOffset > 0 { window = window.dropFirst(request.fetchOffset) }
-            if request.fetchLimit > 0 { window = window.prefix(request.fetchLimit) }
+            let window = request.window(matches)
             switch request.resultType {
             case .count: return .count(window.count)
             case .managedObjectID: return .objectIDs(window.map(\.id))

@@ -107,6 +107,12 @@ public struct FetchRequest: Sendable, Hashable {
         self.returnsDistinctResults = false
     }
 
+    /// The part of `results` that ``fetchOffset`` and ``fetchLimit`` select.
+    package func window<Results: Collection>(_ results: Results) -> Results.SubSequence {
+        let skipped = results.dropFirst(fetchOffset)
+        return fetchLimit > 0 ? skipped.prefix(fetchLimit) : skipped
+    }
+
     /// A copy changed by `change`.
     public func with(_ change: (inout FetchRequest) -> Void) -> FetchRequest {
         var copy = self

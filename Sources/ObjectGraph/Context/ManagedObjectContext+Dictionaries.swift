@@ -84,9 +84,7 @@ extension ManagedObjectContext {
                 return a.offset < b.offset
             }.map(\.element)
         }
-        if request.fetchOffset > 0 { results = Array(results.dropFirst(request.fetchOffset)) }
-        if request.fetchLimit > 0 { results = Array(results.prefix(request.fetchLimit)) }
-        return results
+        return Array(request.window(results))
     }
 
     /// A key path's value for a result dictionary: objects become their IDs.

@@ -113,10 +113,7 @@ extension ManagedObjectContext {
         if !request.sortDescriptors.isEmpty && (pending || stores.count > 1 || parent != nil) {
             candidates = FetchSortDescriptor.sorted(candidates, using: request.sortDescriptors)
         }
-        var ids = candidates.map(\.objectID)
-        if request.fetchOffset > 0 { ids = Array(ids.dropFirst(request.fetchOffset)) }
-        if request.fetchLimit > 0 { ids = Array(ids.prefix(request.fetchLimit)) }
-        return ids
+        return Array(request.window(candidates.map(\.objectID)))
     }
 
     private func ids(from result: PersistentStoreResult) throws(ManagedObjectContextError) -> [ManagedObjectID] {

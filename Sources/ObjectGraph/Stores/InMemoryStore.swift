@@ -91,9 +91,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
         // Without sort descriptors, rows come in key order, so results are repeatable.
         matches.sort { $0.id.referenceObject.description.localizedStandardCompare($1.id.referenceObject.description) == .orderedAscending }
         if !request.sortDescriptors.isEmpty { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
-        var window = matches[...]
-        if request.fetchOffset > 0 { window = window.dropFirst(request.fetchOffset) }
-        if request.fetchLimit > 0 { window = window.prefix(request.fetchLimit) }
+        let window = request.window(matches)
         switch request.resultType {
         case .count: return .count(window.count)
         case .managedObjectID: return .objectIDs(window.map(\.id))
