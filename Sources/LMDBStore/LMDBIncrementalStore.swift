@@ -206,6 +206,11 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         }
     }
 
+    /// Unordered to-many relationships whose inverse is a to-one are read from the inverse's index, never stored.
+    public func derivesRelationship(_ relationship: RelationshipDescription) -> Bool {
+        relationship.isToMany && !StoreLayout.needsLinkTable(relationship, model)
+    }
+
     // MARK: - Permanent IDs
 
     /// Keys from one sequence per root entity, allocated in one short write transaction.

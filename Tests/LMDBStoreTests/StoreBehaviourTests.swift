@@ -238,3 +238,46 @@ import Testing
         #expect(token == 3 && copy.isFault, "everything was refreshed instead")
     }
 }
+
+@Suite struct DerivedInverseTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Team") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("players", destination: "Player", inverse: "team", toMany: true)
+        }
+        EntityDescription("Player") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("team", destination: "Team", inverse: "players")
+        }
+    }
+
+    @Test func anUnloadedDerivedToManyIsKeptUpToDateWithoutLoadingIt() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        #expect(store.derivesRelationship(model.relationship(named: "players", in: "Team")!))
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let red = try setup.insertNewObject(forEntityName: "Team"), blue = try setup.insertNewObject(forEntityName: "Team")
+        try red.setValue("red", forKey: "name")
+        try blue.setValue("blue", forKey: "name")
+        let first = try setup.insertNewObject(forEntityName: "Player")
+        try first.setValue("first", forKey: "name")
+        try first.setValue(red, forKey: "team")
+        try setup.save()
+
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let redFault = context.object(with: red.objectID), blueFault = context.object(with: blue.objectID)
+        let newcomer = try context.insertNewObject(forEntityName: "Player")
+        try newcomer.setValue("newcomer", forKey: "name")
+        try newcomer.setValue(redFault, forKey: "team")
+        try context.object(with: first.objectID).setValue(blueFault, forKey: "team")
+        #expect(redFault.isFault && blueFault.isFault, "keeping the inverse up to date loaded nothing")
+        #expect(redFault.relatedObjects(forKey: "players").map { $0.value(forKey: "name") as? String } == ["newcomer"],
+                "reading it before the save shows the pending changes")
+        try context.save()
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(fresh.object(with: red.objectID).relatedObjects(forKey: "players").map { $0.value(forKey: "name") as? String } == ["newcomer"])
+        #expect(fresh.object(with: blue.objectID).relatedObjects(forKey: "players").map { $0.value(forKey: "name") as? String } == ["first"])
+        #expect(blueFault.relatedObjects(forKey: "players").map(\.objectID) == [first.objectID], "the saved context reads the store afresh")
+        #expect(try store.verify().isEmpty)
+    }
+}

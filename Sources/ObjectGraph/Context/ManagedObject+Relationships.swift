@@ -24,6 +24,11 @@ extension ManagedObject {
             return []
         }
         managedObjectContext?.fulfillRelationshipFault(of: self, key: key)
+        if let pending = pendingToMany.removeValue(forKey: key) {
+            var ids = (toMany[key] ?? []).filter { !pending.removed.contains($0) }
+            for id in pending.added where !ids.contains(id) { ids.append(id) }
+            toMany[key] = ids
+        }
         return toMany[key] ?? []
     }
 
@@ -59,6 +64,13 @@ extension ManagedObject {
     /// Makes this object's `inverse` point at `owner` (the other side of `relationshipBack`).
     private func link(_ owner: ManagedObject, toInverse inverse: RelationshipDescription, relationshipBack: RelationshipDescription) {
         if inverse.isToMany {
+            if toMany[inverse.name] == nil, lifecycle != .inserted, let context = managedObjectContext, context.storeDerives(inverse, of: self) {
+                // The store keeps this relationship through its inverse: record the change instead of loading it.
+                pendingToMany[inverse.name, default: ([], [])].added.append(owner.objectID)
+                pendingToMany[inverse.name]!.removed.remove(owner.objectID)
+                markChanged(inverse.name)
+                return
+            }
             _ = relatedIDs(forKey: inverse.name)  // loads the relationship if it is a fault
             // A newly inserted owner cannot be in the list yet (setToOne and replaceToMany only link new pairs), so
             // the linear membership check is skipped for it, and the list grows in place: bulk inserts into one big
@@ -99,6 +111,13 @@ extension ManagedObject {
     }
 
     func primitiveRemove(_ key: String, _ id: ManagedObjectID) {
+        if toMany[key] == nil, lifecycle != .inserted, let context = managedObjectContext,
+           let relationship = model.relationship(named: key, in: entity.name), context.storeDerives(relationship, of: self) {
+            pendingToMany[key, default: ([], [])].removed.insert(id)
+            pendingToMany[key]!.added.removeAll { $0 == id }
+            markChanged(key)
+            return
+        }
         _ = relatedIDs(forKey: key)
         guard let index = toMany[key]?.firstIndex(of: id) else { return }
         toMany[key]!.remove(at: index)

@@ -48,6 +48,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var toMany: [String: [ManagedObjectID]] = [:]
     var committed: Snapshot?
     var changedKeys: Set<String> = []
+    /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
+    /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
+    var pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)] = [:]
     var version: Int64 = 0
     /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
     public internal(set) var faultError: ManagedObjectContextError?

@@ -139,6 +139,7 @@ extension ManagedObjectContext {
                 if case .double(let number) = value, number.isNaN { fail(attribute.name, "NaN is not a number") }
             case .relationship(let relationship):
                 if relationship.isToMany {
+                    guard relationship.minimumCount > 0 || relationship.maximumCount > 0 || !relationship.isOptional else { continue }
                     let count = object.relatedIDs(forKey: relationship.name).count
                     if count == 0 && relationship.isOptional { continue }
                     if relationship.minimumCount > 0 && count < relationship.minimumCount {
@@ -226,6 +227,7 @@ extension ManagedObjectContext {
             case .relationship(let relationship) where !relationship.isToMany:
                 if let id = object.toOne[relationship.name] { change.toOne[relationship.name] = map(id) }
             case .relationship(let relationship):
+                if object.toMany[relationship.name] == nil && object.pendingToMany[relationship.name] != nil { continue }  // derived by the store
                 if allToMany || object.changedKeys.contains(relationship.name) {
                     change.toMany[relationship.name] = object.relatedIDs(forKey: relationship.name).map(map)
                 }
@@ -249,6 +251,7 @@ extension ManagedObjectContext {
             object.version = object.lifecycle == .inserted ? 1 : object.version + 1
             object.lifecycle = .clean
             object.changedKeys.removeAll()
+            object.pendingToMany.removeAll()
             let persistent = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == false }
             object.committed = ManagedObject.Snapshot(attributes: persistent, toOne: object.toOne, toMany: object.toMany, version: object.version)
             persistentStoreCoordinator.updateCache(object.objectID,
@@ -322,6 +325,7 @@ struct Backup {
         let attributes: [String: AttributeValue]
         let toOne: [String: ManagedObjectID]
         let toMany: [String: [ManagedObjectID]]
+        let pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)]
         let committed: ManagedObject.Snapshot?
         let changedKeys: Set<String>
         let version: Int64
@@ -336,7 +340,7 @@ struct Backup {
     init(_ context: ManagedObjectContext) {
         objects = context.registered.values.map {
             ObjectState(object: $0, objectID: $0.objectID, lifecycle: $0.lifecycle, isFault: $0.isFaultStorage, attributes: $0.attributes,
-                        toOne: $0.toOne, toMany: $0.toMany, committed: $0.committed, changedKeys: $0.changedKeys,
+                        toOne: $0.toOne, toMany: $0.toMany, pendingToMany: $0.pendingToMany, committed: $0.committed, changedKeys: $0.changedKeys,
                         version: $0.version, context: $0.managedObjectContext)
         }
         inserted = context.insertedIDs
@@ -354,6 +358,7 @@ struct Backup {
             object.attributes = state.attributes
             object.toOne = state.toOne
             object.toMany = state.toMany
+            object.pendingToMany = state.pendingToMany
             object.committed = state.committed
             object.changedKeys = state.changedKeys
             object.version = state.version

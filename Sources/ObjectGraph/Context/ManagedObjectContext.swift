@@ -223,6 +223,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     private func restoreCommitted(_ object: ManagedObject) {
         object.lifecycle = .clean
         object.changedKeys.removeAll()
+        object.pendingToMany.removeAll()
         if let committed = object.committed {
             object.attributes = committed.attributes
             object.toOne = committed.toOne
@@ -241,6 +242,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         insertedIDs.removeAll()
         deletedIDs.removeAll()
         changedIDs.removeAll()
+        batchOf.removeAll()
+        pendingNotification = ContextChanges()
     }
 
     /// Reloads an object's values: with `mergeChanges` false it turns back into a fault (unsaved changes are lost);
@@ -278,6 +281,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     func turnIntoFault(_ object: ManagedObject) {
         object.isFaultStorage = true
+        object.pendingToMany.removeAll()
         object.attributes = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == true }
         object.toOne = [:]
         object.toMany = [:]
@@ -314,6 +318,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.version = node.version
         object.isFaultStorage = false
         object.committed = ManagedObject.Snapshot(attributes: node.attributes, toOne: node.toOne, toMany: object.committed?.toMany ?? [:], version: node.version)
+    }
+
+    /// Whether the object's store derives this to-many relationship from its inverse (so changes to it need not be
+    /// sent, and an unloaded one need not be loaded to record them).
+    func storeDerives(_ relationship: RelationshipDescription, of object: ManagedObject) -> Bool {
+        guard parent == nil, !object.objectID.isTemporaryID,
+              let store = try? persistentStoreCoordinator.incrementalStore(for: object.objectID) else { return false }
+        return store.derivesRelationship(relationship)
     }
 
     /// Loads a to-many relationship's members.

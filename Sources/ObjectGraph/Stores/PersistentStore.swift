@@ -75,6 +75,11 @@ public protocol IncrementalStore: PersistentStore {
     /// - Throws: An error if the store cannot be read.
     func newValues(forRelationship relationship: RelationshipDescription, forObjectsWith objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]]
 
+    /// Whether the store keeps this to-many relationship only through its inverse's to-ones (and ignores the
+    /// membership a save gives for it). A context then neither sends it nor loads it just to keep the inverse up to
+    /// date. Default: `false`.
+    func derivesRelationship(_ relationship: RelationshipDescription) -> Bool
+
     /// Permanent IDs for newly inserted objects, in the same order.
     ///
     /// - Throws: An error if keys cannot be allocated.
@@ -107,6 +112,9 @@ extension IncrementalStore {
         for id in objectIDs { result[id] = try newValue(forRelationship: relationship, forObjectWith: id) }
         return result
     }
+
+    /// `false`: the store keeps every relationship it is given.
+    public func derivesRelationship(_ relationship: RelationshipDescription) -> Bool { false }
 
     /// Does nothing.
     public func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {}
