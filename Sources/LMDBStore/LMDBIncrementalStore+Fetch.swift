@@ -90,16 +90,8 @@ extension LMDBIncrementalStore {
                 matches.sort { $0.key < $1.key }
             }
             if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
-            let window = request.window(matches)
-            switch request.resultType {
-            case .count: return .count(window.count)
-            case .managedObjectID: return .objectIDs(window.map(\.id))
-            case .managedObject:
-                if request.returnsObjectsAsFaults { return .objectIDs(window.map(\.id)) }
-                return .nodes(window.map { node($0.id, $0.row, storeIdentifier: state.storeIdentifier) })
-            case .dictionary:
-                throw ManagedObjectContextError(.unsupportedRequest, message: "dictionary results are computed by the context, not the store")
-            }
+            return try .fetched(request.window(matches), for: request, id: \.id,
+                                node: { node($0.id, $0.row, storeIdentifier: state.storeIdentifier) })
         }
     }
 }

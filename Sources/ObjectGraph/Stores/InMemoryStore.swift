@@ -91,16 +91,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
         // Without sort descriptors, rows come in key order, so results are repeatable.
         matches.sort { $0.id.referenceObject.description.localizedStandardCompare($1.id.referenceObject.description) == .orderedAscending }
         if !request.sortDescriptors.isEmpty { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
-        let window = request.window(matches)
-        switch request.resultType {
-        case .count: return .count(window.count)
-        case .managedObjectID: return .objectIDs(window.map(\.id))
-        case .managedObject:
-            if request.returnsObjectsAsFaults { return .objectIDs(window.map(\.id)) }
-            return .nodes(window.map { node($0.id, snapshot[$0.id]!) })
-        case .dictionary:
-            throw ManagedObjectContextError(.unsupportedRequest, message: "dictionary results are computed by the context, not the store")
-        }
+        return try .fetched(request.window(matches), for: request, id: \.id, node: { node($0.id, snapshot[$0.id]!) })
     }
 
     private func node(_ id: ManagedObjectID, _ row: Row) -> IncrementalStoreNode {

@@ -176,6 +176,26 @@ public enum PersistentStoreResult: Sendable {
     case empty
 }
 
+extension PersistentStoreResult {
+    /// The answer to a fetch whose matches are `window` (already sorted and windowed): a count, IDs, or the stored
+    /// values when the request does not want faults. Dictionary requests are the context's to compute.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unsupportedRequest`` for a
+    ///   dictionary request.
+    package static func fetched<Matches: Collection>(
+        _ window: Matches, for request: FetchRequest, id: (Matches.Element) -> ManagedObjectID,
+        node: (Matches.Element) -> IncrementalStoreNode
+    ) throws -> PersistentStoreResult {
+        switch request.resultType {
+        case .count: return .count(window.count)
+        case .managedObjectID: return .objectIDs(window.map(id))
+        case .managedObject: return request.returnsObjectsAsFaults ? .objectIDs(window.map(id)) : .nodes(window.map(node))
+        case .dictionary:
+            throw ManagedObjectContextError(.unsupportedRequest, message: "dictionary results are computed by the context, not the store")
+        }
+    }
+}
+
 /// One object's change in a save.
 public struct ObjectChange: Sendable, Hashable {
     /// The object's (permanent) ID.
