@@ -26,8 +26,10 @@ extension LMDBIncrementalStore {
                 // Every term is the index range: count its entries, read no row.
                 var count = 0
                 try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                    var entries = cursor.entries(in: index.range)
-                    while try entries.next() != nil { count += 1 }
+                    for range in index.ranges {
+                        var entries = cursor.entries(in: range)
+                        while try entries.next() != nil { count += 1 }
+                    }
                 }
                 count = max(0, count - request.fetchOffset)
                 return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
@@ -39,10 +41,12 @@ extension LMDBIncrementalStore {
                 var ids: [(key: UInt64, tag: UInt16)] = []
                 let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
                 try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                    try cursor.forEach(in: index.range) { entry in
-                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
-                        if family.contains(tag) { ids.append((TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8), tag)) }
-                        return ids.count < wanted
+                    for range in index.ranges where ids.count < wanted {
+                        try cursor.forEach(in: range) { entry in
+                            let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                            if family.contains(tag) { ids.append((TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8), tag)) }
+                            return ids.count < wanted
+                        }
                     }
                 }
                 if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
@@ -53,7 +57,8 @@ extension LMDBIncrementalStore {
             let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
             if let index = plan.index {
                 try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                    try cursor.forEach(in: index.range) { entry in
+                    for range in index.ranges where matches.count < wanted {
+                    try cursor.forEach(in: range) { entry in
                         let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
                         guard family.contains(tag) else { return true }
                         let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
@@ -62,6 +67,7 @@ extension LMDBIncrementalStore {
                         let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
                         if try request.predicate?.evaluate(with: view) ?? true { matches.append(view) }
                         return matches.count < wanted
+                    }
                     }
                 }
             } else {

@@ -9,7 +9,8 @@ struct QueryPlan: CustomStringConvertible {
         let database: String
         let label: String
         let keyPath: String
-        let range: KeyRange
+        /// Disjoint ranges in ascending key order (several for `IN` and ORed equalities).
+        let ranges: [KeyRange]
         let bounds: String
     }
 
@@ -71,14 +72,17 @@ enum QueryPlanner {
             let equality = matching.contains { $0.op == .equal }
             if best == nil || (equality && !best!.equality) { best = (owner, index, matching, equality) }
         }
-        guard let best, let range = range(for: best.terms) else { return plan }
+        guard let best else { return plan }
+        // A set of values (IN, ORed equalities) is used alone; other terms on the attribute stay in the filter.
+        let chosen = best.terms.first { $0.op == .in }.map { [$0] } ?? best.terms
+        guard let range = range(for: chosen) else { return plan }
         plan.index = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
                                           label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
-                                          range: range.range, bounds: range.text)
+                                          ranges: range.ranges, bounds: range.text)
         // String ranges can hold strings that merely start with the bound (an embedded NUL escapes as 0x00 0xFF), so
         // string terms are always re-checked on the row.
         let isString = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type == .string
-        plan.coveredByIndex = allUsable && !isString && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath }
+        plan.coveredByIndex = allUsable && !isString && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath } && chosen.count == best.terms.count
             && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
         if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
            sort.ascending, sort.comparison == .default {
@@ -89,6 +93,13 @@ enum QueryPlanner {
 
     /// A comparison `attribute op constant` (or `constant op attribute`) on a plain attribute of the entity.
     static func term(_ node: PredicateNode, entity: String, model: ManagedObjectModel) -> Term? {
+        if case .or(let operands) = node {
+            // `a == 1 OR a == 2` is `a IN {1, 2}`.
+            let terms = operands.compactMap { term($0, entity: entity, model: model) }
+            guard terms.count == operands.count, let first = terms.first,
+                  terms.allSatisfy({ $0.keyPath == first.keyPath && ($0.op == .equal || $0.op == .in) }) else { return nil }
+            return Term(keyPath: first.keyPath, op: .in, values: terms.flatMap(\.values))
+        }
         guard case .comparison(let comparison) = node, comparison.modifier == .direct, comparison.options.isEmpty else { return nil }
         var op = comparison.op
         let keyPath: String
@@ -120,6 +131,11 @@ enum QueryPlanner {
             guard case .array(let bounds) = constant, bounds.count == 2,
                   let low = indexValue(bounds[0], attribute.type), let high = indexValue(bounds[1], attribute.type) else { return nil }
             return Term(keyPath: keyPath, op: op, values: [low, high])
+        case .in:
+            guard case .array(let elements) = constant, !elements.isEmpty, elements.count <= 1000 else { return nil }
+            let values = elements.compactMap { indexValue($0, attribute.type) }
+            guard values.count == elements.count else { return nil }
+            return Term(keyPath: keyPath, op: .in, values: values)
         case .beginsWith:
             guard attribute.type == .string, case .string(let prefix) = constant, !prefix.isEmpty, prefix.utf8.count < 200 else { return nil }
             return Term(keyPath: keyPath, op: op, values: [.string(prefix)])
@@ -148,7 +164,24 @@ enum QueryPlanner {
     }
 
     /// The key range all terms on one attribute allow, intersected; `nil` when a term cannot be expressed.
-    static func range(for terms: [Term]) -> (range: KeyRange, text: String)? {
+    static func range(for terms: [Term]) -> (ranges: [KeyRange], text: String)? {
+        if terms.count == 1, terms[0].op == .in {
+            // One exact range per distinct value, in key order.
+            var keys: [[UInt8]] = []
+            for value in terms[0].values {
+                var key: [UInt8] = []
+                TupleEncoding.append(value, to: &key)
+                if !keys.contains(key) { keys.append(key) }
+            }
+            keys.sort { $0.lexicographicallyPrecedes($1) }
+            let values = terms[0].values.map { PredicateValue($0).format }
+            return (keys.map { KeyRange.prefix($0) }, "{" + values.joined(separator: ", ") + "}")
+        }
+        guard let single = singleRange(for: terms) else { return nil }
+        return ([single.range], single.text)
+    }
+
+    static func singleRange(for terms: [Term]) -> (range: KeyRange, text: String)? {
         var lower: [UInt8]?      // inclusive
         var upper: [UInt8]?      // exclusive
         var lowText = "-inf", highText = "+inf", lowBracket = "(", highBracket = ")"
