@@ -62,7 +62,11 @@ func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expect
         assertPlan(store, try request("score > 10 AND age == 3"), "IndexRange(Person.byAge [3, 3]) → Filter(score > 10 AND age == 3)")
         assertPlan(store, try request("city == 'Oslo'"), "Scan(Person) → Filter(city == \"Oslo\")")
         assertPlan(store, try request("name BEGINSWITH[c] 'an'"), "Scan(Person) → Filter(name BEGINSWITH[c] \"an\")")
-        assertPlan(store, try request("age == 30 OR age == 31"), "Scan(Person) → Filter(age == 30 OR age == 31)")
+        assertPlan(store, try request("age == 30 OR age == 31"), "IndexRange(Person.byAge {30, 31})")
+        assertPlan(store, try request("age IN {31, 30, 31}", sort: [FetchSortDescriptor(keyPath: "age")], limit: 3),
+                   "IndexRange(Person.byAge {31, 30, 31}) → Limit(3)")
+        assertPlan(store, try request("name IN {'Bob', 'Ann'}"), "IndexRange(Person.byName {\"Bob\", \"Ann\"}) → Filter(name IN {\"Bob\", \"Ann\"})")
+        assertPlan(store, try request("age == 30 OR city == 'Oslo'"), "Scan(Person) → Filter(age == 30 OR city == \"Oslo\")")
         assertPlan(store, try request("age > 30.5"), "Scan(Person) → Filter(age > 30.5)")
         assertPlan(store, try request("score < 0", sort: [FetchSortDescriptor(keyPath: "name")], limit: 5),
                    "IndexRange(Person.byScore (-inf, 0.0)) → Sort(name ascending) → Limit(5)")
@@ -91,13 +95,14 @@ func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expect
         var random = SplitMix64(seed: 7)
         func pick<T>(_ options: [T]) -> T { options[Int(random.next() % UInt64(options.count))] }
         func term() -> String {
-            switch random.next() % 6 {
+            switch random.next() % 7 {
             case 0: return "age \(pick(["==", "!=", "<", "<=", ">", ">="])) \(pick(["0", "17", "30", "59", "60", "-1", "30.5", "nil"]))"
             case 1: return "age BETWEEN {\(pick(["10", "20", "45"])), \(pick(["15", "30", "59"]))}"
             case 2: return "score \(pick(["<", ">=", "==", ">"])) \(pick(["0", "-50.5", "12.3", "99.9", "nil", "100"]))"
             case 3: return "name \(pick(["BEGINSWITH", "==", "<", ">=", "BEGINSWITH[c]", "CONTAINS"])) '\(pick(["An", "Ann", "Ann 3", "B", "É", "Émile 2", "z", ""]))'"
             case 4: return "city \(pick(["==", "!="])) \(pick(["'Oslo'", "'Lima'", "nil"]))"
-            default: return pick(["30 <= age", "0 > score", "'Bob' == name"])
+            case 5: return "\(pick(["age", "score"])) IN {\(pick(["1, 30", "17", "59, 0, 59", "nil, 3", "30.5, 30"]))}"
+            default: return pick(["30 <= age", "0 > score", "'Bob' == name", "name IN {'Bob', 'Ann', 'Zoe 3'}", "(age == 3 OR age == 40)"])
             }
         }
         func predicate(_ depth: Int) -> String {

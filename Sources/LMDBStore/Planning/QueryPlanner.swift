@@ -167,13 +167,13 @@ enum QueryPlanner {
     static func range(for terms: [Term]) -> (ranges: [KeyRange], text: String)? {
         if terms.count == 1, terms[0].op == .in {
             // One exact range per distinct value, in key order.
-            var keys: [[UInt8]] = []
+            var distinct = Set<[UInt8]>()
             for value in terms[0].values {
                 var key: [UInt8] = []
                 TupleEncoding.append(value, to: &key)
-                if !keys.contains(key) { keys.append(key) }
+                distinct.insert(key)
             }
-            keys.sort { $0.lexicographicallyPrecedes($1) }
+            let keys = distinct.sorted { $0.lexicographicallyPrecedes($1) }
             let values = terms[0].values.map { PredicateValue($0).format }
             return (keys.map { KeyRange.prefix($0) }, "{" + values.joined(separator: ", ") + "}")
         }
