@@ -65,6 +65,47 @@ public enum StoreConformance {
     /// The names of every check, in the order they run.
     public static var checkNames: [String] { checks.map(\.name) }
 
+    /// Adds an atomic store under test to a coordinator, at the location given (which the kit makes fresh for
+    /// each check and passes again when a check reopens the store).
+    public typealias AtomicStoreSetup = (PersistentStoreCoordinator, URL) throws -> Void
+
+    /// Runs every check of ``run(only:addStore:)`` and the atomic-store checks (``atomicStoreCheckNames``: the
+    /// store survives a reload with the same object IDs, a missing location becomes a new store, a failed save
+    /// leaves the file as it was, removing a never-saved store leaves nothing behind), each at a fresh location
+    /// in a temporary folder.
+    public static func runAtomicStore(only: Set<String>? = nil, addStore: @escaping AtomicStoreSetup) -> Report {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("StoreConformance-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var counter = 0
+        func location() -> URL {
+            counter += 1
+            return folder.appendingPathComponent("store-\(counter)")
+        }
+        var report = Report()
+        for check in checks + atomicChecks where only?.contains(check.name) ?? true {
+            report.checks.append(check.name)
+            let url = location()
+            do {
+                let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+                try addStore(coordinator, url)
+                try check.body(Harness(coordinator: coordinator, location: url, reopen: {
+                    let fresh = PersistentStoreCoordinator(managedObjectModel: model)
+                    try addStore(fresh, url)
+                    return fresh
+                }))
+            } catch let failure as CheckFailure {
+                report.failures.append(Failure(check: check.name, message: failure.message))
+            } catch {
+                report.failures.append(Failure(check: check.name, message: "unexpected error: \(error)"))
+            }
+        }
+        return report
+    }
+
+    /// The names of the atomic-store checks, in the order they run.
+    public static var atomicStoreCheckNames: [String] { atomicChecks.map(\.name) }
+
     struct Check: Sendable {
         let name: String
         let body: @Sendable (Harness) throws -> Void
@@ -77,6 +118,10 @@ public enum StoreConformance {
     /// What a check works with.
     struct Harness {
         let coordinator: PersistentStoreCoordinator
+        /// The store's location (atomic-store checks only).
+        var location: URL?
+        /// Adds the store at the same location to a fresh coordinator (atomic-store checks only).
+        var reopen: (() throws -> PersistentStoreCoordinator)?
 
         func context() -> ManagedObjectContext { ManagedObjectContext(coordinator: coordinator) }
 

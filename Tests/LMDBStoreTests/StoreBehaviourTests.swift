@@ -228,7 +228,7 @@ import Testing
         #expect(try store.changes(since: 3)?.changes == ContextChanges())
         // Forget the first save, as the log does after 10 000 saves.
         let state = try store.open
-        try state.environment.write { try store.database("changes", in: state).delete(key: LMDBIncrementalStore.keyBytes(1), in: $0) }
+        _ = try state.environment.write { try store.database("changes", in: state).delete(key: LMDBIncrementalStore.keyBytes(1), in: $0) }
         #expect(try store.changes(since: 0) == nil)
         var token: UInt64 = 0
         let other = ManagedObjectContext(coordinator: coordinator)

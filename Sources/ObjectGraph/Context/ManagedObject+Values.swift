@@ -104,7 +104,11 @@ extension ManagedObject {
     }
 
     private func wrongType(_ key: String, expected: String, value: Any) -> ManagedObjectContextError {
-        ManagedObjectContextError(.wrongValueType,
+        if (value as? Double)?.isNaN == true || (value as? Float)?.isNaN == true || (value as? Decimal)?.isNaN == true {
+            return ManagedObjectContextError(.wrongValueType,
+                message: "\(entity.name).\(key) cannot hold NaN: it is not equal to itself, so it cannot be compared, sorted or indexed (object \(objectID))")
+        }
+        return ManagedObjectContextError(.wrongValueType,
             message: "\(entity.name).\(key) takes \(expected), not a value of type \(type(of: value)) (object \(objectID))")
     }
 

@@ -19,7 +19,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
     private let options: [String: String]
     private let lock = NSLock()
     private var metadataStorage: [String: String] = [:]
-    private var rows: [ManagedObjectID: Row] = [:]
+    private var rows: [ManagedObjectID: StoredRow] = [:]
     private var sequences: [String: Int64] = [:]
     private var counters = CallCounts()
 
@@ -37,14 +37,6 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
         public var batchedObjectFaults = 0
         /// ``newValues(forRelationship:forObjectsWith:)`` calls.
         public var batchedRelationshipFaults = 0
-    }
-
-    struct Row {
-        var entityName: String
-        var attributes: [String: AttributeValue]
-        var toOne: [String: ManagedObjectID]
-        var toMany: [String: [ManagedObjectID]]
-        var version: Int64
     }
 
     /// Creates a store; used by the coordinator. The option `"uuid"` fixes the store's UUID.
@@ -81,43 +73,20 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
     }
 
     private func fetch(_ request: FetchRequest) throws -> PersistentStoreResult {
-        let snapshot = lock.withLock { () -> [ManagedObjectID: Row] in counters.fetches += 1; return rows }
-        let family = request.includesSubentities ? Set(model.entityAndDescendants(of: request.entityName)) : [request.entityName]
-        var matches: [RowReader] = []
-        for (id, row) in snapshot where family.contains(row.entityName) {
-            let reader = RowReader(id: id, rows: snapshot, model: model)
-            if try request.predicate?.evaluate(with: reader) ?? true { matches.append(reader) }
-        }
-        // Without sort descriptors, rows come in key order, so results are repeatable.
-        matches.sort { $0.id.referenceObject.description.localizedStandardCompare($1.id.referenceObject.description) == .orderedAscending }
-        if !request.sortDescriptors.isEmpty { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
-        return try .fetched(request.window(matches), for: request, id: \.id, node: { node($0.id, snapshot[$0.id]!) })
-    }
-
-    private func node(_ id: ManagedObjectID, _ row: Row) -> IncrementalStoreNode {
-        IncrementalStoreNode(objectID: id, attributes: row.attributes, toOne: row.toOne, version: row.version)
+        let snapshot = lock.withLock { () -> [ManagedObjectID: StoredRow] in counters.fetches += 1; return rows }
+        return try StoredRows.fetch(request, in: snapshot, model: model)
     }
 
     private func save(_ request: SaveChangesRequest) throws {
         try lock.withLock { () throws in
             counters.saves += 1
             var next = rows
-            var conflicts: [MergeConflict] = []
-            for change in request.updatedObjects + request.deletedObjects {
-                let current = next[change.objectID]
-                if current?.version != change.expectedVersion {
-                    conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: change.expectedVersion ?? 0,
-                                                   newVersion: current?.version ?? 0, persistedSnapshot: current.map { node(change.objectID, $0) }))
-                }
-            }
-            guard conflicts.isEmpty else {
-                throw ManagedObjectContextError(.mergeConflict, message: "\(conflicts.count) object\(conflicts.count == 1 ? "" : "s") changed in the store since they were read", conflicts: conflicts)
-            }
+            try StoredRows.checkVersions(request, in: next)
             for change in request.insertedObjects {
                 guard next[change.objectID] == nil else {
                     throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
                 }
-                next[change.objectID] = Row(entityName: change.objectID.entityName, attributes: change.attributes, toOne: change.toOne,
+                next[change.objectID] = StoredRow(entityName: change.objectID.entityName, attributes: change.attributes, toOne: change.toOne,
                                             toMany: change.toMany, version: 1)
             }
             for change in request.updatedObjects {
@@ -129,31 +98,8 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
                 next[change.objectID] = row
             }
             for change in request.deletedObjects { next[change.objectID] = nil }
-            try checkUniqueness(next)
+            try StoredRows.checkUniqueness(next, model: model)
             rows = next
-        }
-    }
-
-    /// Throws when two rows of an entity family share the values of a uniqueness constraint (NULLs never clash).
-    private func checkUniqueness(_ rows: [ManagedObjectID: Row]) throws(ManagedObjectContextError) {
-        for entity in model.entities {
-            for constraint in entity.uniquenessConstraints {
-                let family = Set(model.entityAndDescendants(of: entity.name))
-                var seen: [[PredicateValue]: ManagedObjectID] = [:]
-                for (id, row) in rows where family.contains(row.entityName) {
-                    let values = constraint.propertyNames.map { name -> PredicateValue in
-                        if let value = row.attributes[name] { return PredicateValue(value) }
-                        if let target = row.toOne[name] { return .string(target.description) }
-                        return .null
-                    }
-                    if values.contains(where: \.isNull) { continue }
-                    if let other = seen[values] {
-                        throw ManagedObjectContextError(.constraintViolation,
-                            message: "\(entity.name) objects \(other) and \(id) share (\(constraint.propertyNames.joined(separator: ", "))) = (\(values.map(\.format).joined(separator: ", "))), which must be unique")
-                    }
-                    seen[values] = id
-                }
-            }
         }
     }
 
@@ -166,7 +112,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
             guard let row = rows[objectID] else {
                 throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
             }
-            return node(objectID, row)
+            return row.node(objectID)
         }
     }
 
@@ -177,8 +123,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
             guard let row = rows[objectID] else {
                 throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
             }
-            if relationship.isToMany { return row.toMany[relationship.name] ?? [] }
-            return row.toOne[relationship.name].map { [$0] } ?? []
+            return row.members(of: relationship)
         }
     }
 
@@ -186,7 +131,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
     public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
         lock.withLock {
             counters.batchedObjectFaults += 1
-            return objectIDs.compactMap { id in rows[id].map { node(id, $0) } }
+            return objectIDs.compactMap { id in rows[id]?.node(id) }
         }
     }
 
@@ -197,7 +142,7 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
             var result: [ManagedObjectID: [ManagedObjectID]] = [:]
             for id in objectIDs {
                 guard let row = rows[id] else { continue }
-                result[id] = relationship.isToMany ? row.toMany[relationship.name] ?? [] : row.toOne[relationship.name].map { [$0] } ?? []
+                result[id] = row.members(of: relationship)
             }
             return result
         }
@@ -214,29 +159,4 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
             }
         }
     }
-}
-
-/// A stored row as a predicate sees it: attributes as values, relationships as the related rows.
-struct RowReader: KeyValueReadable, Hashable {
-    let id: ManagedObjectID
-    let rows: [ManagedObjectID: InMemoryStore.Row]
-    let model: ManagedObjectModel
-
-    func predicateValue(forKey key: String) -> PredicateValue {
-        guard let row = rows[id] else { return .null }
-        if let value = row.attributes[key] { return PredicateValue(value) }
-        switch model.relationship(named: key, in: row.entityName) {
-        case .some(let relationship) where relationship.isToMany:
-            return .array((row.toMany[key] ?? []).map { .object(PredicateObject(RowReader(id: $0, rows: rows, model: model))) })
-        case .some:
-            return row.toOne[key].map { .object(PredicateObject(RowReader(id: $0, rows: rows, model: model))) } ?? .null
-        case .none:
-            return .null
-        }
-    }
-
-    var predicateIdentity: AnyHashable? { id }
-
-    static func == (lhs: RowReader, rhs: RowReader) -> Bool { lhs.id == rhs.id }
-    func hash(into hasher: inout Hasher) { hasher.combine(id) }
 }

@@ -18,9 +18,14 @@ public protocol PersistentStore: AnyObject, Sendable {
     ///
     /// - Throws: An error naming the file when the store cannot be opened or does not fit the model.
     func loadMetadata() throws
+    /// Called when the store is removed from its coordinator, so it can let go of what it holds. Default: nothing.
+    func willRemoveFromPersistentStoreCoordinator(_ coordinator: PersistentStoreCoordinator?)
 }
 
 extension PersistentStore {
+    /// Does nothing.
+    public func willRemoveFromPersistentStoreCoordinator(_ coordinator: PersistentStoreCoordinator?) {}
+
     /// The store's UUID, from its metadata.
     public var identifier: String { metadata[PersistentStoreMetadataKey.uuid] ?? "" }
 }

@@ -48,6 +48,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     nonisolated(unsafe) private static var storeTypes: [String: StoreType] = [
         InMemoryStore.storeType: StoreType(factory: { try InMemoryStore(description: $0) }, metadataReader: nil),
+        JSONStore.storeType: StoreType(factory: { try JSONStore(description: $0) }, metadataReader: JSONStore.metadata(at:)),
+        CSVStore.storeType: StoreType(factory: { try CSVStore(description: $0) }, metadataReader: CSVStore.metadata(at:)),
     ]
     private static let storeTypesLock = NSLock()
 
@@ -59,7 +61,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     // MARK: - Store types
 
     /// Registers a store type so that ``addPersistentStore(type:configuration:at:options:)`` can create it.
-    /// ``InMemoryStore`` is registered as `"InMemory"` from the start.
+    /// ``InMemoryStore`` (`"InMemory"`), ``JSONStore`` (`"JSON"`) and ``CSVStore`` (`"CSV"`) are registered from the
+    /// start.
     public static func registerStoreType(_ type: String, factory: @escaping StoreFactory, metadataReader: MetadataReader? = nil) {
         storeTypesLock.withLock { storeTypes[type] = StoreType(factory: factory, metadataReader: metadataReader) }
     }
@@ -109,6 +112,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/noStore`` when the store is
     ///   not this coordinator's.
     public func removePersistentStore(_ store: any PersistentStore) throws {
+        guard persistentStores.contains(where: { $0 === store }) else {
+            throw ManagedObjectContextError(.noStore, message: "the store \(store.identifier) is not part of this coordinator")
+        }
+        store.willRemoveFromPersistentStoreCoordinator(self)
         try lock.withLock { () throws in
             guard let index = stores.firstIndex(where: { $0 === store }) else {
                 throw ManagedObjectContextError(.noStore, message: "the store \(store.identifier) is not part of this coordinator")

@@ -1,0 +1,110 @@
+import Foundation
+
+/// One field of a CSV record: its text, and whether it was quoted (an empty quoted field is an empty string; an
+/// empty unquoted one is NULL).
+struct CSVField: Equatable {
+    var text: String
+    var quoted: Bool
+}
+
+/// One CSV record and the line it starts on.
+struct CSVRecord {
+    var fields: [CSVField]
+    var line: Int
+}
+
+/// Where and why a text is not CSV.
+struct CSVSyntaxError: Error {
+    let line: Int
+    let reason: String
+}
+
+/// RFC 4180 CSV: comma-separated fields, records ended by CRLF (LF alone is read too), fields quoted with `"` when
+/// they hold a comma, a quote or a line break, quotes doubled inside them.
+enum CSVText {
+    static func parse(_ bytes: [UInt8]) throws(CSVSyntaxError) -> [CSVRecord] {
+        var records: [CSVRecord] = []
+        var fields: [CSVField] = []
+        var field: [UInt8] = []
+        var quoted = false
+        var line = 1, recordLine = 1
+        var position = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        func text(_ bytes: [UInt8]) throws(CSVSyntaxError) -> String {
+            guard let text = String(validating: bytes, as: UTF8.self) else { throw CSVSyntaxError(line: line, reason: "a field is not valid UTF-8") }
+            return text
+        }
+        func endRecord() throws(CSVSyntaxError) {
+            fields.append(CSVField(text: try text(field), quoted: quoted))
+            // A blank line (one empty unquoted field) is no record.
+            if !(fields.count == 1 && fields[0] == CSVField(text: "", quoted: false)) {
+                records.append(CSVRecord(fields: fields, line: recordLine))
+            }
+            fields = []
+            field = []
+            quoted = false
+        }
+        while position < bytes.count {
+            let byte = bytes[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                guard field.isEmpty && !quoted else {
+                    throw CSVSyntaxError(line: line, reason: "a quote inside an unquoted field (quote the whole field and double the quote)")
+                }
+                quoted = true
+                position += 1
+                while true {
+                    guard position < bytes.count else { throw CSVSyntaxError(line: recordLine, reason: "a quoted field is not closed") }
+                    let inner = bytes[position]
+                    position += 1
+                    if inner == UInt8(ascii: "\"") {
+                        if position < bytes.count && bytes[position] == UInt8(ascii: "\"") {
+                            field.append(inner)
+                            position += 1
+                        } else {
+                            break
+                        }
+                    } else {
+                        if inner == 0x0A { line += 1 }
+                        field.append(inner)
+                    }
+                }
+                if position < bytes.count, ![UInt8(ascii: ","), 0x0A, 0x0D].contains(bytes[position]) {
+                    throw CSVSyntaxError(line: line, reason: "text after a closing quote (a quote inside a field must be doubled)")
+                }
+            case UInt8(ascii: ","):
+                fields.append(CSVField(text: try text(field), quoted: quoted))
+                field = []
+                quoted = false
+                position += 1
+            case 0x0D, 0x0A:
+                try endRecord()
+                position += (byte == 0x0D && position + 1 < bytes.count && bytes[position + 1] == 0x0A) ? 2 : 1
+                line += 1
+                recordLine = line
+            default:
+                if quoted { throw CSVSyntaxError(line: line, reason: "text after a closing quote (a quote inside a field must be doubled)") }
+                field.append(byte)
+                position += 1
+            }
+        }
+        if !field.isEmpty || quoted || !fields.isEmpty { try endRecord() }
+        return records
+    }
+
+    /// Appends one record, ended by CRLF. `nil` is NULL (an empty field); an empty string is written as `""`.
+    static func appendRecord(_ fields: [String?], to output: inout String) {
+        for (index, field) in fields.enumerated() {
+            if index > 0 { output.append(",") }
+            guard let field else { continue }
+            if field.isEmpty || field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" || $0 == "\r\n" })
+                || field.first == " " || field.last == " " {
+                output.append("\"")
+                output.append(field.replacingOccurrences(of: "\"", with: "\"\""))
+                output.append("\"")
+            } else {
+                output.append(field)
+            }
+        }
+        output.append("\r\n")
+    }
+}
