@@ -4,6 +4,8 @@ import Foundation
 struct FileRecord {
     var entityName: String
     var reference: ReferenceObject
+    /// The file the record is in, when the store has several.
+    var url: URL?
     /// The line the record starts on, for messages.
     var line: Int?
     var attributes: [String: AttributeValue] = [:]
@@ -86,7 +88,7 @@ struct AtomicRecordLayout {
         for (position, record) in records.enumerated() {
             let key = Key(root: model.rootEntityName(of: record.entityName) ?? record.entityName, reference: record.reference)
             if let other = index[key] {
-                throw StoreFileError(.malformed, url: url, line: record.line, record: record.label, field: Self.keyField,
+                throw StoreFileError(.malformed, url: record.url ?? url, line: record.line, record: record.label, field: Self.keyField,
                                      reason: "the key is also used by the record \(records[other].label)\(records[other].line.map { " on line \($0)" } ?? "")")
             }
             index[key] = position
@@ -101,11 +103,11 @@ struct AtomicRecordLayout {
                 var members: [ManagedObjectID] = []
                 for reference in references {
                     guard let target = index[Key(root: root, reference: reference)] else {
-                        throw StoreFileError(.danglingReference, url: url, line: record.line, record: record.label, field: name,
+                        throw StoreFileError(.danglingReference, url: record.url ?? url, line: record.line, record: record.label, field: name,
                                              reason: "refers to \(relationship.destinationEntityName) \(Self.text(of: reference)), which the store does not hold")
                     }
                     guard model.entity(records[target].entityName, isKindOf: relationship.destinationEntityName) else {
-                        throw StoreFileError(.wrongValueType, url: url, line: record.line, record: record.label, field: name,
+                        throw StoreFileError(.wrongValueType, url: record.url ?? url, line: record.line, record: record.label, field: name,
                                              reason: "refers to \(records[target].label), which is not a \(relationship.destinationEntityName)")
                     }
                     members.append(nodes[target].objectID)
@@ -121,7 +123,7 @@ struct AtomicRecordLayout {
                     if inverse.isToMany {
                         nodes[target].appendDestination(node.objectID, forRelationship: inverse.name)
                     } else if let existing = nodes[target].toOne[inverse.name], existing != node.objectID {
-                        throw StoreFileError(.malformed, url: url, line: record.line, record: record.label, field: name,
+                        throw StoreFileError(.malformed, url: record.url ?? url, line: record.line, record: record.label, field: name,
                                              reason: "refers to \(records[target].label), whose \(inverse.name) is already \(existing.entityName) \(Self.text(of: existing.referenceObject)) (a to-one holds one object)")
                     } else {
                         nodes[target].setDestination(node.objectID, forRelationship: inverse.name)

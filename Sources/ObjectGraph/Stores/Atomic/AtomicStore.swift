@@ -68,6 +68,9 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
     /// The store's file (or folder).
     public var fileURL: URL { url! }
 
+    /// The file that holds the metadata, for messages about it. Default: ``fileURL``.
+    open var metadataFileURL: URL { fileURL }
+
     /// The store's metadata: its UUID, type, model version hash and whatever the subclass keeps there. A subclass
     /// sets it in ``load()`` from its file and writes it in ``save()``.
     public var metadata: [String: String] {
@@ -241,15 +244,15 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
 
     private func checkMetadataLocked() throws {
         if let stored = metadataStorage[PersistentStoreMetadataKey.storeType], stored != type {
-            throw StoreFileError(.foreignFile, url: fileURL, field: PersistentStoreMetadataKey.storeType,
+            throw StoreFileError(.foreignFile, url: metadataFileURL, field: PersistentStoreMetadataKey.storeType,
                                  reason: "holds a \"\(stored)\" store, not a \"\(type)\" store")
         }
         if let stored = metadataStorage[PersistentStoreMetadataKey.modelVersionHash], stored != model.versionHashString {
-            throw StoreFileError(.foreignFile, url: fileURL, field: PersistentStoreMetadataKey.modelVersionHash,
+            throw StoreFileError(.foreignFile, url: metadataFileURL, field: PersistentStoreMetadataKey.modelVersionHash,
                                  reason: "was written for another model (version hash \(stored.prefix(16))…, this model's is \(model.versionHashString.prefix(16))…)")
         }
         if metadataStorage[PersistentStoreMetadataKey.uuid].flatMap(UUID.init(uuidString:)) == nil {
-            throw StoreFileError(.foreignFile, url: fileURL, field: PersistentStoreMetadataKey.uuid,
+            throw StoreFileError(.foreignFile, url: metadataFileURL, field: PersistentStoreMetadataKey.uuid,
                                  reason: "the store UUID \"\(metadataStorage[PersistentStoreMetadataKey.uuid] ?? "")\" is not a UUID")
         }
         metadataStorage[PersistentStoreMetadataKey.storeType] = type

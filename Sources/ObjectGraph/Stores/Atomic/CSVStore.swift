@@ -38,6 +38,9 @@ public final class CSVStore: AtomicStore, @unchecked Sendable {
 
     private var folder: URL { fileURL }
 
+    /// The folder's `metadata.json`.
+    public override var metadataFileURL: URL { file(Self.metadataFileName) }
+
     private func file(_ name: String) -> URL { folder.appendingPathComponent(name) }
 
     /// The metadata of the CSV store in the folder at `url`, read without loading its records.
@@ -204,7 +207,7 @@ public final class CSVStore: AtomicStore, @unchecked Sendable {
                 throw StoreFileError(.malformed, url: url, line: row.line, field: AtomicRecordLayout.keyField,
                                      reason: key.isEmpty ? "a record has no key" : "the key \"\(key)\" holds a space (to-many fields separate keys with spaces)")
             }
-            var record = FileRecord(entityName: entityName, reference: Self.reference(key), line: row.line)
+            var record = FileRecord(entityName: entityName, reference: Self.reference(key), url: url, line: row.line)
             for (column, field) in zip(columns, row.fields) {
                 func fail(_ kind: StoreFileError.Kind, _ name: String, _ reason: String) -> StoreFileError {
                     StoreFileError(kind, url: url, line: row.line, record: record.label, field: name, reason: reason)

@@ -123,12 +123,14 @@ enum JSONText {
                 switch current {
                 case UInt8(ascii: ","): position += 1
                 case UInt8(ascii: "}"): position += 1; return .object(members, line: startLine)
+                case nil: throw error("the text ends inside the object that starts on line \(startLine) (a '}' is missing)")
                 default: throw error("expected ',' or '}' in an object")
                 }
             }
         }
 
         mutating func array(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+            let startLine = line
             position += 1
             var elements: [JSONValue] = []
             skipSpace()
@@ -140,6 +142,7 @@ enum JSONText {
                 switch current {
                 case UInt8(ascii: ","): position += 1
                 case UInt8(ascii: "]"): position += 1; return .array(elements)
+                case nil: throw error("the text ends inside the array that starts on line \(startLine) (a ']' is missing)")
                 default: throw error("expected ',' or ']' in an array")
                 }
             }
