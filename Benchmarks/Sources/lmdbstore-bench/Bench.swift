@@ -72,6 +72,23 @@ struct Run: ParsableCommand {
     @Option(help: "Write a Markdown report with an SVG chart to this folder.")
     var report: String?
 
+    @Option(help: "Run only these workloads (comma-separated, matched against the step names: point faults, indexed equality, range + sort + limit, count, unindexed filter, to-many traversal, group-by, update batch, delete batch, mixed).")
+    var only: String?
+
+    func validate() throws {
+        let known = Self.stepNames
+        for name in selectedSteps ?? [] where !known.contains(name) {
+            throw ValidationError("--only: no workload named \"\(name)\" (known: \(known.joined(separator: ", ")))")
+        }
+    }
+
+    static let stepNames = ["point faults", "indexed equality", "range + sort + limit", "count", "unindexed filter", "to-many traversal",
+                            "group-by", "update batch", "delete batch", "mixed"]
+
+    var selectedSteps: [String]? {
+        only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+    }
+
     func run() throws {
         var all: [Measurement] = []
         var notes: [String] = []
@@ -88,8 +105,9 @@ struct Run: ParsableCommand {
                 ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
                 ("delete batch", { try $0.insertAndDeleteBatch() }), ("mixed", { [readers] in try $0.mixedReadWrite(readers: readers) }),
             ]
-            for (index, (label, step)) in steps.enumerated() {
-                Progress.show("\(size) objects: \(label)", fraction: Double(index) / Double(steps.count))
+            let chosen = steps.filter { step in selectedSteps.map { $0.contains(step.0) } ?? true }
+            for (index, (label, step)) in chosen.enumerated() {
+                Progress.show("\(size) objects: \(label)", fraction: Double(index) / Double(chosen.count))
                 try step(&workloads)
             }
             Progress.finish()

@@ -127,7 +127,7 @@ struct Workloads {
             let theirs = try grdb.queue.read {
                 try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE age >= ? AND age < ? ORDER BY salary DESC, id LIMIT 100", arguments: [low, low + 5])
             }
-            try check(name, mine == theirs, "ages \(low)..<\(low + 5): \(mine.count) vs \(theirs.count) results, first difference at \(zip(mine, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(mine.count, theirs.count))")
+            try check(name, mine == theirs, "ages \(low)..<\(low + 5): \(mine.count) vs \(theirs.count) results, first difference at \(zip(mine, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(mine.count, theirs.count)) (LMDBStore \(mine.prefix(5)), GRDB \(theirs.prefix(5)))")
         }
         record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
             _ = try lmdb.context.fetchObjectIDs(try request([20, 30, 45][n % 3]))
@@ -234,18 +234,32 @@ struct Workloads {
                 for i in 0..<1000 { let k = key(n * 1000 + i); try update.execute(arguments: [updatedSalary(k), k]) }
             }
         })
-        // One identical batch on both, then a sample of it must read back the same.
-        let final = ManagedObjectContext(coordinator: lmdb.coordinator)
-        for i in 0..<1000 { try final.object(with: lmdb.id("Employee", key(i))).setValue(updatedSalary(key(i)), forKey: "salary") }
-        try final.save()
-        try grdb.queue.write { db in
-            for i in 0..<1000 { try db.execute(sql: "UPDATE employee SET salary = ? WHERE id = ?", arguments: [updatedSalary(key(i)), key(i)]) }
-        }
+        // Each system updated the keys of its own number of batches; bring the other up to the same set, so both hold
+        // the same data for the workloads after this one and for the next run on this dataset.
+        let counts = results.suffix(2).map(\.operations)
+        try equalizeSalaries(lmdbUpdated: counts[0] * 1000, grdbUpdated: counts[1] * 1000)
         lmdb.resetContext()
         for i in [0, 1, 499, 999] {
             let mine = lmdb.context.object(with: lmdb.id("Employee", key(i))).value(forKey: "salary") as? Double
             let theirs = try grdb.queue.read { try Double.fetchOne($0, sql: "SELECT salary FROM employee WHERE id = ?", arguments: [key(i)]) }
             try check(name, mine == theirs, "employee \(key(i)): \(String(describing: mine)) vs \(String(describing: theirs))")
+        }
+    }
+
+    /// Writes `updatedSalary(key(i))` for the `i` one system reached and the other did not.
+    func equalizeSalaries(lmdbUpdated: Int, grdbUpdated: Int) throws {
+        for start in stride(from: lmdbUpdated, to: grdbUpdated, by: 10_000) {
+            let context = ManagedObjectContext(coordinator: lmdb.coordinator)
+            for i in start..<min(start + 10_000, grdbUpdated) {
+                try context.object(with: lmdb.id("Employee", key(i))).setValue(updatedSalary(key(i)), forKey: "salary")
+            }
+            try context.save()
+        }
+        if lmdbUpdated > grdbUpdated {
+            try grdb.queue.write { db in
+                let update = try db.cachedStatement(sql: "UPDATE employee SET salary = ? WHERE id = ?")
+                for i in grdbUpdated..<lmdbUpdated { try update.execute(arguments: [updatedSalary(key(i)), key(i)]) }
+            }
         }
     }
 
@@ -287,8 +301,9 @@ struct Workloads {
         let employees = dataset.employees
         let lmdbSide = lmdb, grdbSide = grdb, seconds = budget
         let keyOf: @Sendable (Int) -> Int = { n in 1 + Int(UInt64(truncatingIfNeeded: n &* 2_654_435_761) % UInt64(employees)) }
+        var written: [Int] = []
         for system in ["LMDBStore", "GRDB"] {
-            let counter = Counter()
+            let counter = Counter(), writes = Counter()
             let group = DispatchGroup()
             let deadline = Date().addingTimeInterval(seconds)
             for reader in 0..<readers {
@@ -319,12 +334,16 @@ struct Workloads {
                     }
                     n += 1
                     counter.add(1)
+                    writes.add(1)
                 }
             }
             group.wait()
+            written.append(writes.value)
             record(Measurement(workload: name, system: system, objects: dataset.employees, operations: counter.value, seconds: seconds,
                                p50: .nan, p99: .nan, p999: .nan))
         }
+        // The writer updates key(0), key(1), … with `updatedSalary`; give both systems the same set.
+        try equalizeSalaries(lmdbUpdated: written[0], grdbUpdated: written[1])
     }
 
     private func lmdbIDs(_ request: ObjectFetchRequest) throws -> [Int] {
