@@ -95,7 +95,10 @@ extension LMDBIncrementalStore {
                 // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
                 matches.sort { $0.key < $1.key }
             }
-            if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
+            if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {
+                // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
+                matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
+            }
             return try .fetched(request.window(matches), for: request, id: \.id,
                                 node: { node($0.id, $0.row, storeIdentifier: state.storeIdentifier) })
         }

@@ -113,6 +113,9 @@ public struct FetchRequest: Sendable, Hashable {
         return fetchLimit > 0 ? skipped.prefix(fetchLimit) : skipped
     }
 
+    /// How many sorted results the window needs (offset + limit), or `nil` without a limit.
+    package var windowEnd: Int? { fetchLimit > 0 ? fetchOffset + fetchLimit : nil }
+
     /// A copy changed by `change`.
     public func with(_ change: (inout FetchRequest) -> Void) -> FetchRequest {
         var copy = self

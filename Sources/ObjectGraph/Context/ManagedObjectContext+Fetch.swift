@@ -111,7 +111,7 @@ extension ManagedObjectContext {
             }
         }
         if !request.sortDescriptors.isEmpty && (pending || stores.count > 1 || parent != nil) {
-            candidates = FetchSortDescriptor.sorted(candidates, using: request.sortDescriptors)
+            candidates = FetchSortDescriptor.sorted(candidates, using: request.sortDescriptors, prefix: request.windowEnd)
         }
         return Array(request.window(candidates.map(\.objectID)))
     }

@@ -212,27 +212,37 @@ struct Number {
     let kind: Kind
     let integer: Int64
     let double: Double
-    let decimal: Decimal?
+    private let storedDecimal: Decimal?
+
+    /// The value as a decimal (`nil` for a non-finite double). Computed on use: converting a double to `Decimal` is
+    /// slow, and comparisons of doubles and integers never need it.
+    var decimal: Decimal? {
+        switch kind {
+        case .decimal: storedDecimal
+        case .integer: Decimal(integer)
+        case .double: double.isFinite ? Decimal(double) : nil
+        }
+    }
 
     init?(_ value: PredicateValue) {
         switch value {
         case .integer(let value): self.init(integer: value)
         case .boolean(let value): self.init(integer: value ? 1 : 0)
-        case .double(let value): self.init(kind: .double, integer: 0, double: value, decimal: value.isFinite ? Decimal(value) : nil)
+        case .double(let value): self.init(kind: .double, integer: 0, double: value, decimal: nil)
         case .decimal(let value): self.init(kind: .decimal, integer: 0, double: NSDecimalNumber(decimal: value).doubleValue, decimal: value)
         default: return nil
         }
     }
 
     private init(integer value: Int64) {
-        self.init(kind: .integer, integer: value, double: Double(value), decimal: Decimal(value))
+        self.init(kind: .integer, integer: value, double: Double(value), decimal: nil)
     }
 
     private init(kind: Kind, integer: Int64, double: Double, decimal: Decimal?) {
         self.kind = kind
         self.integer = integer
         self.double = double
-        self.decimal = decimal
+        storedDecimal = decimal
     }
 }
 

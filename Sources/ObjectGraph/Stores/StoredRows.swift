@@ -34,7 +34,7 @@ enum StoredRows {
         }
         // Without sort descriptors, rows come in key order, so results are repeatable.
         matches.sort { $0.id.referenceObject.description.localizedStandardCompare($1.id.referenceObject.description) == .orderedAscending }
-        if !request.sortDescriptors.isEmpty { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors) }
+        if !request.sortDescriptors.isEmpty { matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd) }
         return try .fetched(request.window(matches), for: request, id: \.id, node: { rows[$0.id]!.node($0.id) })
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import ObjectGraph
 
 @Suite struct SortDescriptorTests {
@@ -30,6 +31,30 @@ import Testing
         #expect(ids([FetchSortDescriptor(keyPath: "s", comparison: .caseInsensitive), FetchSortDescriptor(keyPath: "id")]) == [2, 5, 1, 3, 4])
         // Finder order: lower case before upper case for otherwise equal names, and file9 before file10.
         #expect(ids([FetchSortDescriptor(keyPath: "s", comparison: .localizedStandard), FetchSortDescriptor(keyPath: "id")]) == [5, 2, 1, 4, 3])
+    }
+
+    /// The first k of a sort (a bounded heap when k is small) are exactly the full sort's first k, ties included.
+    @Test func aPrefixIsTheFullSortsPrefix() {
+        var random = SplitMix64(seed: 21)
+        for trial in 0..<200 {
+            let count = Int(random.next() % 300)
+            let rows: [[String: PredicateValue]] = (0..<count).map { n in
+                let value: PredicateValue = switch random.next() % 5 {
+                case 0: .null
+                case 1: .integer(Int64(random.next() % 20))
+                case 2: .double(Double(random.next() % 40) / 2)
+                case 3: .decimal(Decimal(Int(random.next() % 20)))
+                default: .string(["a", "B", "c"][Int(random.next() % 3)])
+                }
+                return ["id": .integer(Int64(n)), "v": value, "w": .integer(Int64(random.next() % 3))]
+            }
+            let descriptors = [FetchSortDescriptor(keyPath: "w", ascending: trial % 2 == 0), FetchSortDescriptor(keyPath: "v", ascending: false)]
+            let full = FetchSortDescriptor.sorted(rows, using: descriptors).map { $0["id"]! }
+            for k in [0, 1, 3, 10, count / 9, count, count + 5] {
+                let prefix = FetchSortDescriptor.sorted(rows, using: descriptors, prefix: k).map { $0["id"]! }
+                #expect(prefix == Array(full.prefix(k)), "trial \(trial), \(count) rows, k = \(k)")
+            }
+        }
     }
 
     @Test func incomparableKindsStillSortTotally() {
