@@ -50,7 +50,7 @@ extension LMDBIncrementalStore {
                     }
                 }
                 if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
-                return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, storeIdentifier: state.storeIdentifier) })
+                return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
             var matches: [RowView] = []
             var decodeFailure: (UInt64, RowDecodingError)?
@@ -62,7 +62,7 @@ extension LMDBIncrementalStore {
                         let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
                         guard family.contains(tag) else { return true }
                         let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
-                                          storeIdentifier: state.storeIdentifier)
+                                          in: state)
                         guard let row = try readRow(id, state: state, transaction: transaction) else { return true }
                         let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
                         if try request.predicate?.evaluate(with: view) ?? true { matches.append(view) }
@@ -78,7 +78,7 @@ extension LMDBIncrementalStore {
                         do {
                             let row = try RowCodec.decode(entry.value, layout: layout)
                             let view = RowView(store: self, state: state, transaction: transaction,
-                                               id: objectID(entityTag: tag, key: key, storeIdentifier: state.storeIdentifier), row: row)
+                                               id: objectID(entityTag: tag, key: key, in: state), row: row)
                             if try request.predicate?.evaluate(with: view) ?? true { matches.append(view) }
                         } catch let error as RowDecodingError {
                             decodeFailure = (key, error)
@@ -100,7 +100,7 @@ extension LMDBIncrementalStore {
                 matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
             }
             return try .fetched(request.window(matches), for: request, id: \.id,
-                                node: { node($0.id, $0.row, storeIdentifier: state.storeIdentifier) })
+                                node: { node($0.id, $0.row, in: state) })
         }
     }
 }
@@ -136,7 +136,7 @@ final class RowView: KeyValueReadable, Hashable {
     }
 
     private func view(_ reference: StoredRow.Reference) -> RowView? {
-        let targetID = store.objectID(entityTag: reference.entityTag, key: reference.key, storeIdentifier: state.storeIdentifier)
+        let targetID = store.objectID(entityTag: reference.entityTag, key: reference.key, in: state)
         guard let row = try? store.readRow(targetID, state: state, transaction: transaction) else { return nil }
         return RowView(store: store, state: state, transaction: transaction, id: targetID, row: row)
     }

@@ -54,7 +54,8 @@ extension LMDBIncrementalStore {
         } catch {
             throw storeError(error, "the store lacks a table its model needs")
         }
-        let state = OpenState(environment: environment, databases: databases, storeIdentifier: stored[MetaKey.uuid]!)
+        let state = OpenState(environment: environment, databases: databases, storeIdentifier: stored[MetaKey.uuid]!,
+                              entityNamesByTag: layout.entityNamesByTag)
         lock.withLock {
             self.state = state
             metadataStorage = [

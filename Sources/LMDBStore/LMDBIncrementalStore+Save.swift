@@ -29,7 +29,7 @@ extension LMDBIncrementalStore {
                     if current.map({ Int64(bitPattern: $0.version) }) != change.expectedVersion {
                         conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: change.expectedVersion ?? 0,
                                                        newVersion: current.map { Int64(bitPattern: $0.version) } ?? 0,
-                                                       persistedSnapshot: current.map { node(change.objectID, $0, storeIdentifier: state.storeIdentifier) }))
+                                                       persistedSnapshot: current.map { node(change.objectID, $0, in: state) }))
                     }
                 }
                 guard conflicts.isEmpty else {

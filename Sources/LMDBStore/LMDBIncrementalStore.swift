@@ -37,6 +37,17 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let environment: Environment
         let databases: [String: Database]
         let storeIdentifier: String
+        /// The object ID namespace of each entity, by entity tag.
+        let namespaces: [ObjectIDNamespace?]
+
+        init(environment: Environment, databases: [String: Database], storeIdentifier: String, entityNamesByTag: [UInt16: String]) {
+            self.environment = environment
+            self.databases = databases
+            self.storeIdentifier = storeIdentifier
+            var namespaces = [ObjectIDNamespace?](repeating: nil, count: Int(entityNamesByTag.keys.max() ?? 0) + 1)
+            for (tag, name) in entityNamesByTag { namespaces[Int(tag)] = .shared(entityName: name, storeIdentifier: storeIdentifier) }
+            self.namespaces = namespaces
+        }
     }
 
     /// Registers the store type with every coordinator (safe to call more than once).
@@ -77,9 +88,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     }
 
     /// The object ID of a row.
-    func objectID(entityTag: UInt16, key: UInt64, storeIdentifier: String) -> ManagedObjectID {
-        ManagedObjectID(entityName: layout.entityNamesByTag[entityTag] ?? "?", storeIdentifier: storeIdentifier,
-                        referenceObject: .integer(Int64(bitPattern: key)))
+    func objectID(entityTag: UInt16, key: UInt64, in state: OpenState) -> ManagedObjectID {
+        let namespace = Int(entityTag) < state.namespaces.count ? state.namespaces[Int(entityTag)] : nil
+        return ManagedObjectID(namespace: namespace ?? .shared(entityName: "?", storeIdentifier: state.storeIdentifier),
+                               referenceObject: .integer(Int64(bitPattern: key)))
     }
 
     /// The row key of an object of this store.
@@ -125,14 +137,14 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         case .failure(let error)?:
             throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
         case .success(let row)?:
-            return node(objectID, row, storeIdentifier: state.storeIdentifier)
+            return node(objectID, row, in: state)
         }
     }
 
-    func node(_ objectID: ManagedObjectID, _ row: StoredRow, storeIdentifier: String) -> IncrementalStoreNode {
+    func node(_ objectID: ManagedObjectID, _ row: StoredRow, in state: OpenState) -> IncrementalStoreNode {
         var toOne: [String: ManagedObjectID] = [:]
         for (name, reference) in row.toOne {
-            toOne[name] = self.objectID(entityTag: reference.entityTag, key: reference.key, storeIdentifier: storeIdentifier)
+            toOne[name] = self.objectID(entityTag: reference.entityTag, key: reference.key, in: state)
         }
         return IncrementalStoreNode(objectID: objectID, attributes: row.attributes, toOne: toOne, version: Int64(bitPattern: row.version))
     }
@@ -146,7 +158,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let key = try key(of: objectID)
         return try state.environment.read { transaction in
             try relatedKeys(relationship, of: objectID.entityName, key: key, state: state, transaction: transaction)
-                .map { self.objectID(entityTag: $0.entityTag, key: $0.key, storeIdentifier: state.storeIdentifier) }
+                .map { self.objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
         }
     }
 
@@ -184,7 +196,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
         let state = try open
         return try state.environment.read { transaction in
-            try objectIDs.compactMap { id in try readRow(id, state: state, transaction: transaction).map { node(id, $0, storeIdentifier: state.storeIdentifier) } }
+            try objectIDs.compactMap { id in try readRow(id, state: state, transaction: transaction).map { node(id, $0, in: state) } }
         }
     }
 
@@ -197,9 +209,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             for id in objectIDs {
                 if relationship.isToMany {
                     result[id] = try relatedKeys(relationship, of: id.entityName, key: try key(of: id), state: state, transaction: transaction)
-                        .map { objectID(entityTag: $0.entityTag, key: $0.key, storeIdentifier: state.storeIdentifier) }
+                        .map { objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
                 } else if let row = try readRow(id, state: state, transaction: transaction) {
-                    result[id] = row.toOne[relationship.name].map { [objectID(entityTag: $0.entityTag, key: $0.key, storeIdentifier: state.storeIdentifier)] } ?? []
+                    result[id] = row.toOne[relationship.name].map { [objectID(entityTag: $0.entityTag, key: $0.key, in: state)] } ?? []
                 }
             }
             return result
@@ -231,7 +243,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         return zip(objects, roots).map { object, root in
             let key = counters[root]!
             counters[root] = key + 1
-            return ManagedObjectID(entityName: object.entityName, storeIdentifier: state.storeIdentifier, referenceObject: .integer(Int64(key)))
+            let namespace = layout.entity(object.entityName).flatMap { Int($0.tag) < state.namespaces.count ? state.namespaces[Int($0.tag)] : nil }
+            return ManagedObjectID(namespace: namespace ?? .shared(entityName: object.entityName, storeIdentifier: state.storeIdentifier),
+                                   referenceObject: .integer(Int64(key)))
         }
     }
 }
@@ -292,7 +306,7 @@ extension LMDBIncrementalStore {
                     while offset + 11 <= entry.value.count {
                         let kind = entry.value[offset]
                         let tag = UInt16(entry.value[offset + 1]) << 8 | UInt16(entry.value[offset + 2])
-                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.value, at: offset + 3), storeIdentifier: state.storeIdentifier)
+                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.value, at: offset + 3), in: state)
                         switch kind {
                         case 1: changes.inserted.insert(id)
                         case 2: if !changes.inserted.contains(id) { changes.updated.insert(id) }

@@ -32,32 +32,52 @@ public enum ReferenceObject: Sendable, Hashable, CustomStringConvertible {
 /// An inserted object has a temporary ID until it is saved (or ``ManagedObjectContext/obtainPermanentIDs(for:)``
 /// is called); then it has a permanent one. IDs are values: compare, hash and send them anywhere.
 public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
-    /// The entity of the object.
-    public let entityName: String
-    /// The identifier (UUID) of the store holding the object; `nil` for a temporary ID.
-    public let storeIdentifier: String?
+    /// The entity and store, shared by every ID of the entity in the store: comparing and hashing IDs touches no
+    /// string.
+    package let namespace: ObjectIDNamespace
     /// The store's key for the object (for a temporary ID, a unique string).
     public let referenceObject: ReferenceObject
 
+    /// The entity of the object.
+    public var entityName: String { namespace.entityName }
+    /// The identifier (UUID) of the store holding the object; `nil` for a temporary ID.
+    public var storeIdentifier: String? { namespace.storeIdentifier }
+
     /// Whether the ID is temporary: the object has not been saved yet.
-    public var isTemporaryID: Bool { storeIdentifier == nil }
+    public var isTemporaryID: Bool { namespace.storeIdentifier == nil }
 
     /// A permanent ID.
     public init(entityName: String, storeIdentifier: String, referenceObject: ReferenceObject) {
-        self.entityName = entityName
-        self.storeIdentifier = storeIdentifier
+        self.init(namespace: .shared(entityName: entityName, storeIdentifier: storeIdentifier), referenceObject: referenceObject)
+    }
+
+    /// An ID in a namespace a store keeps at hand (the fast way to make many IDs).
+    package init(namespace: ObjectIDNamespace, referenceObject: ReferenceObject) {
+        self.namespace = namespace
         self.referenceObject = referenceObject
     }
 
     /// A new temporary ID.
     static func temporary(entityName: String) -> ManagedObjectID {
-        ManagedObjectID(entityName: entityName, storeIdentifier: nil, referenceObject: .string(UUID().uuidString))
+        ManagedObjectID(namespace: .shared(entityName: entityName, storeIdentifier: nil), referenceObject: .string(UUID().uuidString))
     }
 
     private init(entityName: String, storeIdentifier: String?, referenceObject: ReferenceObject) {
-        self.entityName = entityName
-        self.storeIdentifier = storeIdentifier
-        self.referenceObject = referenceObject
+        self.init(namespace: .shared(entityName: entityName, storeIdentifier: storeIdentifier), referenceObject: referenceObject)
+    }
+
+    /// Equal when entity, store and key are: namespaces are interned, so the first two are one pointer comparison.
+    public static func == (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
+        lhs.namespace === rhs.namespace && lhs.referenceObject == rhs.referenceObject
+    }
+
+    /// Hashes the namespace's precomputed hash and the key.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(namespace.hash)
+        switch referenceObject {
+        case .integer(let key): hasher.combine(key)
+        case .string(let key): hasher.combine(key)
+        }
     }
 
     /// The ID's URI: `x-coredata://<store UUID>/<Entity>/p<key>`, or `x-coredata:///<Entity>/t<UUID>` for a
@@ -98,13 +118,51 @@ extension ManagedObjectID: Comparable {
     /// A stable order for IDs (entity, store, then key; integers before strings), cheap enough for sorting
     /// thousands of IDs: no URI is built.
     public static func < (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
-        if lhs.entityName != rhs.entityName { return lhs.entityName < rhs.entityName }
-        if lhs.storeIdentifier != rhs.storeIdentifier { return (lhs.storeIdentifier ?? "") < (rhs.storeIdentifier ?? "") }
+        if lhs.namespace !== rhs.namespace {
+            if lhs.entityName != rhs.entityName { return lhs.entityName < rhs.entityName }
+            return (lhs.storeIdentifier ?? "") < (rhs.storeIdentifier ?? "")
+        }
         switch (lhs.referenceObject, rhs.referenceObject) {
         case (.integer(let a), .integer(let b)): return a < b
         case (.string(let a), .string(let b)): return a < b
         case (.integer, .string): return true
         case (.string, .integer): return false
+        }
+    }
+}
+
+/// The entity and store part of object IDs. There is one per (entity, store) pair in the process, so IDs compare
+/// their namespaces by identity and hash a number computed once.
+package final class ObjectIDNamespace: Sendable {
+    /// The entity's name.
+    package let entityName: String
+    /// The store's UUID, or `nil` for temporary IDs.
+    package let storeIdentifier: String?
+    /// The hash of the two names.
+    let hash: Int
+
+    private struct Key: Hashable {
+        let entityName: String
+        let storeIdentifier: String?
+    }
+
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var table: [Key: ObjectIDNamespace] = [:]
+
+    private init(entityName: String, storeIdentifier: String?) {
+        self.entityName = entityName
+        self.storeIdentifier = storeIdentifier
+        hash = Key(entityName: entityName, storeIdentifier: storeIdentifier).hashValue
+    }
+
+    /// The namespace of an entity in a store (`nil`: temporary IDs).
+    package static func shared(entityName: String, storeIdentifier: String?) -> ObjectIDNamespace {
+        let key = Key(entityName: entityName, storeIdentifier: storeIdentifier)
+        return lock.withLock {
+            if let existing = table[key] { return existing }
+            let namespace = ObjectIDNamespace(entityName: entityName, storeIdentifier: storeIdentifier)
+            table[key] = namespace
+            return namespace
         }
     }
 }
