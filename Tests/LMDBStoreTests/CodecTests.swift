@@ -133,3 +133,33 @@ import Testing
         #expect(throws: RowDecodingError.self) { try blob.prefix(10).withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
     }
 }
+
+@Suite struct CRC32CTests {
+    /// The bit-at-a-time definition, to check the table-driven one against.
+    func reference(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        }
+        return ~crc
+    }
+
+    @Test func matchesTheStandardCheckValues() {
+        // RFC 3720 (iSCSI) gives these for CRC-32C.
+        #expect(Array("123456789".utf8).withUnsafeBytes { CRC32C.checksum($0) } == 0xE306_9283)
+        #expect([UInt8](repeating: 0, count: 32).withUnsafeBytes { CRC32C.checksum($0) } == 0x8A91_36AA)
+        #expect([UInt8](repeating: 0xFF, count: 32).withUnsafeBytes { CRC32C.checksum($0) } == 0x62A8_AB43)
+        #expect([UInt8]().withUnsafeBytes { CRC32C.checksum($0) } == 0)
+    }
+
+    @Test func eightBytesAtATimeEqualsBitAtATime() {
+        var random = SplitMix64(seed: 8)
+        for length in 0..<300 {
+            let bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            // Unaligned starts too: the fast path loads unaligned words.
+            let padded = [0x55] + bytes
+            #expect(padded.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[1...])) } == reference(bytes), "length \(length)")
+        }
+    }
+}

@@ -138,13 +138,15 @@ enum RowCodec {
             throw RowDecodingError(reason: "the row has format version \(bytes[0]); this LMDBStore reads up to \(formatVersion)")
         }
         let tag = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
-        guard let entityName = layout.entityNamesByTag[tag], let entity = layout.entities[entityName] else {
+        guard let entity = layout.entity(tag: tag) else {
             throw RowDecodingError(reason: "the row names the unknown entity tag \(tag)")
         }
+        let entityName = entity.name
         var reader = ByteReader(bytes: body, offset: 4)
         var row = StoredRow(entityTag: tag, version: try reader.uint64(), attributes: [:], toOne: [:])
         _ = try reader.uint64()  // model hash prefix, for migrations
         let count = try reader.uint16()
+        row.attributes.reserveCapacity(Int(count))
         for _ in 0..<count {
             let id = Int(try reader.uint16())
             let type = try reader.byte()

@@ -30,6 +30,14 @@ struct StoreLayout: Sendable {
     let model: ManagedObjectModel
     let entities: [String: EntityLayout]
     let entityNamesByTag: [UInt16: String]
+    /// Entities by tag (tags are 1…n), for reading rows without a lookup by name.
+    let entitiesByTag: [EntityLayout?]
+
+    /// The entity a row's tag names.
+    @inline(__always)
+    func entity(tag: UInt16) -> EntityLayout? {
+        Int(tag) < entitiesByTag.count ? entitiesByTag[Int(tag)] : nil
+    }
 
     init(model: ManagedObjectModel) {
         self.model = model
@@ -68,6 +76,9 @@ struct StoreLayout: Sendable {
         }
         self.entities = entities
         self.entityNamesByTag = names
+        var byTag = [EntityLayout?](repeating: nil, count: names.count + 1)
+        for (tag, name) in names { byTag[Int(tag)] = entities[name] }
+        entitiesByTag = byTag
     }
 
     /// A to-many relationship needs its own table unless its inverse is a to-one whose index answers it.

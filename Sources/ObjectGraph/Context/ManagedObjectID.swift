@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The store's own key for an object: what a ``ManagedObjectID`` wraps (a primary key for LMDB, a string for
 /// stores keyed by text).
@@ -57,10 +58,16 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         self.referenceObject = referenceObject
     }
 
-    /// A new temporary ID.
+    /// A new temporary ID. Its token is a counter and a random tag of this process: unique within the process (all
+    /// a temporary ID needs), cheap to make (no system call) and short enough to be stored inline and hashed fast.
     static func temporary(entityName: String) -> ManagedObjectID {
-        ManagedObjectID(namespace: .shared(entityName: entityName, storeIdentifier: nil), referenceObject: .string(UUID().uuidString))
+        let number = temporaryCounter.add(1, ordering: .relaxed).newValue
+        return ManagedObjectID(namespace: .shared(entityName: entityName, storeIdentifier: nil),
+                               referenceObject: .string(String(number, radix: 16) + "." + processTag))
     }
+
+    private static let temporaryCounter = Atomic<UInt64>(0)
+    private static let processTag = String(UInt32.random(in: 0x10_0000...0xFF_FFFF), radix: 16)
 
     private init(entityName: String, storeIdentifier: String?, referenceObject: ReferenceObject) {
         self.init(namespace: .shared(entityName: entityName, storeIdentifier: storeIdentifier), referenceObject: referenceObject)
@@ -80,7 +87,7 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The ID's URI: `x-coredata://<store UUID>/<Entity>/p<key>`, or `x-coredata:///<Entity>/t<UUID>` for a
+    /// The ID's URI: `x-coredata://<store UUID>/<Entity>/p<key>`, or `x-coredata:///<Entity>/t<token>` for a
     /// temporary ID. ``PersistentStoreCoordinator/managedObjectID(forURIRepresentation:)`` turns it back into an ID.
     public var uriRepresentation: URL {
         let entity = entityName.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? entityName
