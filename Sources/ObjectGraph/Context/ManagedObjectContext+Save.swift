@@ -68,7 +68,9 @@ extension ManagedObjectContext {
     func validatePendingChanges() throws(ManagedObjectContextError) {
         var failures: [ValidationFailure] = []
         let deleted = Set(deletedIDs)
-        for id in insertedIDs + changedIDs.sorted() {
+        // Inserted objects are in `changedIDs` too once they have values: validate each object once.
+        let updated = changedIDs.filter { registered[$0]?.isInserted == false }.sorted()
+        for id in insertedIDs + updated {
             guard let object = registered[id], !deleted.contains(id), object.isInserted || object.isUpdated else { continue }
             failures += modelFailures(object)
             do {
@@ -121,10 +123,14 @@ extension ManagedObjectContext {
                 if let maximum = rules.maximumValue?.numericValue, let number = value.numericValue, number > maximum {
                     fail(attribute.name, "\(value) is above the maximum \(rules.maximumValue!)")
                 }
-                let length: Int? = switch value {
-                case .string(let text): text.count
-                case .data(let data) where attribute.type == .binaryData: data.count
-                default: nil
+                // Counting characters walks the whole string: only when a rule needs the length.
+                var length: Int?
+                if rules.minimumLength != nil || rules.maximumLength != nil {
+                    switch value {
+                    case .string(let text): length = text.count
+                    case .data(let data) where attribute.type == .binaryData: length = data.count
+                    default: break
+                    }
                 }
                 if let length, let minimum = rules.minimumLength, length < minimum {
                     fail(attribute.name, "is \(length) long, shorter than the minimum length \(minimum)")
@@ -240,19 +246,29 @@ extension ManagedObjectContext {
 
     /// Makes every saved object clean, with its saved values as its snapshot.
     private func finishSave() {
+        var transientNames: [String: Set<String>] = [:]
+        func transients(of entity: EntityDescription) -> Set<String> {
+            if let known = transientNames[entity.name] { return known }
+            let names = Set(model.allProperties(of: entity.name).compactMap { property -> String? in
+                if case .attribute(let attribute) = property, attribute.isTransient { attribute.name } else { nil }
+            })
+            transientNames[entity.name] = names
+            return names
+        }
         for id in deletedIDs {
             guard let object = registered[id] else { continue }
             forget(object)
             persistentStoreCoordinator.updateCache(id, node: nil)
             object.managedObjectContext = nil
         }
-        for id in insertedIDs + Array(changedIDs) {
+        for id in insertedIDs + changedIDs.filter({ registered[$0]?.lifecycle != .inserted }) {
             guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedKeys.isEmpty else { continue }
             object.version = object.lifecycle == .inserted ? 1 : object.version + 1
             object.lifecycle = .clean
             object.changedKeys.removeAll()
             object.pendingToMany.removeAll()
-            let persistent = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == false }
+            let transient = transients(of: object.entity)
+            let persistent = transient.isEmpty ? object.attributes : object.attributes.filter { !transient.contains($0.key) }
             object.committed = ManagedObject.Snapshot(attributes: persistent, toOne: object.toOne, toMany: object.toMany, version: object.version)
             persistentStoreCoordinator.updateCache(object.objectID,
                 node: IncrementalStoreNode(objectID: object.objectID, attributes: persistent, toOne: object.toOne, version: object.version))
