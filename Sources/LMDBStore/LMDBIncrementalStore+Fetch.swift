@@ -55,7 +55,15 @@ extension LMDBIncrementalStore {
             var matches: [RowView] = []
             var decodeFailure: (UInt64, RowDecodingError)?
             let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
-            if let index = plan.index {
+            if let objectIDs = plan.objectIDs {
+                // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys.
+                for id in objectIDs where id.storeIdentifier == state.storeIdentifier {
+                    guard let tag = layout.entity(id.entityName)?.tag, family.contains(tag), case .integer(let key) = id.referenceObject, key > 0,
+                          let row = try readRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
+                    let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
+                    if try plan.predicate?.evaluate(with: view) ?? true { matches.append(view) }
+                }
+            } else if let index = plan.index {
                 try database(index.database, in: state).withCursor(in: transaction) { cursor in
                     for range in index.ranges where matches.count < wanted {
                     try cursor.forEach(in: range) { entry in
@@ -91,7 +99,7 @@ extension LMDBIncrementalStore {
             if let (key, error) = decodeFailure {
                 throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
             }
-            if plan.index != nil && !plan.streamsInSortOrder {
+            if (plan.index != nil || plan.objectIDs != nil) && !plan.streamsInSortOrder {
                 // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
                 matches.sort { $0.key < $1.key }
             }

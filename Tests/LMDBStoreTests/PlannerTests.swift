@@ -129,4 +129,45 @@ func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expect
             if lmdb != memory { break }
         }
     }
+
+    /// `SELF == %@` and `SELF IN %@` read exactly those rows by key, and answer as a scan with the same predicate does.
+    @Test func selfComparisonsBecomeKeyLookups() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(plannerModel)
+        try load(coordinator, people(60, seed: 4))
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let all = try context.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor(keyPath: "name")]))
+        let student = try #require(all.first { $0.entity.name == "Student" })
+        let person = try #require(all.first { $0.entity.name == "Person" })
+        let gone = all.last { $0.entity.name == "Person" && $0 !== person }!
+        let goneID = gone.objectID
+        context.delete(gone)
+        try context.save()
+        let foreign = ManagedObjectID(entityName: "Person", storeIdentifier: UUID().uuidString, referenceObject: person.objectID.referenceObject)
+        let keys = [person, student].map { object -> Int64 in
+            if case .integer(let key) = object.objectID.referenceObject { return key }
+            return -1
+        }.sorted()
+
+        assertPlan(store, FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "SELF == %@", person)),
+                   "KeyLookup(Person {\(keys.first { "\($0)" == person.objectID.referenceObject.description }!)})")
+        let set = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "SELF IN %@ AND age > 3", [student.objectID, person.objectID]))
+        #expect(store.explain(set) == "KeyLookup(Person {\(keys.map(String.init).joined(separator: ", "))}) → Filter(\(set.predicate!.predicateFormat))")
+
+        let ids: [ManagedObjectID] = [person.objectID, student.objectID, goneID, foreign, person.objectID]
+        for (format, entity, includesSubentities) in [("SELF IN %@", "Person", true), ("SELF IN %@", "Person", false), ("SELF IN %@", "Student", true),
+                                                       ("SELF IN %@ AND age >= 10", "Person", true), ("NOT SELF IN %@", "Person", true)] {
+            let request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format, ids)).with { $0.includesSubentities = includesSubentities }
+            // The same predicate ORed with FALSEPREDICATE is no conjunction of terms: the planner scans.
+            let scanned = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: "(\(format)) OR FALSEPREDICATE", ids))
+                .with { $0.includesSubentities = includesSubentities }
+            #expect(store.explain(scanned).hasPrefix("Scan("))
+            let fresh = ManagedObjectContext(coordinator: coordinator)
+            #expect(try fresh.fetchObjectIDs(request) == fresh.fetchObjectIDs(scanned), "\(format) on \(entity)")
+            #expect(try fresh.count(for: request) == fresh.count(for: scanned), "count of \(format) on \(entity)")
+        }
+        let one = try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "SELF == %@", goneID)))
+        #expect(one.isEmpty, "a deleted object was found by key")
+    }
 }
+

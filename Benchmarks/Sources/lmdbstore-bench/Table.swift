@@ -25,6 +25,7 @@ enum Table {
                     lines.append("| \(row.system == (mine?.system ?? "") || rows.first?.system == row.system ? workload : "") | \(row.system) | "
                                  + "\(rate(row.opsPerSecond)) | \(latency(row.p50)) | \(latency(row.p99)) | \(latency(row.p999)) | \(versusGRDB) | \(versusRaw) |")
                 }
+                if let plan = mine?.plan { lines.append("| ↳ LMDBStore plan: `\(plan.replacingOccurrences(of: "|", with: "\\|"))` |  |  |  |  |  |  |  |") }
             }
         }
         return lines.joined(separator: "\n")

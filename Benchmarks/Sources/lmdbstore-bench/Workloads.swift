@@ -59,6 +59,13 @@ struct Workloads {
 
     mutating func record(_ measurement: Measurement) { results.append(measurement) }
 
+    /// Records an LMDBStore measurement with the plan the store chose for `request` (`explain`).
+    mutating func record(_ measurement: Measurement, plannedFor request: ObjectFetchRequest) {
+        var measurement = measurement
+        measurement.plan = lmdb.store.explain(request)
+        results.append(measurement)
+    }
+
     func check(_ workload: String, _ same: Bool, _ detail: @autoclosure () -> String) throws {
         if !same { throw ResultMismatch(workload: workload, detail: detail()) }
     }
@@ -106,7 +113,7 @@ struct Workloads {
         }
         record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
             _ = try lmdb.context.fetchObjectIDs(ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age == %@", ages[n % ages.count])))
-        })
+        }, plannedFor: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age == %@", ages[0])))
         record(try grdb.queue.read { db in
             try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
                 _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE age = ?", arguments: [ages[n % ages.count]])
@@ -131,7 +138,7 @@ struct Workloads {
         }
         record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
             _ = try lmdb.context.fetchObjectIDs(try request([20, 30, 45][n % 3]))
-        })
+        }, plannedFor: try request(20))
         record(try grdb.queue.read { db in
             try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
                 let low = [20, 30, 45][n % 3]
@@ -147,7 +154,7 @@ struct Workloads {
         try check(name, mine == theirs, "\(mine) vs \(theirs)")
         record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { _ in
             _ = try lmdb.context.count(for: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age BETWEEN {30, 39}")))
-        })
+        }, plannedFor: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age BETWEEN {30, 39}")).with { $0.resultType = .count })
         record(try grdb.queue.read { db in
             try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
                 _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM employee WHERE age BETWEEN 30 AND 39")
@@ -162,7 +169,7 @@ struct Workloads {
         try check(name, mine == theirs, "\(mine.count) vs \(theirs.count) rows")
         record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { _ in
             _ = try lmdb.context.fetchObjectIDs(ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name BEGINSWITH %@", "Grace H")))
-        })
+        }, plannedFor: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name BEGINSWITH %@", "Grace H")))
         record(try grdb.queue.read { db in
             try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
                 _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE name GLOB 'Grace H*'")

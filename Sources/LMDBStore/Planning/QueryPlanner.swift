@@ -15,12 +15,15 @@ struct QueryPlan: CustomStringConvertible {
     }
 
     var index: IndexRange?
+    /// `SELF == %@` / `SELF IN %@`: the objects to read by primary key (then filtered by the whole predicate).
+    var objectIDs: [ManagedObjectID]?
     /// The index order is the requested order, so the fetch stops after offset + limit matches.
     var streamsInSortOrder = false
     /// Every term of the predicate is answered exactly by the index range: counts and object IDs read no row (a
     /// fetch of values still reads, and checks, the rows the range yields).
     var coveredByIndex = false
     var entityName: String
+    /// What is still checked on each row the access path yields (`nil`: nothing).
     var predicate: FetchPredicate?
     var sort: [FetchSortDescriptor]
     var limit: Int
@@ -28,7 +31,14 @@ struct QueryPlan: CustomStringConvertible {
 
     var description: String {
         var steps: [String] = []
-        if let index { steps.append("IndexRange(\(index.label) \(index.bounds))") } else { steps.append("Scan(\(entityName))") }
+        if let objectIDs {
+            let keys = objectIDs.map { id in if case .integer(let key) = id.referenceObject { String(key) } else { id.description } }
+            steps.append("KeyLookup(\(entityName) {\(keys.joined(separator: ", "))})")
+        } else if let index {
+            steps.append("IndexRange(\(index.label) \(index.bounds))")
+        } else {
+            steps.append("Scan(\(entityName))")
+        }
         if let predicate, !coveredByIndex { steps.append("Filter(\(predicate.predicateFormat))") }
         if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
         if offset > 0 { steps.append("Offset(\(offset))") }
@@ -57,6 +67,15 @@ enum QueryPlanner {
         switch predicate.node {
         case .and(let operands): conjuncts = operands
         default: conjuncts = [predicate.node]
+        }
+        // `SELF == object` or `SELF IN objects`: read those rows by key, nothing else.
+        for conjunct in conjuncts {
+            if let ids = selfObjects(conjunct) {
+                plan.objectIDs = Array(Set(ids)).sorted()
+                // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
+                if conjuncts.count == 1 { plan.predicate = nil }
+                return plan
+            }
         }
         var terms: [Term] = []
         var allUsable = true
@@ -89,6 +108,32 @@ enum QueryPlanner {
             plan.streamsInSortOrder = true
         }
         return plan
+    }
+
+    /// The object IDs of `SELF == x` / `x == SELF` / `SELF IN {…}` when every `x` is a managed object or an object ID.
+    static func selfObjects(_ node: PredicateNode) -> [ManagedObjectID]? {
+        guard case .comparison(let comparison) = node, comparison.modifier == .direct, comparison.options.isEmpty else { return nil }
+        let constant: PredicateValue
+        switch (comparison.lhs, comparison.op, comparison.rhs) {
+        case (.evaluatedObject, .equal, .constant(let value)), (.constant(let value), .equal, .evaluatedObject),
+             (.evaluatedObject, .in, .constant(let value)):
+            constant = value
+        default:
+            return nil
+        }
+        func id(_ value: PredicateValue) -> ManagedObjectID? {
+            guard case .object(let object) = value else { return nil }
+            return (object.base as? ManagedObjectID) ?? (object.base as? ManagedObject)?.objectID
+        }
+        switch constant {
+        case .array(let elements) where comparison.op == .in:
+            let ids = elements.compactMap(id)
+            return ids.count == elements.count && ids.count <= 10_000 ? ids : nil
+        case let single where comparison.op == .equal:
+            return id(single).map { [$0] }
+        default:
+            return nil
+        }
     }
 
     /// A comparison `attribute op constant` (or `constant op attribute`) on a plain attribute of the entity.
