@@ -103,8 +103,12 @@ enum QueryPlanner {
         let isString = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type == .string
         plan.coveredByIndex = allUsable && !isString && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath } && chosen.count == best.terms.count
             && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
+        // Index order is the value order only for values whose keys are never cut: a string, URI or data value over the
+        // key limit is stored as a prefix and a digest, which sorts arbitrarily among values sharing the prefix.
+        let type = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type
+        let orderIsExact = type.map { ![.string, .uri, .binaryData, .transformable, .objectID].contains($0) } ?? false
         if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
-           sort.ascending, sort.comparison == .default {
+           sort.ascending, sort.comparison == .default, orderIsExact {
             plan.streamsInSortOrder = true
         }
         return plan
