@@ -14,6 +14,8 @@ let plannerModel = try! ManagedObjectModel {
         FetchIndexDescription("byName", properties: ["name"])
         FetchIndexDescription("byAge", properties: ["age"])
         FetchIndexDescription("byScore", properties: ["score"])
+        FetchIndexDescription("byCityAge", elements: [.ascending("city"), .ascending("age")])
+        FetchIndexDescription("byScoreAgeCity", elements: [.descending("score"), .ascending("age"), .ascending("city")])
     }
     EntityDescription("Student", parent: "Person") {
         AttributeDescription("grade", .integer16, defaultValue: 1)
@@ -62,10 +64,15 @@ let longName = String(repeating: "L", count: 600)
         assertPlan(store, try request("age >= 30 AND age < 40", sort: [FetchSortDescriptor(keyPath: "age")], limit: 20),
                    "IndexRange(Person.byAge [30, 40)) → Limit(20)")
         assertPlan(store, try request("age BETWEEN {18, 30} AND city == 'Oslo'"),
-                   "IndexRange(Person.byAge [18, 30]) → Filter(age BETWEEN {18, 30} AND city == \"Oslo\")")
+                   "IndexRange(Person.byCityAge [\"Oslo\" × [18, 30]]) → Filter(age BETWEEN {18, 30} AND city == \"Oslo\")")
+        assertPlan(store, try request("city == 'Oslo' AND age > 30"), "IndexRange(Person.byCityAge [\"Oslo\" × (30, +inf)]) → Filter(city == \"Oslo\" AND age > 30)")
+        assertPlan(store, try request("city == 'Lima'", sort: [FetchSortDescriptor(keyPath: "age")], limit: 5),
+                   "IndexRange(Person.byCityAge [\"Lima\"]) → Filter(city == \"Lima\") → Limit(5)")
+        assertPlan(store, try request("score == 2.5 AND age == 3 AND city == 'Oslo'"),
+                   "IndexRange(Person.byScoreAgeCity [2.5, 3, \"Oslo\"]) → Filter(score == 2.5 AND age == 3 AND city == \"Oslo\")")
         assertPlan(store, try request("name BEGINSWITH 'An'"), "IndexRange(Person.byName [\"An\", \"An\"…)) → Filter(name BEGINSWITH \"An\")")
         assertPlan(store, try request("score > 10 AND age == 3"), "IndexRange(Person.byAge [3, 3]) → Filter(score > 10 AND age == 3)")
-        assertPlan(store, try request("city == 'Oslo'"), "Scan(Person) → Filter(city == \"Oslo\")")
+        assertPlan(store, try request("city == 'Oslo'"), "IndexRange(Person.byCityAge [\"Oslo\", \"Oslo\"]) → Filter(city == \"Oslo\")")
         assertPlan(store, try request("name BEGINSWITH[c] 'an'"), "Scan(Person) → Filter(name BEGINSWITH[c] \"an\")")
         assertPlan(store, try request("age == 30 OR age == 31"), "IndexRange(Person.byAge {30, 31})")
         assertPlan(store, try request("age IN {31, 30, 31}", sort: [FetchSortDescriptor(keyPath: "age")], limit: 3),

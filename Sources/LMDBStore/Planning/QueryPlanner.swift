@@ -82,11 +82,24 @@ enum QueryPlanner {
         for conjunct in conjuncts {
             if let term = term(conjunct, entity: request.entityName, model: model) { terms.append(term) } else { allUsable = false }
         }
+        if let compound = compoundPlan(terms, entity: entity, request: request, model: model) {
+            plan.index = compound.index
+            plan.streamsInSortOrder = compound.streams
+            return plan
+        }
         // Indexes whose first element is an attribute with a usable term, equality first.
         var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool)?
         for (owner, index) in entity.indexes {
             guard let first = index.elements.first, first.isAscending, first.collation == .binary || first.collation == .rTree else { continue }
-            let matching = terms.filter { $0.keyPath == first.propertyName }
+            // Keys over the limit are cut per element at this share: a value that long cannot be matched exactly.
+            let share = IndexEntries.maxKeyWithoutSuffix / index.elements.count
+            let matching = terms.filter { term in
+                term.keyPath == first.propertyName && term.values.allSatisfy { value in
+                    var bytes: [UInt8] = []
+                    TupleEncoding.append(value, to: &bytes)
+                    return bytes.count + 1 < share
+                }
+            }
             guard !matching.isEmpty else { continue }
             let equality = matching.contains { $0.op == .equal }
             if best == nil || (equality && !best!.equality) { best = (owner, index, matching, equality) }
@@ -112,6 +125,68 @@ enum QueryPlanner {
             plan.streamsInSortOrder = true
         }
         return plan
+    }
+
+    /// A range over a compound index that constrains two or more of its elements: equalities on a prefix of its
+    /// elements, then (optionally) a range on the next one — the index with the most constrained elements wins. The
+    /// whole predicate is still checked on each row.
+    static func compoundPlan(_ terms: [Term], entity: StoreLayout.EntityLayout, request: FetchRequest, model: ManagedObjectModel)
+        -> (index: QueryPlan.IndexRange, streams: Bool)?
+    {
+        var best: (score: Int, plan: QueryPlan.IndexRange, streams: Bool)?
+        for (owner, index) in entity.indexes where index.elements.count >= 2 {
+            // Keys longer than the limit are cut per element at this share: only shorter values can be matched exactly.
+            let share = IndexEntries.maxKeyWithoutSuffix / index.elements.count
+            var prefix: [UInt8] = []
+            var texts: [String] = []
+            var position = 0
+            while position < index.elements.count {
+                let element = index.elements[position]
+                guard element.collation == .binary,
+                      let equality = terms.first(where: { $0.keyPath == element.propertyName && $0.op == .equal }) else { break }
+                var bytes: [UInt8] = []
+                TupleEncoding.append(equality.values[0], to: &bytes)
+                guard bytes.count < share else { break }
+                prefix += element.isAscending ? bytes : bytes.map { ~$0 }
+                texts.append(PredicateValue(equality.values[0]).format)
+                position += 1
+            }
+            guard position >= 1 else { continue }
+            var range = KeyRange.prefix(prefix)
+            var bounds = texts.joined(separator: ", ")
+            var constrained = position
+            var next: FetchIndexElementDescription?
+            if position < index.elements.count {
+                let element = index.elements[position]
+                next = element
+                let rangeTerms = terms.filter { $0.keyPath == element.propertyName && $0.op != .in }
+                if element.isAscending, element.collation == .binary, !rangeTerms.isEmpty,
+                   let single = singleRange(for: rangeTerms), let lower = single.range.lower, let upper = single.range.upper,
+                   lower.key.count < share, upper.key.count < share {
+                    range = KeyRange(lower: .inclusive(prefix + lower.key), upper: .exclusive(prefix + upper.key))
+                    bounds += " × " + single.text
+                    constrained += 1
+                }
+            }
+            // The order after the equalities is the next element's, when its keys are never cut.
+            var streams = false
+            if let next, next.isAscending, next.collation == .binary,
+               let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == next.propertyName,
+               sort.ascending, sort.comparison == .default,
+               let type = model.attribute(named: next.propertyName, in: request.entityName)?.type,
+               ![.string, .uri, .binaryData, .transformable, .objectID].contains(type) {
+                streams = true
+            }
+            // Worth more than the one-attribute plans only when it constrains two elements or yields the sort order.
+            guard constrained >= 2 || streams else { continue }
+            let score = constrained * 2 + (constrained > position ? 0 : 1) + (streams ? 1 : 0)
+            if best == nil || score > best!.score {
+                best = (score, QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
+                                                    label: "\(owner).\(index.name)", keyPath: index.elements[0].propertyName,
+                                                    ranges: [range], bounds: "[" + bounds + "]"), streams)
+            }
+        }
+        return best.map { ($0.plan, $0.streams) }
     }
 
     /// The object IDs of `SELF == x` / `x == SELF` / `SELF IN {…}` when every `x` is a managed object or an object ID.
