@@ -195,6 +195,29 @@ extension LMDBIncrementalStore {
         let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
                                                       relationship: relationship.name), in: state)
         let owner = Self.keyBytes(try key(of: objectID))
+        if !relationship.isOrdered {
+            // Unordered: write only the difference, so adding one member to a large relationship costs one put (a
+            // bulk load that grows many-to-many relationships batch by batch stays linear).
+            var wanted: [[UInt8]: [UInt8]] = [:]
+            for target in targets {
+                guard let tag = layout.entity(target.entityName)?.tag else { continue }
+                let targetKey = Self.keyBytes(try key(of: target))
+                wanted[owner + targetKey] = targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)]
+            }
+            try table.withCursor(in: transaction) { cursor in
+                var entry = try cursor.seek(atOrAfter: owner)
+                while let current = entry, current.key.starts(with: owner) {
+                    if wanted.removeValue(forKey: Array(current.key)) != nil {
+                        entry = try cursor.next()
+                    } else {
+                        try cursor.deleteCurrent()
+                        entry = try cursor.current()
+                    }
+                }
+            }
+            for (linkKey, value) in wanted { try table.put(value, forKey: linkKey, in: transaction) }
+            return
+        }
         try table.withCursor(in: transaction) { cursor in
             var entry = try cursor.seek(atOrAfter: owner)
             while let current = entry, current.key.starts(with: owner) {

@@ -2,6 +2,7 @@ import Foundation
 import LMDB
 @testable import LMDBStore
 import ObjectGraph
+import StoreConformance
 import Testing
 
 @Suite struct StoreMetadataTests {
@@ -107,6 +108,43 @@ import Testing
         }
         #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Note")) == 0)
         #expect(try store.verify().isEmpty)
+    }
+
+    /// Unordered link tables are updated by difference: members added and removed across saves read back exactly,
+    /// from both sides.
+    @Test func manyToManyChangesReadBackExactly() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(StoreConformance.model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let item = try context.insertNewObject(forEntityName: "Item")
+        try item.setValue("item", forKey: "name")
+        let labels = try ["a", "b", "c", "d"].map { name -> ManagedObject in
+            let label = try context.insertNewObject(forEntityName: "Label")
+            try label.setValue(name, forKey: "name")
+            return label
+        }
+        func check(_ expected: [Int], _ step: String) throws {
+            let fresh = ManagedObjectContext(coordinator: coordinator)
+            let members = Set(fresh.object(with: item.objectID).relatedObjects(forKey: "labels").map(\.objectID))
+            #expect(members == Set(expected.map { labels[$0].objectID }), "\(step): item.labels")
+            for (index, label) in labels.enumerated() {
+                let items = fresh.object(with: label.objectID).relatedObjects(forKey: "items").map(\.objectID)
+                #expect(items == (expected.contains(index) ? [item.objectID] : []), "\(step): label \(index).items")
+            }
+            #expect(try store.verify().isEmpty, "\(step)")
+        }
+        try item.setValue([labels[0], labels[1], labels[2]], forKey: "labels")
+        try context.save()
+        try check([0, 1, 2], "insert")
+        try item.setValue([labels[1], labels[2], labels[3]], forKey: "labels")
+        try context.save()
+        try check([1, 2, 3], "one removed, one added")
+        try labels[0].setValue([item], forKey: "items")
+        try context.save()
+        try check([0, 1, 2, 3], "added from the other side")
+        try item.setValue([ManagedObject](), forKey: "labels")
+        try context.save()
+        try check([], "emptied")
     }
 
     @Test(arguments: [500, 511, 512, 10_000])
