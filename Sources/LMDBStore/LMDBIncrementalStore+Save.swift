@@ -80,8 +80,11 @@ extension LMDBIncrementalStore {
                 }
                 for change in request.insertedObjects + request.updatedObjects {
                     for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
-                        guard let targets = change.toMany[relationship.name] else { continue }
-                        try rewriteLinks(relationship, of: change.objectID, to: targets, state: state, transaction: transaction)
+                        if let targets = change.toMany[relationship.name] {
+                            try rewriteLinks(relationship, of: change.objectID, to: targets, state: state, transaction: transaction)
+                        } else if let delta = change.toManyChanges[relationship.name], !relationship.isOrdered {
+                            try applyLinkChanges(relationship, of: change.objectID, delta, state: state, transaction: transaction)
+                        }
                     }
                     let entity = layout.entity(change.objectID.entityName)!
                     let blob = RowCodec.encode(new[change.objectID]!, entity: entity, modelHash: modelHashPrefix)
@@ -190,6 +193,22 @@ extension LMDBIncrementalStore {
     }
 
     /// Replaces the link entries of one object's relationship.
+    /// Adds and removes single members of an unordered link table: one put or delete per member, nothing read.
+    private func applyLinkChanges(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, _ delta: ToManyChange,
+                                  state: OpenState, transaction: Transaction) throws {
+        let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
+                                                      relationship: relationship.name), in: state)
+        let owner = Self.keyBytes(try key(of: objectID))
+        for target in delta.removed {
+            _ = try table.delete(key: owner + Self.keyBytes(try key(of: target)), in: transaction)
+        }
+        for target in delta.added {
+            guard let tag = layout.entity(target.entityName)?.tag else { continue }
+            let targetKey = Self.keyBytes(try key(of: target))
+            try table.put(targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: owner + targetKey, in: transaction)
+        }
+    }
+
     private func rewriteLinks(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                               state: OpenState, transaction: Transaction) throws {
         let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),

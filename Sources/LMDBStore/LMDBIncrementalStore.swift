@@ -223,6 +223,12 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         relationship.isToMany && !StoreLayout.needsLinkTable(relationship, model)
     }
 
+    /// `true` for unordered to-many relationships kept in link tables: an added member is one link entry written, a
+    /// removed one is one deleted, and nothing is read.
+    public func acceptsToManyChanges(for relationship: RelationshipDescription) -> Bool {
+        relationship.isToMany && !relationship.isOrdered && StoreLayout.needsLinkTable(relationship, model)
+    }
+
     // MARK: - Permanent IDs
 
     /// Keys from one sequence per root entity, allocated in one short write transaction.

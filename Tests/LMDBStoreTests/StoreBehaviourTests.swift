@@ -319,3 +319,39 @@ import Testing
         #expect(try store.verify().isEmpty)
     }
 }
+
+/// The inverse of a many-to-many is kept by added and removed members, without loading it.
+@Suite struct ManyToManyDeltaTests {
+    @Test func anUnloadedManyToManyInverseIsChangedWithoutLoadingIt() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(StoreConformance.model)
+        let items = StoreConformance.model.relationship(named: "items", in: "Label")!
+        #expect(store.acceptsToManyChanges(for: items) && !store.derivesRelationship(items))
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let label = try setup.insertNewObject(forEntityName: "Label")
+        try label.setValue("red", forKey: "name")
+        let old = try (0..<3).map { n -> ManagedObject in
+            let item = try setup.insertNewObject(forEntityName: "Item")
+            try item.setValue("old \(n)", forKey: "name")
+            try item.setValue([label], forKey: "labels")
+            return item
+        }
+        try setup.save()
+
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let labelFault = context.object(with: label.objectID)
+        let newcomer = try context.insertNewObject(forEntityName: "Item")
+        try newcomer.setValue("new", forKey: "name")
+        try newcomer.setValue([labelFault], forKey: "labels")
+        try context.object(with: old[1].objectID).setValue([ManagedObject](), forKey: "labels")
+        #expect(labelFault.isFault, "keeping the inverse up to date loaded the label")
+        try context.save()
+
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let reloaded = fresh.object(with: label.objectID)
+        #expect(reloaded.value(forKey: "name") as? String == "red", "the label's own values survived the save")
+        #expect(Set(reloaded.relatedObjects(forKey: "items").map(\.objectID)) == [old[0].objectID, old[2].objectID, newcomer.objectID])
+        #expect(labelFault.relatedObjects(forKey: "items").count == 3, "the saving context reads the store afresh")
+        #expect(try store.verify().isEmpty)
+    }
+}

@@ -64,8 +64,9 @@ extension ManagedObject {
     /// Makes this object's `inverse` point at `owner` (the other side of `relationshipBack`).
     private func link(_ owner: ManagedObject, toInverse inverse: RelationshipDescription, relationshipBack: RelationshipDescription) {
         if inverse.isToMany {
-            if toMany[inverse.name] == nil, lifecycle != .inserted, let context = managedObjectContext, context.storeDerives(inverse, of: self) {
-                // The store keeps this relationship through its inverse: record the change instead of loading it.
+            if toMany[inverse.name] == nil, lifecycle != .inserted, let context = managedObjectContext, context.recordsWithoutLoading(inverse, of: self) {
+                // The store derives this relationship or takes its changes as deltas: record the change instead of
+                // loading the whole relationship.
                 pendingToMany[inverse.name, default: ([], [])].added.append(owner.objectID)
                 pendingToMany[inverse.name]!.removed.remove(owner.objectID)
                 markChanged(inverse.name)
@@ -112,7 +113,7 @@ extension ManagedObject {
 
     func primitiveRemove(_ key: String, _ id: ManagedObjectID) {
         if toMany[key] == nil, lifecycle != .inserted, let context = managedObjectContext,
-           let relationship = model.relationship(named: key, in: entity.name), context.storeDerives(relationship, of: self) {
+           let relationship = model.relationship(named: key, in: entity.name), context.recordsWithoutLoading(relationship, of: self) {
             pendingToMany[key, default: ([], [])].removed.insert(id)
             pendingToMany[key]!.added.removeAll { $0 == id }
             markChanged(key)

@@ -233,7 +233,13 @@ extension ManagedObjectContext {
             case .relationship(let relationship) where !relationship.isToMany:
                 if let id = object.toOne[relationship.name] { change.toOne[relationship.name] = map(id) }
             case .relationship(let relationship):
-                if object.toMany[relationship.name] == nil && object.pendingToMany[relationship.name] != nil { continue }  // derived by the store
+                if object.toMany[relationship.name] == nil, let pending = object.pendingToMany[relationship.name] {
+                    // Recorded without loading: a derived relationship is not sent; others go as added/removed members.
+                    if !storeDerives(relationship, of: object) {
+                        change.toManyChanges[relationship.name] = ToManyChange(added: pending.added.map(map), removed: pending.removed.sorted().map(map))
+                    }
+                    continue
+                }
                 if allToMany || object.changedKeys.contains(relationship.name) {
                     change.toMany[relationship.name] = object.relatedIDs(forKey: relationship.name).map(map)
                 }

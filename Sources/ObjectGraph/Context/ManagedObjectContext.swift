@@ -328,6 +328,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
         return store.derivesRelationship(relationship)
     }
 
+    /// Whether a change to this unloaded to-many relationship can be recorded without loading it: the store derives
+    /// the relationship, or takes its changes as added and removed members.
+    func recordsWithoutLoading(_ relationship: RelationshipDescription, of object: ManagedObject) -> Bool {
+        guard parent == nil, !object.objectID.isTemporaryID,
+              let store = try? persistentStoreCoordinator.incrementalStore(for: object.objectID) else { return false }
+        return store.derivesRelationship(relationship) || (!relationship.isOrdered && store.acceptsToManyChanges(for: relationship))
+    }
+
     /// Loads a to-many relationship's members.
     func fulfillRelationshipFault(of object: ManagedObject, key: String) {
         guard let relationship = model.relationship(named: key, in: object.entity.name) else { return }

@@ -85,6 +85,11 @@ public protocol IncrementalStore: PersistentStore {
     /// date. Default: `false`.
     func derivesRelationship(_ relationship: RelationshipDescription) -> Bool
 
+    /// Whether a save may describe this (unordered) to-many relationship by the members added and removed
+    /// (``ObjectChange/toManyChanges``) instead of its whole membership. A context then records changes made to an
+    /// unloaded relationship — the inverse side of a many-to-many, typically — without loading it. Default: `false`.
+    func acceptsToManyChanges(for relationship: RelationshipDescription) -> Bool
+
     /// Permanent IDs for newly inserted objects, in the same order.
     ///
     /// - Throws: An error if keys cannot be allocated.
@@ -120,6 +125,9 @@ extension IncrementalStore {
 
     /// `false`: the store keeps every relationship it is given.
     public func derivesRelationship(_ relationship: RelationshipDescription) -> Bool { false }
+
+    /// `false`: saves give every changed to-many relationship's whole membership.
+    public func acceptsToManyChanges(for relationship: RelationshipDescription) -> Bool { false }
 
     /// Does nothing.
     public func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {}
@@ -211,6 +219,9 @@ public struct ObjectChange: Sendable, Hashable {
     public var toOne: [String: ManagedObjectID]
     /// To-many relationships whose membership is given: every one for an insert, the changed ones for an update.
     public var toMany: [String: [ManagedObjectID]]
+    /// Unloaded to-many relationships of an update, given as the members added and removed; only for relationships
+    /// the store ``IncrementalStore/acceptsToManyChanges(for:)``.
+    public var toManyChanges: [String: ToManyChange] = [:]
     /// The version the context last saw (updates and deletions), or `nil` for an insert.
     public var expectedVersion: Int64?
 
@@ -222,6 +233,20 @@ public struct ObjectChange: Sendable, Hashable {
         self.toOne = toOne
         self.toMany = toMany
         self.expectedVersion = expectedVersion
+    }
+}
+
+/// Members added to and removed from a to-many relationship that was not loaded.
+public struct ToManyChange: Sendable, Hashable {
+    /// Objects that joined the relationship.
+    public var added: [ManagedObjectID]
+    /// Objects that left it.
+    public var removed: [ManagedObjectID]
+
+    /// Describes a change of membership.
+    public init(added: [ManagedObjectID] = [], removed: [ManagedObjectID] = []) {
+        self.added = added
+        self.removed = removed
     }
 }
 
