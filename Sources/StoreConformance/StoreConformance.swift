@@ -48,15 +48,10 @@ public enum StoreConformance {
     public static func run(only: Set<String>? = nil, addStore: StoreSetup) -> Report {
         var report = Report()
         for check in checks where only?.contains(check.name) ?? true {
-            report.checks.append(check.name)
-            do {
+            report.record(check) {
                 let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
                 try addStore(coordinator)
-                try check.body(Harness(coordinator: coordinator))
-            } catch let failure as CheckFailure {
-                report.failures.append(Failure(check: check.name, message: failure.message))
-            } catch {
-                report.failures.append(Failure(check: check.name, message: "unexpected error: \(error)"))
+                return Harness(coordinator: coordinator)
             }
         }
         return report
@@ -84,20 +79,15 @@ public enum StoreConformance {
         }
         var report = Report()
         for check in checks + atomicChecks where only?.contains(check.name) ?? true {
-            report.checks.append(check.name)
             let url = location()
-            do {
+            report.record(check) {
                 let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
                 try addStore(coordinator, url)
-                try check.body(Harness(coordinator: coordinator, location: url, reopen: {
+                return Harness(coordinator: coordinator, location: url, reopen: {
                     let fresh = PersistentStoreCoordinator(managedObjectModel: model)
                     try addStore(fresh, url)
                     return fresh
-                }))
-            } catch let failure as CheckFailure {
-                report.failures.append(Failure(check: check.name, message: failure.message))
-            } catch {
-                report.failures.append(Failure(check: check.name, message: "unexpected error: \(error)"))
+                })
             }
         }
         return report
@@ -138,6 +128,20 @@ public enum StoreConformance {
                 throw CheckFailure(message: "\(what): expected a \(code) error, got \(error)")
             }
             throw CheckFailure(message: "\(what): expected a \(code) error, but it succeeded")
+        }
+    }
+}
+
+extension StoreConformance.Report {
+    /// Runs one check on the harness `setUp` makes and records its name and any failure.
+    mutating func record(_ check: StoreConformance.Check, setUp: () throws -> StoreConformance.Harness) {
+        checks.append(check.name)
+        do {
+            try check.body(try setUp())
+        } catch let failure as StoreConformance.CheckFailure {
+            failures.append(StoreConformance.Failure(check: check.name, message: failure.message))
+        } catch {
+            failures.append(StoreConformance.Failure(check: check.name, message: "unexpected error: \(error)"))
         }
     }
 }

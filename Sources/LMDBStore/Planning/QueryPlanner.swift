@@ -118,8 +118,7 @@ enum QueryPlanner {
             && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
         // Index order is the value order only for values whose keys are never cut: a string, URI or data value over the
         // key limit is stored as a prefix and a digest, which sorts arbitrarily among values sharing the prefix.
-        let type = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type
-        let orderIsExact = type.map { ![.string, .uri, .binaryData, .transformable, .objectID].contains($0) } ?? false
+        let orderIsExact = keysAreNeverCut(model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type)
         if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
            sort.ascending, sort.comparison == .default, orderIsExact {
             plan.streamsInSortOrder = true
@@ -173,8 +172,7 @@ enum QueryPlanner {
             if let next, next.isAscending, next.collation == .binary,
                let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == next.propertyName,
                sort.ascending, sort.comparison == .default,
-               let type = model.attribute(named: next.propertyName, in: request.entityName)?.type,
-               ![.string, .uri, .binaryData, .transformable, .objectID].contains(type) {
+               keysAreNeverCut(model.attribute(named: next.propertyName, in: request.entityName)?.type) {
                 streams = true
             }
             // Worth more than the one-attribute plans only when it constrains two elements or yields the sort order.
@@ -187,6 +185,13 @@ enum QueryPlanner {
             }
         }
         return best.map { ($0.plan, $0.streams) }
+    }
+
+    /// Whether an index key of this type always holds the whole value (fixed-size encodings), so index order is the
+    /// value order; strings, URIs and bytes over the key limit are cut and digested.
+    static func keysAreNeverCut(_ type: AttributeType?) -> Bool {
+        guard let type else { return false }
+        return ![.string, .uri, .binaryData, .transformable, .objectID].contains(type)
     }
 
     /// The object IDs of `SELF == x` / `x == SELF` / `SELF IN {…}` when every `x` is a managed object or an object ID.

@@ -246,14 +246,9 @@ public final class CSVStore: AtomicStore, @unchecked Sendable {
     /// - Throws: ``StoreFileError`` when a file cannot be written; the folder then still reads as the last save.
     public override func save() throws {
         var files: [(name: String, bytes: [UInt8])] = []
-        var metadataText = "{"
-        for (index, (key, value)) in metadata.sorted(by: { $0.key < $1.key }).enumerated() {
-            metadataText += index == 0 ? "\n  " : ",\n  "
-            JSONText.appendString(key, to: &metadataText)
-            metadataText += ": "
-            JSONText.appendString(value, to: &metadataText)
-        }
-        metadataText += "\n}\n"
+        var metadataText = ""
+        JSONText.appendStringObject(metadata, indent: "  ", to: &metadataText)
+        metadataText += "\n"
         files.append((Self.metadataFileName, Array(metadataText.utf8)))
         let byEntity = Dictionary(grouping: cacheNodes, by: \.objectID.entityName)
         for entityName in layout.entityNames {

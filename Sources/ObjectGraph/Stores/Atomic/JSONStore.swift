@@ -191,14 +191,9 @@ public final class JSONStore: AtomicStore, @unchecked Sendable {
     ///
     /// - Throws: ``StoreFileError`` when the file cannot be written; the old file is then intact.
     public override func save() throws {
-        var output = "{\n  \"metadata\": {"
-        for (index, (key, value)) in metadata.sorted(by: { $0.key < $1.key }).enumerated() {
-            output += index == 0 ? "\n    " : ",\n    "
-            JSONText.appendString(key, to: &output)
-            output += ": "
-            JSONText.appendString(value, to: &output)
-        }
-        output += "\n  },\n  \"entities\": {"
+        var output = "{\n  \"metadata\": "
+        JSONText.appendStringObject(metadata, indent: "    ", to: &output)
+        output += ",\n  \"entities\": {"
         let byEntity = Dictionary(grouping: cacheNodes, by: \.objectID.entityName)
         for (entityIndex, entityName) in layout.entityNames.enumerated() {
             output += entityIndex == 0 ? "\n    " : ",\n    "

@@ -258,6 +258,19 @@ enum JSONText {
         output.append("\"")
     }
 
+    /// Appends an object of strings, keys sorted, one member per line at `indent` (the closing brace one level
+    /// less): how the stores write their metadata.
+    static func appendStringObject(_ members: [String: String], indent: String, to output: inout String) {
+        output.append("{")
+        for (index, (key, value)) in members.sorted(by: { $0.key < $1.key }).enumerated() {
+            output.append(index == 0 ? "\n" + indent : ",\n" + indent)
+            appendString(key, to: &output)
+            output.append(": ")
+            appendString(value, to: &output)
+        }
+        output.append("\n" + indent.dropLast(2) + "}")
+    }
+
     /// Appends a value on one line.
     static func append(_ value: JSONValue, to output: inout String) {
         switch value {
