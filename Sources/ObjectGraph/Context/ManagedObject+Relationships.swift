@@ -2,7 +2,7 @@ extension ManagedObject {
     /// The objects a to-many relationship holds, in order for ordered relationships.
     public func relatedObjects(forKey key: String) -> [ManagedObject] {
         guard let context = managedObjectContext else { return [] }
-        return relatedIDs(forKey: key).map { context.object(with: $0) }
+        return context.objects(with: relatedIDs(forKey: key))
     }
 
     /// A live, mutable view of a to-many relationship; changes through it keep inverses consistent.

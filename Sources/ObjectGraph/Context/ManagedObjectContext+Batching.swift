@@ -145,7 +145,7 @@ public struct BatchedFetchResults: RandomAccessCollection {
         if batch != window.batch {
             context.releaseIfUnused(&window.objects)
             let ids = objectIDs[batch * batchSize..<Swift.min((batch + 1) * batchSize, objectIDs.count)]
-            window.objects = ids.map { context.object(with: $0) }
+            window.objects = context.objects(with: Array(ids))
             try? context.loadValues(of: window.objects)
             window.batch = batch
             window.loads += 1

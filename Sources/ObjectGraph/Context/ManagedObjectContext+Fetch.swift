@@ -9,7 +9,7 @@ extension ManagedObjectContext {
     ///   run the request, or a ``PredicateEvaluationError`` from matching pending changes.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
         let ids = try matchingObjectIDs(request)
-        let objects = ids.map { object(with: $0) }
+        let objects = objects(with: ids)
         if !request.returnsObjectsAsFaults { try loadValues(of: objects) }
         assignBatches(ids, size: request.fetchBatchSize)
         if !request.relationshipKeyPathsForPrefetching.isEmpty { try prefetch(request.relationshipKeyPathsForPrefetching, for: objects) }
@@ -91,7 +91,7 @@ extension ManagedObjectContext {
         } else {
             for store in stores { result += try ids(from: store.execute(.fetch(storeRequest))) }
         }
-        var candidates = result.map { object(with: $0) }
+        var candidates = objects(with: result)
         if pending {
             let family = family(request)
             let deleted = Set(deletedIDs)

@@ -140,6 +140,32 @@ public final class ManagedObjectContext: @unchecked Sendable {
         return object
     }
 
+    /// The objects with these IDs, in their order: the registered ones as they are, faults for the others, which
+    /// are registered with the coordinator in one call (a to-many relationship or a fetch hands out thousands).
+    func objects(with objectIDs: [ManagedObjectID]) -> [ManagedObject] {
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(objectIDs.count)
+        var fresh: [ManagedObjectID] = []
+        var lastEntity: (description: EntityDescription, type: ManagedObject.Type)?
+        for id in objectIDs {
+            if let existing = registered[id] {
+                objects.append(existing)
+                continue
+            }
+            if lastEntity?.description.name != id.entityName {
+                let entity = model.entity(named: id.entityName) ?? EntityDescription(id.entityName)
+                lastEntity = (entity, persistentStoreCoordinator.objectClass(for: entity.name))
+            }
+            let object = lastEntity!.type.init(construction: ManagedObject.Construction(
+                entity: lastEntity!.description, model: model, objectID: id, context: self))
+            registered[id] = object
+            fresh.append(id)
+            objects.append(object)
+        }
+        if !fresh.isEmpty { persistentStoreCoordinator.register(fresh) }
+        return objects
+    }
+
     /// The object with `objectID`, with its values loaded.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/objectNotFound`` when the

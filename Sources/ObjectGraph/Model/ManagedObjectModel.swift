@@ -54,22 +54,47 @@ public struct FetchRequestTemplate: Sendable, Hashable {
 /// ```
 public struct ManagedObjectModel: Sendable {
     /// The entities, in declaration order.
-    public let entities: [EntityDescription]
+    public var entities: [EntityDescription] { storage.entities }
     /// The named configurations.
-    public let configurations: [ModelConfiguration]
+    public var configurations: [ModelConfiguration] { storage.configurations }
     /// The fetch request templates.
-    public let fetchRequestTemplates: [FetchRequestTemplate]
+    public var fetchRequestTemplates: [FetchRequestTemplate] { storage.fetchRequestTemplates }
     /// The developer's version label for the model (Xcode's "model version identifier"); not part of the hash.
-    public let versionIdentifier: String?
+    public var versionIdentifier: String? { storage.versionIdentifier }
     /// What loading the model from a file passed over. Empty for models built in code or from JSON.
     public internal(set) var warnings: [ModelWarning] = []
 
     /// A SHA-256 digest of everything the model persists: it changes exactly when a store written with the old
     /// model could not be read as-is with the new one. See ``versionHash(ofEntity:)``.
-    public let versionHash: [UInt8]
+    public var versionHash: [UInt8] { storage.versionHash }
 
-    private let entityIndex: [String: Int]
-    private let resolved: [String: ResolvedEntity]
+    private var entityIndex: [String: Int] { storage.entityIndex }
+    private var resolved: [String: ResolvedEntity] { storage.resolved }
+
+    /// Everything a model holds is fixed when it is built, so copies share one reference: every managed object
+    /// keeps its model, and copying a model costs one retain instead of one per part.
+    private final class Storage: Sendable {
+        let entities: [EntityDescription]
+        let configurations: [ModelConfiguration]
+        let fetchRequestTemplates: [FetchRequestTemplate]
+        let versionIdentifier: String?
+        let versionHash: [UInt8]
+        let entityIndex: [String: Int]
+        let resolved: [String: ResolvedEntity]
+
+        init(entities: [EntityDescription], configurations: [ModelConfiguration], fetchRequestTemplates: [FetchRequestTemplate],
+             versionIdentifier: String?, versionHash: [UInt8], entityIndex: [String: Int], resolved: [String: ResolvedEntity]) {
+            self.entities = entities
+            self.configurations = configurations
+            self.fetchRequestTemplates = fetchRequestTemplates
+            self.versionIdentifier = versionIdentifier
+            self.versionHash = versionHash
+            self.entityIndex = entityIndex
+            self.resolved = resolved
+        }
+    }
+
+    private let storage: Storage
 
     struct ResolvedEntity: Sendable {
         var ancestry: [String]                     // root first, the entity itself last
@@ -90,16 +115,13 @@ public struct ManagedObjectModel: Sendable {
     ) throws(ModelError) {
         let problems = Self.problems(entities: entities, configurations: configurations, templates: fetchRequestTemplates)
         guard problems.isEmpty else { throw ModelError(problems: problems) }
-        self.entities = entities
-        self.configurations = configurations
-        self.fetchRequestTemplates = fetchRequestTemplates
-        self.versionIdentifier = versionIdentifier
         var index: [String: Int] = [:]
         for (position, entity) in entities.enumerated() { index[entity.name] = position }
-        self.entityIndex = index
         let resolved = Self.resolve(entities, index: index)
-        self.resolved = resolved
-        self.versionHash = Self.modelHash(entities.map { ($0.name, resolved[$0.name]!.versionHash) })
+        storage = Storage(entities: entities, configurations: configurations, fetchRequestTemplates: fetchRequestTemplates,
+                          versionIdentifier: versionIdentifier,
+                          versionHash: Self.modelHash(entities.map { ($0.name, resolved[$0.name]!.versionHash) }),
+                          entityIndex: index, resolved: resolved)
     }
 
     /// Builds a model from the entities listed in `content`, checking it.

@@ -32,6 +32,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private let lock = NSRecursiveLock()
     private var stores: [any PersistentStore] = []
     private var classes: [String: ManagedObject.Type] = [:]
+    /// `objectClass(for:)`'s answers (an entity without a class of its own takes its nearest ancestor's).
+    private var resolvedClasses: [String: ManagedObject.Type] = [:]
     private var rowCache: [ManagedObjectID: CachedRow] = [:]
     let mergingLock = NSLock()
     var mergingContexts: [WeakContext] = []
@@ -154,15 +156,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Makes contexts create objects of `type` for `entityName` (and its sub-entities without a class of their own).
     public func registerClass(_ type: ManagedObject.Type, forEntityName entityName: String) {
-        lock.withLock { classes[entityName] = type }
+        lock.withLock {
+            classes[entityName] = type
+            resolvedClasses = [:]
+        }
     }
 
     func objectClass(for entityName: String) -> ManagedObject.Type {
         lock.withLock {
+            if let type = resolvedClasses[entityName] { return type }
+            var resolved: ManagedObject.Type = ManagedObject.self
             for name in managedObjectModel.ancestry(of: entityName).reversed() {
-                if let type = classes[name] { return type }
+                if let type = classes[name] { resolved = type; break }
             }
-            return ManagedObject.self
+            resolvedClasses[entityName] = resolved
+            return resolved
         }
     }
 
@@ -223,21 +231,36 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         lock.withLock {
             for id in objectIDs where !id.isTemporaryID { rowCache[id, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
         }
-        for (storeIdentifier, ids) in Dictionary(grouping: objectIDs.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
-            (persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore)?.managedObjectContextDidRegisterObjects(with: ids)
-        }
+        forEachIncrementalStore(of: objectIDs) { $0.managedObjectContextDidRegisterObjects(with: $1) }
     }
 
     func unregister(_ objectIDs: [ManagedObjectID]) {
         lock.withLock {
             for id in objectIDs where !id.isTemporaryID {
-                guard var row = rowCache[id] else { continue }
-                row.registrations -= 1
-                rowCache[id] = row.registrations > 0 ? row : nil
+                guard let position = rowCache.index(forKey: id) else { continue }
+                rowCache.values[position].registrations -= 1
+                if rowCache.values[position].registrations <= 0 { rowCache.remove(at: position) }
             }
         }
-        for (storeIdentifier, ids) in Dictionary(grouping: objectIDs.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
-            (persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore)?.managedObjectContextDidUnregisterObjects(with: ids)
+        forEachIncrementalStore(of: objectIDs) { $0.managedObjectContextDidUnregisterObjects(with: $1) }
+    }
+
+    /// Calls `body` once per incremental store holding some of `objectIDs` (temporary IDs left out), with its IDs.
+    private func forEachIncrementalStore(of objectIDs: [ManagedObjectID], _ body: (any IncrementalStore, [ManagedObjectID]) -> Void) {
+        var groups: [(store: String, ids: [ManagedObjectID])] = []
+        for id in objectIDs {
+            guard let store = id.storeIdentifier else { continue }
+            // IDs mostly come in runs from one store: look at the last group first.
+            if let last = groups.indices.last, groups[last].store == store {
+                groups[last].ids.append(id)
+            } else if let position = groups.firstIndex(where: { $0.store == store }) {
+                groups[position].ids.append(id)
+            } else {
+                groups.append((store, [id]))
+            }
+        }
+        for group in groups {
+            if let store = persistentStore(withIdentifier: group.store) as? any IncrementalStore { body(store, group.ids) }
         }
     }
 }

@@ -40,6 +40,21 @@ import Testing
         #expect(Counting.fetched == before + 1)
     }
 
+    @Test func aClassRegisteredLaterIsUsedForObjectsMadeAfterIt() throws {
+        final class Late: ManagedObject {}
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let tags = try (0..<3).map { try context.make("Tag", ["label": "t\($0)"]) }
+        try context.save()
+        let before = ManagedObjectContext(coordinator: coordinator)
+        #expect(type(of: before.object(with: tags[0].objectID)) == ManagedObject.self)
+        coordinator.registerClass(Late.self, forEntityName: "Tag")
+        let after = ManagedObjectContext(coordinator: coordinator)
+        let fetched = try after.fetch(FetchRequest(entityName: "Tag"))
+        #expect(fetched.count == 3 && fetched.allSatisfy { $0 is Late }, "the class looked up before registration is not kept")
+        #expect(fetched.allSatisfy { after.object(with: $0.objectID) === $0 }, "a fetch hands out the registered objects")
+    }
+
     @Test func noActionLeavesTheOtherSideAlone() throws {
         let model = try ManagedObjectModel {
             EntityDescription("Parent") { RelationshipDescription("kids", destination: "Kid", inverse: "parent", toMany: true, deleteRule: .noAction) }
