@@ -47,6 +47,24 @@ extension Database {
         return try body(UnsafeRawBufferPointer(found))
     }
 
+    /// Looks up `key` in a read-only transaction and returns its value's bytes, borrowed from LMDB's memory map.
+    ///
+    /// A read-only transaction sees one snapshot and LMDB keeps every page of it until the transaction ends, so the
+    /// bytes stay valid and unchanged until then: the caller must not use them after the transaction's closure
+    /// returns. In write transactions, use `withValue(forKey:in:_:)`.
+    ///
+    /// - Returns: The bytes, or `nil` when the key is not there.
+    /// - Throws: ``LMDBError/badValueSize`` for an empty key. The corresponding LMDB function is `mdb_get`.
+    public func borrowedValue(forKey key: UnsafeRawBufferPointer, in transaction: Transaction) throws -> UnsafeRawBufferPointer? {
+        precondition(transaction.isReadOnly, "borrowed bytes outlive a lookup only in a read-only transaction")
+        var keyValue = mdbValue(key)
+        var found = MDB_val()
+        let code = mdb_get(transaction.handle, handle, &keyValue, &found)
+        if code == MDB_NOTFOUND { return nil }
+        try transaction.check(code, database: self, message: keySizeMessage(key.count, transaction))
+        return UnsafeRawBufferPointer(found)
+    }
+
     /// Looks up `key` and lends its value's bytes to `body`, without copying them.
     ///
     /// - Returns: What `body` returns, or `nil` when the key is not there.

@@ -53,29 +53,35 @@ extension LMDBIncrementalStore {
                 return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
             var matches: [RowView] = []
-            var decodeFailure: (UInt64, RowDecodingError)?
+            var corrupted: (key: UInt64, error: RowDecodingError)?
             let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
+            /// Whether the row matches; a field that cannot be decoded stops the fetch with the row's key.
+            func accepts(_ view: RowView, _ predicate: FetchPredicate?) throws -> Bool {
+                let matched = try predicate?.evaluate(with: view) ?? true
+                if let failure = view.failure { corrupted = (UInt64(view.key), failure) }
+                return matched && corrupted == nil
+            }
             if let objectIDs = plan.objectIDs {
                 // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys.
-                for id in objectIDs where id.storeIdentifier == state.storeIdentifier {
+                for id in objectIDs where id.storeIdentifier == state.storeIdentifier && corrupted == nil {
                     guard let tag = layout.entity(id.entityName)?.tag, family.contains(tag), case .integer(let key) = id.referenceObject, key > 0,
-                          let row = try readRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
+                          let row = try encodedRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
                     let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
-                    if try plan.predicate?.evaluate(with: view) ?? true { matches.append(view) }
+                    if try accepts(view, plan.predicate) { matches.append(view) }
                 }
             } else if let index = plan.index {
                 try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                    for range in index.ranges where matches.count < wanted {
-                    try cursor.forEach(in: range) { entry in
-                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
-                        guard family.contains(tag) else { return true }
-                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
-                                          in: state)
-                        guard let row = try readRow(id, state: state, transaction: transaction) else { return true }
-                        let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
-                        if try request.predicate?.evaluate(with: view) ?? true { matches.append(view) }
-                        return matches.count < wanted
-                    }
+                    for range in index.ranges where matches.count < wanted && corrupted == nil {
+                        try cursor.forEach(in: range) { entry in
+                            let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                            guard family.contains(tag) else { return true }
+                            let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
+                                              in: state)
+                            guard let row = try encodedRow(id, state: state, transaction: transaction) else { return true }
+                            let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
+                            if try accepts(view, request.predicate) { matches.append(view) }
+                            return matches.count < wanted && corrupted == nil
+                        }
                     }
                 }
             } else {
@@ -84,19 +90,19 @@ extension LMDBIncrementalStore {
                         guard let tag = RowCodec.entityTag(entry.value), family.contains(tag) else { return true }
                         let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
                         do {
-                            let row = try RowCodec.decode(entry.value, layout: layout)
+                            // The cursor's bytes stay in the map until the read transaction ends.
+                            let row = try EncodedRow(entry.value, layout: layout)
                             let view = RowView(store: self, state: state, transaction: transaction,
                                                id: objectID(entityTag: tag, key: key, in: state), row: row)
-                            if try request.predicate?.evaluate(with: view) ?? true { matches.append(view) }
+                            if try accepts(view, request.predicate) { matches.append(view) }
                         } catch let error as RowDecodingError {
-                            decodeFailure = (key, error)
-                            return false
+                            corrupted = (key, error)
                         }
-                        return true
+                        return corrupted == nil
                     }
                 }
             }
-            if let (key, error) = decodeFailure {
+            if let (key, error) = corrupted {
                 throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
             }
             if (plan.index != nil || plan.objectIDs != nil) && !plan.streamsInSortOrder {
@@ -105,24 +111,36 @@ extension LMDBIncrementalStore {
             }
             if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {
                 // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
-                matches = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
+                let sorted = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
+                // A sort value that could not be decoded (in any row, kept or not) is a corrupted store, not a NULL.
+                if let failed = matches.first(where: { $0.failure != nil }), let failure = failed.failure {
+                    throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(failed.key) in \(entity.root)'s table cannot be read: \(failure.reason); the store file is corrupted")
+                }
+                matches = sorted
             }
-            return try .fetched(request.window(matches), for: request, id: \.id,
-                                node: { node($0.id, $0.row, in: state) })
+            return try .fetched(request.window(matches), for: request, id: \.id, node: { view in
+                do {
+                    return node(view.id, try view.row.decoded(), in: state)
+                } catch let error as RowDecodingError {
+                    throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(view.key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
+                }
+            })
         }
     }
 }
 
-/// A stored row as a predicate sees it, within one read transaction: attributes as values, relationships as the
-/// related rows (read when a key path reaches them).
+/// A stored row as a predicate sees it, within one read transaction: each attribute decoded when it is asked for,
+/// relationships as the related rows (read when a key path reaches them). A value that cannot be decoded reads as
+/// NULL and is kept in ``failure``, which the fetch turns into an error.
 final class RowView: KeyValueReadable, Hashable {
     let store: LMDBIncrementalStore
     let state: LMDBIncrementalStore.OpenState
     let transaction: Transaction
     let id: ManagedObjectID
-    let row: StoredRow
+    let row: EncodedRow
+    private(set) var failure: RowDecodingError?
 
-    init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: Transaction, id: ManagedObjectID, row: StoredRow) {
+    init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: Transaction, id: ManagedObjectID, row: EncodedRow) {
         self.store = store
         self.state = state
         self.transaction = transaction
@@ -131,21 +149,28 @@ final class RowView: KeyValueReadable, Hashable {
     }
 
     func predicateValue(forKey key: String) -> PredicateValue {
-        if let value = row.attributes[key] { return PredicateValue(value) }
-        guard let relationship = store.model.relationship(named: key, in: id.entityName) else { return .null }
-        if relationship.isToMany {
-            guard case .integer(let ownerKey) = id.referenceObject,
-                  let references = try? store.relatedKeys(relationship, of: id.entityName, key: UInt64(ownerKey), state: state, transaction: transaction)
-            else { return .array([]) }
-            return .array(references.compactMap { view($0) }.map { .object(PredicateObject($0)) })
+        if let field = row.entity.fieldIndex[key] {
+            do {
+                switch try row.field(field) {
+                case .attribute(let value)?: return PredicateValue(value)
+                case .reference(let reference)?: return view(reference).map { .object(PredicateObject($0)) } ?? .null
+                case nil: return .null
+                }
+            } catch {
+                failure = failure ?? error
+                return .null
+            }
         }
-        guard let reference = row.toOne[key], let target = view(reference) else { return .null }
-        return .object(PredicateObject(target))
+        guard let relationship = store.model.relationship(named: key, in: id.entityName), relationship.isToMany else { return .null }
+        guard case .integer(let ownerKey) = id.referenceObject,
+              let references = try? store.relatedKeys(relationship, of: id.entityName, key: UInt64(ownerKey), state: state, transaction: transaction)
+        else { return .array([]) }
+        return .array(references.compactMap { view($0) }.map { .object(PredicateObject($0)) })
     }
 
     private func view(_ reference: StoredRow.Reference) -> RowView? {
         let targetID = store.objectID(entityTag: reference.entityTag, key: reference.key, in: state)
-        guard let row = try? store.readRow(targetID, state: state, transaction: transaction) else { return nil }
+        guard let row = try? store.encodedRow(targetID, state: state, transaction: transaction) else { return nil }
         return RowView(store: store, state: state, transaction: transaction, id: targetID, row: row)
     }
 

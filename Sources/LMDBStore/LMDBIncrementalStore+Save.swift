@@ -141,6 +141,20 @@ extension LMDBIncrementalStore {
         }
     }
 
+    /// The row of `objectID` in a read transaction, checked but not decoded (its bytes are borrowed from the map
+    /// until the transaction ends), or `nil` when there is none.
+    func encodedRow(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> EncodedRow? {
+        let rows = try rowsDatabase(objectID, state)
+        let key = try key(of: objectID)
+        let found = try withUnsafeBytes(of: key.bigEndian) { try rows.borrowedValue(forKey: $0, in: transaction) }
+        guard let found else { return nil }
+        do {
+            return try EncodedRow(found, layout: layout)
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+        }
+    }
+
     private func storedRow(_ change: ObjectChange, version: UInt64) throws -> StoredRow {
         var references: [String: StoredRow.Reference] = [:]
         for (name, target) in change.toOne {

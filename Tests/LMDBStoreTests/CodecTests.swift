@@ -134,6 +134,72 @@ import Testing
     }
 }
 
+extension RowCodecTests {
+    /// `blob` with its checksum recomputed: a row whose bytes are wrong but whose checksum agrees.
+    static func resealed(_ blob: [UInt8]) -> [UInt8] {
+        var body = Array(blob.dropLast(4))
+        let crc = body.withUnsafeBytes { CRC32C.checksum($0) }
+        withUnsafeBytes(of: crc.bigEndian) { body.append(contentsOf: $0) }
+        return body
+    }
+
+    @Test func oneFieldReadsTheSameValueAsTheWholeRow() throws {
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Thing")!
+        let row = StoredRow(entityTag: entity.tag, version: 7, attributes: [
+            "i": .integer(Int64.min), "d": .double(.infinity), "m": .decimal(Decimal(string: "-0.001")!), "s": .string(""),
+            "b": .boolean(true), "u": .uuid(UUID()), "r": .uri(URL(string: "file:///a%20b")!),
+        ], toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: UInt64.max)])
+        let blob = RowCodec.encode(row, entity: entity, modelHash: 1)
+        try blob.withUnsafeBytes { bytes in
+            let encoded = try EncodedRow(bytes, layout: layout)
+            #expect(encoded.version == 7 && encoded.entityTag == entity.tag)
+            for field in entity.fields {
+                switch try encoded.field(Int(field.id)) {
+                case .attribute(let value)?: #expect(row.attributes[field.name] == value, "\(field.name)")
+                case .reference(let reference)?: #expect(row.toOne[field.name] == reference, "\(field.name)")
+                case nil: #expect(row.attributes[field.name] == nil && row.toOne[field.name] == nil, "\(field.name) is absent")
+                }
+            }
+            #expect(try encoded.decoded() == row)
+        }
+    }
+
+    @Test func aWellSealedRowWithBadFieldsIsRefusedWhenOpenedOrRead() throws {
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Thing")!
+        func blob(_ attributes: [String: AttributeValue]) -> [UInt8] {
+            RowCodec.encode(StoredRow(entityTag: entity.tag, version: 1, attributes: attributes, toOne: [:]), entity: entity, modelHash: 1)
+        }
+        // A decimal that is not a number: the row's layout is sound, so it opens; reading that field fails, naming it.
+        var decimal = blob(["m": .decimal(7), "i": .integer(1)])
+        let digit = decimal.firstIndex(of: UInt8(ascii: "7"))!
+        decimal[digit] = UInt8(ascii: "x")
+        decimal = Self.resealed(decimal)
+        try decimal.withUnsafeBytes { bytes in
+            let encoded = try EncodedRow(bytes, layout: layout)
+            #expect(try encoded.field(Int(entity.fieldIndex["i"]!)).map { if case .attribute(.integer(1)) = $0 { true } else { false } } == true)
+            let error = #expect(throws: RowDecodingError.self) { try encoded.field(Int(entity.fieldIndex["m"]!)) }
+            #expect(error?.reason == "m holds a malformed decimal")
+            #expect(throws: RowDecodingError.self) { try encoded.decoded() }
+        }
+        // A string that is not UTF-8, an unknown value type, a field number past the entity's: refused on opening.
+        var text = blob(["s": .string("ab")])
+        text[text.firstIndex(of: UInt8(ascii: "a"))!] = 0xFF
+        var type = blob(["i": .integer(3)])
+        type[RowCodec.headerSize + 2] = 99
+        var number = blob(["i": .integer(3)])
+        number[RowCodec.headerSize + 1] = 200
+        for (bad, reason) in [(text, "a string in the row is not UTF-8"), (type, "i has the unknown value type 99"),
+                              (number, "the row has field 200; Thing has \(entity.fields.count)")] {
+            let sealed = Self.resealed(bad)
+            let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try EncodedRow($0, layout: layout) } }
+            #expect(error?.reason == reason)
+            #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
+        }
+    }
+}
+
 @Suite struct CRC32CTests {
     /// The bit-at-a-time definition, to check the table-driven one against.
     func reference(_ bytes: [UInt8]) -> UInt32 {

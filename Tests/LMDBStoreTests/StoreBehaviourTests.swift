@@ -208,6 +208,66 @@ import Testing
     }
 }
 
+@Suite struct LazyRowReadingTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Price") {
+            AttributeDescription("label", .string)
+            AttributeDescription("amount", .decimal)
+        }
+    }
+
+    /// A store with three prices, the second one's amount overwritten with a well-sealed row holding "x" as the
+    /// decimal: the checksum agrees, only reading that value can tell.
+    func damagedStore() throws -> (StoreFolder, ManagedObjectContext, [ManagedObjectID]) {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        var prices: [ManagedObject] = []
+        for (label, amount) in [("a", 1), ("b", 7), ("c", 3)] {
+            let price = try context.insertNewObject(forEntityName: "Price")
+            try price.setValue(label, forKey: "label")
+            try price.setValue(Decimal(amount), forKey: "amount")
+            prices.append(price)
+        }
+        try context.save()
+        let ids = prices.map(\.objectID)
+        let state = try store.open
+        let rows = store.database("rows/Price", in: state)
+        try state.environment.write { transaction in
+            let key = LMDBIncrementalStore.keyBytes(try store.key(of: ids[1]))
+            var blob = try rows.value(forKey: key, in: transaction)!
+            blob[blob.lastIndex(of: UInt8(ascii: "7"))!] = UInt8(ascii: "x")
+            try rows.put(RowCodecTests.resealed(blob), forKey: key, in: transaction)
+        }
+        return (folder, ManagedObjectContext(coordinator: coordinator), ids)
+    }
+
+    @Test func aFetchReadsOnlyTheValuesItNeeds() throws {
+        let (_, context, ids) = try damagedStore()
+        let byLabel = try context.fetch(FetchRequest(entityName: "Price", predicate: FetchPredicate(format: "label != 'a'"),
+                                                     sortDescriptors: [FetchSortDescriptor(keyPath: "label")]))
+        #expect(byLabel.map(\.objectID) == [ids[1], ids[2]], "the damaged amount is never read")
+    }
+
+    @Test func aDamagedValueAFetchNeedsIsAnErrorNamingTheRow() throws {
+        let (_, context, ids) = try damagedStore()
+        guard case .integer(let key) = ids[1].referenceObject else { return }
+        for request in [FetchRequest(entityName: "Price", predicate: try FetchPredicate(format: "amount > 2")),
+                        FetchRequest(entityName: "Price", sortDescriptors: [FetchSortDescriptor(keyPath: "amount")]),
+                        FetchRequest(entityName: "Price", sortDescriptors: [FetchSortDescriptor(keyPath: "amount")]).with { $0.fetchLimit = 1 },
+                        FetchRequest(entityName: "Price", predicate: try FetchPredicate(format: "label == 'b'")).with { $0.returnsObjectsAsFaults = false }] {
+            do {
+                _ = try context.fetch(request)
+                Issue.record("\(request) read a malformed decimal")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .storeUnusable)
+                #expect(error.message.contains("key \(key)") || error.message.contains("\(ids[1])"), "names the row: \(error.message)")
+                #expect(error.message.contains("amount holds a malformed decimal"), "\(error.message)")
+            }
+        }
+    }
+}
+
 @Suite struct FoldedIndexTests {
     @Test func foldedIndexesHoldFoldedStringsAndFetchesMatchTheEvaluator() throws {
         let folder = StoreFolder()

@@ -130,56 +130,163 @@ enum RowCodec {
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer, layout: StoreLayout) throws(RowDecodingError) -> StoredRow {
+        try EncodedRow(bytes, layout: layout, checkingFields: false).decoded()
+    }
+}
+
+/// What one field of a row holds.
+enum RowField {
+    case attribute(AttributeValue)
+    case reference(StoredRow.Reference)
+}
+
+/// A row blob whose checksum, header and field layout are checked, read one field at a time: a predicate or a sort
+/// that names two attributes decodes those two values and nothing else. The bytes are borrowed (from LMDB's map,
+/// for the rest of a read transaction); the row must not outlive them.
+struct EncodedRow {
+    /// The row without its checksum.
+    let body: UnsafeRawBufferPointer
+    let entity: StoreLayout.EntityLayout
+    let version: UInt64
+    /// Where the first field starts and how many there are.
+    private let fieldsOffset: Int
+    private let fieldCount: Int
+
+    var entityTag: UInt16 { entity.tag }
+
+    /// Checks the checksum, the header and (unless the caller decodes every field next, which checks them too) that
+    /// every field is well-formed, so reading one later fails only on a value its type cannot hold, such as a
+    /// malformed decimal.
+    init(_ bytes: UnsafeRawBufferPointer, layout: StoreLayout, checkingFields: Bool = true) throws(RowDecodingError) {
+        let headerSize = RowCodec.headerSize
         guard bytes.count >= headerSize + 4 else { throw RowDecodingError(reason: "the row is \(bytes.count) bytes, shorter than a row header") }
         let body = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 4)])
         let stored = UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 4, as: UInt32.self))
         guard CRC32C.checksum(body) == stored else { throw RowDecodingError(reason: "the row's checksum does not match its bytes") }
-        guard bytes[0] <= formatVersion else {
-            throw RowDecodingError(reason: "the row has format version \(bytes[0]); this LMDBStore reads up to \(formatVersion)")
+        guard bytes[0] <= RowCodec.formatVersion else {
+            throw RowDecodingError(reason: "the row has format version \(bytes[0]); this LMDBStore reads up to \(RowCodec.formatVersion)")
         }
         let tag = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
         guard let entity = layout.entity(tag: tag) else {
             throw RowDecodingError(reason: "the row names the unknown entity tag \(tag)")
         }
-        let entityName = entity.name
         var reader = ByteReader(bytes: body, offset: 4)
-        var row = StoredRow(entityTag: tag, version: try reader.uint64(), attributes: [:], toOne: [:])
+        self.body = body
+        self.entity = entity
+        self.version = try reader.uint64()
         _ = try reader.uint64()  // model hash prefix, for migrations
-        let count = try reader.uint16()
-        row.attributes.reserveCapacity(Int(count))
-        for _ in 0..<count {
+        self.fieldCount = Int(try reader.uint16())
+        self.fieldsOffset = reader.offset
+        guard checkingFields else { return }
+        for _ in 0..<fieldCount {
             let id = Int(try reader.uint16())
             let type = try reader.byte()
-            guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entityName) has \(entity.fields.count)") }
-            let field = entity.fields[id]
-            switch type {
-            case ValueType.integer:
-                let raw = try reader.varint()
-                row.attributes[field.name] = .integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
-            case ValueType.double: row.attributes[field.name] = .double(Double(bitPattern: try reader.uint64()))
-            case ValueType.float: row.attributes[field.name] = .float(Float(bitPattern: try reader.uint32()))
-            case ValueType.decimal:
-                guard let value = Decimal(string: try reader.string()) else { throw RowDecodingError(reason: "\(field.name) holds a malformed decimal") }
-                row.attributes[field.name] = .decimal(value)
-            case ValueType.string: row.attributes[field.name] = .string(try reader.string())
-            case ValueType.falseValue: row.attributes[field.name] = .boolean(false)
-            case ValueType.trueValue: row.attributes[field.name] = .boolean(true)
-            case ValueType.date: row.attributes[field.name] = .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.uint64())))
-            case ValueType.data: row.attributes[field.name] = .data(Data(try reader.lengthPrefixed()))
-            case ValueType.uuid:
-                let raw = try reader.bytes(16)
-                row.attributes[field.name] = .uuid(UUID(uuid: raw.loadUnaligned(as: uuid_t.self)))
-            case ValueType.uri:
-                guard let url = URL(string: try reader.string()) else { throw RowDecodingError(reason: "\(field.name) holds a malformed URI") }
-                row.attributes[field.name] = .uri(url)
-            case ValueType.reference:
-                row.toOne[field.name] = StoredRow.Reference(entityTag: try reader.uint16(), key: try reader.varint())
-            default:
-                throw RowDecodingError(reason: "\(field.name) has the unknown value type \(type)")
+            guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
+            try Self.skip(type, field: entity.fields[id].name, &reader)
+        }
+        guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
+    }
+
+    /// The value of field `id`, or `nil` when the row does not hold it (NULL, or no to-one target).
+    func field(_ id: Int) throws(RowDecodingError) -> RowField? {
+        var reader = ByteReader(bytes: body, offset: fieldsOffset)
+        for _ in 0..<fieldCount {
+            let fieldID = Int(try reader.uint16())
+            let type = try reader.byte()
+            guard fieldID < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(entity.fields.count)") }
+            if fieldID == id { return try Self.read(type, field: entity.fields[id].name, &reader) }
+            try Self.skip(type, field: entity.fields[fieldID].name, &reader)
+        }
+        return nil
+    }
+
+    /// Every field, decoded.
+    func decoded() throws(RowDecodingError) -> StoredRow {
+        var row = StoredRow(entityTag: entity.tag, version: version, attributes: [:], toOne: [:])
+        row.attributes.reserveCapacity(fieldCount)
+        var reader = ByteReader(bytes: body, offset: fieldsOffset)
+        for _ in 0..<fieldCount {
+            let id = Int(try reader.uint16())
+            let type = try reader.byte()
+            guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
+            let name = entity.fields[id].name
+            switch try Self.read(type, field: name, &reader) {
+            case .attribute(let value): row.attributes[name] = value
+            case .reference(let reference): row.toOne[name] = reference
             }
         }
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
         return row
+    }
+
+    private static func read(_ type: UInt8, field: String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {
+        typealias ValueType = RowCodec.ValueType
+        switch type {
+        case ValueType.integer:
+            let raw = try reader.varint()
+            return .attribute(.integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)))
+        case ValueType.double: return .attribute(.double(Double(bitPattern: try reader.uint64())))
+        case ValueType.float: return .attribute(.float(Float(bitPattern: try reader.uint32())))
+        case ValueType.decimal:
+            guard let value = Decimal(string: try reader.string()) else { throw RowDecodingError(reason: "\(field) holds a malformed decimal") }
+            return .attribute(.decimal(value))
+        case ValueType.string: return .attribute(.string(try reader.string()))
+        case ValueType.falseValue: return .attribute(.boolean(false))
+        case ValueType.trueValue: return .attribute(.boolean(true))
+        case ValueType.date: return .attribute(.date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.uint64()))))
+        case ValueType.data: return .attribute(.data(Data(try reader.lengthPrefixed())))
+        case ValueType.uuid:
+            let raw = try reader.bytes(16)
+            return .attribute(.uuid(UUID(uuid: raw.loadUnaligned(as: uuid_t.self))))
+        case ValueType.uri:
+            guard let url = URL(string: try reader.string()) else { throw RowDecodingError(reason: "\(field) holds a malformed URI") }
+            return .attribute(.uri(url))
+        case ValueType.reference:
+            return .reference(StoredRow.Reference(entityTag: try reader.uint16(), key: try reader.varint()))
+        default:
+            throw RowDecodingError(reason: "\(field) has the unknown value type \(type)")
+        }
+    }
+
+    /// Moves past one value, checking only its extent (and that strings are UTF-8, which reading relies on).
+    private static func skip(_ type: UInt8, field: String, _ reader: inout ByteReader) throws(RowDecodingError) {
+        typealias ValueType = RowCodec.ValueType
+        switch type {
+        case ValueType.integer: _ = try reader.varint()
+        case ValueType.double, ValueType.date: _ = try reader.bytes(8)
+        case ValueType.float: _ = try reader.bytes(4)
+        case ValueType.falseValue, ValueType.trueValue: break
+        case ValueType.uuid: _ = try reader.bytes(16)
+        case ValueType.decimal, ValueType.string, ValueType.uri:
+            let raw = try reader.lengthPrefixed()
+            guard Self.isUTF8(raw) else { throw RowDecodingError(reason: "a string in the row is not UTF-8") }
+        case ValueType.data: _ = try reader.lengthPrefixed()
+        case ValueType.reference:
+            _ = try reader.uint16()
+            _ = try reader.varint()
+        default:
+            throw RowDecodingError(reason: "\(field) has the unknown value type \(type)")
+        }
+    }
+
+    /// Whether `bytes` are valid UTF-8, without making a string (ASCII, the common case, is checked 8 bytes at a time).
+    private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var position = 0
+        while position + 8 <= bytes.count {
+            if bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { break }
+            position += 8
+        }
+        while position < bytes.count, bytes[position] < 0x80 { position += 1 }
+        if position == bytes.count { return true }
+        var decoder = Unicode.UTF8.ForwardParser()
+        var iterator = UnsafeRawBufferPointer(rebasing: bytes[position...]).makeIterator()
+        while true {
+            switch decoder.parseScalar(from: &iterator) {
+            case .valid: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
     }
 }
 

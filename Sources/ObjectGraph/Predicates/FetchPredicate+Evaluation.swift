@@ -48,6 +48,15 @@ extension FetchPredicate {
         var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
         return try evaluator.evaluate(node)
     }
+
+    /// Whether `object` satisfies the predicate; as ``evaluate(with:variables:)-(some KeyValueReadable,_)``, for
+    /// objects that are `Hashable` (managed objects, store rows), which are read without a wrapper.
+    ///
+    /// - Throws: ``PredicateEvaluationError`` when values do not fit an operation.
+    public func evaluate(with object: some KeyValueReadable & Hashable, variables: [String: PredicateValue] = [:]) throws(PredicateEvaluationError) -> Bool {
+        var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
+        return try evaluator.evaluate(node)
+    }
 }
 
 extension PredicateExpression {
@@ -62,11 +71,20 @@ extension PredicateExpression {
 
 extension PredicateValue {
     /// The evaluated object as a value: dictionaries stay dictionaries, anything else is wrapped as an object.
-    static func wrapping(_ object: some KeyValueReadable) -> PredicateValue {
-        if let dictionary = object as? [String: PredicateValue] { return .dictionary(dictionary) }
-        if let value = object as? PredicateValue { return value }
+    /// (Type checks by metatype first: this runs once per evaluated object, and a dynamic cast costs more than the
+    /// comparison it precedes.)
+    static func wrapping<Object: KeyValueReadable>(_ object: Object) -> PredicateValue {
+        if Object.self == [String: PredicateValue].self { return .dictionary(object as! [String: PredicateValue]) }
+        if Object.self == PredicateValue.self { return object as! PredicateValue }
         if let managed = object as? ManagedObject { return .object(PredicateObject(managed)) }
         return .object(PredicateObject(unique: object))
+    }
+
+    /// As ``wrapping(_:)``, for objects that are their own identity: no wrapper object is made.
+    static func wrapping<Object: KeyValueReadable & Hashable>(_ object: Object) -> PredicateValue {
+        if Object.self == [String: PredicateValue].self { return .dictionary(object as! [String: PredicateValue]) }
+        if Object.self == PredicateValue.self { return object as! PredicateValue }
+        return .object(PredicateObject(object))
     }
 }
 
@@ -204,6 +222,10 @@ struct PredicateEvaluator {
     /// Follows a dotted key path with collection operators (`@count`, `@sum`, `@avg`, `@min`, `@max`,
     /// `@distinctUnionOfObjects`, `@unionOfObjects`). Through a collection, a key yields every element's value.
     private func keyPath(_ path: String, from start: PredicateValue, _ node: ExpressionNode) throws(PredicateEvaluationError) -> PredicateValue {
+        // Most key paths are one plain key: read it without splitting the path.
+        if !path.utf8.contains(UInt8(ascii: ".")) && path.utf8.first != UInt8(ascii: "@") {
+            return try member(start, path, node)
+        }
         let components = path.split(separator: ".").map(String.init)
         var current = start
         var position = 0

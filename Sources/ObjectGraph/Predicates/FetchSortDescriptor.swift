@@ -38,7 +38,11 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
 
     /// The value the descriptor sorts `object` by (NULL when the key path cannot be followed).
     public func sortValue(of object: some KeyValueReadable) -> PredicateValue {
-        (try? PredicateExpression(node: .keyPath(keyPath)).value(for: object)) ?? .null
+        // One plain key is the object's own value for it: no expression evaluation.
+        if !keyPath.utf8.contains(UInt8(ascii: ".")) && keyPath.utf8.first != UInt8(ascii: "@") {
+            return object.predicateValue(forKey: keyPath)
+        }
+        return (try? PredicateExpression(node: .keyPath(keyPath)).value(for: object)) ?? .null
     }
 
     /// The order of two values under this descriptor: negative when `lhs` comes first.

@@ -163,16 +163,18 @@ extension Dictionary: KeyValueReadable where Key == String, Value == PredicateVa
 /// An object inside a ``PredicateValue``: something that answers key paths, compared by its own equality.
 public struct PredicateObject: @unchecked Sendable, Hashable {
     /// The object.
-    public let base: any KeyValueReadable
-    private let identity: AnyHashable
+    public var base: any KeyValueReadable { object }
+    private let object: any KeyValueReadable & Hashable
+
+    /// What equality and hashing use; made only when asked, since most wrapped objects are only read from.
+    private var identity: AnyHashable { object.predicateIdentity ?? AnyHashable(object) }
 
     /// Wraps an object; two wrappers are equal when the objects are.
     ///
     /// An object in a predicate value is read only by the thread that evaluates the predicate; it is marked
     /// `Sendable` so that values can flow through the same types as constants, and must not be shared further.
     public init<Object: KeyValueReadable & Hashable>(_ object: Object) {
-        self.base = object
-        self.identity = object.predicateIdentity ?? AnyHashable(object)
+        self.object = object
     }
 
     /// Equality of the wrapped objects.

@@ -197,12 +197,12 @@ extension PersistentStoreResult {
     ///   dictionary request.
     package static func fetched<Matches: Collection>(
         _ window: Matches, for request: FetchRequest, id: (Matches.Element) -> ManagedObjectID,
-        node: (Matches.Element) -> IncrementalStoreNode
+        node: (Matches.Element) throws -> IncrementalStoreNode
     ) throws -> PersistentStoreResult {
         switch request.resultType {
         case .count: return .count(window.count)
         case .managedObjectID: return .objectIDs(window.map(id))
-        case .managedObject: return request.returnsObjectsAsFaults ? .objectIDs(window.map(id)) : .nodes(window.map(node))
+        case .managedObject: return request.returnsObjectsAsFaults ? .objectIDs(window.map(id)) : .nodes(try window.map(node))
         case .dictionary:
             throw ManagedObjectContextError(.unsupportedRequest, message: "dictionary results are computed by the context, not the store")
         }
