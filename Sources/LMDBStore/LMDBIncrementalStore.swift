@@ -33,7 +33,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     var state: OpenState?
     var metadataStorage: [String: String] = [:]
 
-    struct OpenState {
+    /// A class: every row view and fetch keeps it, and sharing it costs one retain.
+    final class OpenState {
         let environment: Environment
         let databases: [String: Database]
         let storeIdentifier: String

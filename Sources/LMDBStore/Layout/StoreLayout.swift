@@ -9,7 +9,8 @@ struct StoreLayout: Sendable {
         let kind: Kind
     }
 
-    struct EntityLayout: Sendable {
+    /// One entity's layout; a class, so the rows and plans that keep it share it instead of copying its parts.
+    final class EntityLayout: Sendable {
         let name: String
         let tag: UInt16
         let root: String
@@ -25,6 +26,20 @@ struct StoreLayout: Sendable {
         let toOneRelationships: [RelationshipDescription]
         /// To-many relationships kept in link tables (ordered ones, many-to-many, and those without an inverse).
         let linkRelationships: [RelationshipDescription]
+
+        init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
+             indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
+             toOneRelationships: [RelationshipDescription], linkRelationships: [RelationshipDescription]) {
+            self.name = name
+            self.tag = tag
+            self.root = root
+            self.fields = fields
+            self.fieldIndex = fieldIndex
+            self.indexes = indexes
+            self.uniques = uniques
+            self.toOneRelationships = toOneRelationships
+            self.linkRelationships = linkRelationships
+        }
     }
 
     let model: ManagedObjectModel

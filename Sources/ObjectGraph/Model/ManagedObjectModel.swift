@@ -62,7 +62,10 @@ public struct ManagedObjectModel: Sendable {
     /// The developer's version label for the model (Xcode's "model version identifier"); not part of the hash.
     public var versionIdentifier: String? { storage.versionIdentifier }
     /// What loading the model from a file passed over. Empty for models built in code or from JSON.
-    public internal(set) var warnings: [ModelWarning] = []
+    public internal(set) var warnings: [ModelWarning] {
+        get { storage.warnings }
+        set { storage = storage.with(warnings: newValue) }
+    }
 
     /// A SHA-256 digest of everything the model persists: it changes exactly when a store written with the old
     /// model could not be read as-is with the new one. See ``versionHash(ofEntity:)``.
@@ -81,9 +84,11 @@ public struct ManagedObjectModel: Sendable {
         let versionHash: [UInt8]
         let entityIndex: [String: Int]
         let resolved: [String: ResolvedEntity]
+        let warnings: [ModelWarning]
 
         init(entities: [EntityDescription], configurations: [ModelConfiguration], fetchRequestTemplates: [FetchRequestTemplate],
-             versionIdentifier: String?, versionHash: [UInt8], entityIndex: [String: Int], resolved: [String: ResolvedEntity]) {
+             versionIdentifier: String?, versionHash: [UInt8], entityIndex: [String: Int], resolved: [String: ResolvedEntity],
+             warnings: [ModelWarning] = []) {
             self.entities = entities
             self.configurations = configurations
             self.fetchRequestTemplates = fetchRequestTemplates
@@ -91,10 +96,17 @@ public struct ManagedObjectModel: Sendable {
             self.versionHash = versionHash
             self.entityIndex = entityIndex
             self.resolved = resolved
+            self.warnings = warnings
+        }
+
+        func with(warnings: [ModelWarning]) -> Storage {
+            Storage(entities: entities, configurations: configurations, fetchRequestTemplates: fetchRequestTemplates,
+                    versionIdentifier: versionIdentifier, versionHash: versionHash, entityIndex: entityIndex, resolved: resolved,
+                    warnings: warnings)
         }
     }
 
-    private let storage: Storage
+    private var storage: Storage
 
     struct ResolvedEntity: Sendable {
         var ancestry: [String]                     // root first, the entity itself last
