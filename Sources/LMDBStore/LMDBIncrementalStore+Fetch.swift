@@ -19,7 +19,6 @@ extension LMDBIncrementalStore {
         }
         let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
             .compactMap { layout.entity($0)?.tag })
-        let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
         let plan = QueryPlanner.plan(request, layout: layout, model: model)
         return try state.environment.read { transaction -> PersistentStoreResult in
             if request.resultType == .count, plan.coveredByIndex, let index = plan.index {
@@ -52,72 +51,7 @@ extension LMDBIncrementalStore {
                 if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
                 return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
-            var matches: [RowView] = []
-            var corrupted: (key: UInt64, error: RowDecodingError)?
-            let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
-            /// Whether the row matches; a field that cannot be decoded stops the fetch with the row's key.
-            func accepts(_ view: RowView, _ predicate: FetchPredicate?) throws -> Bool {
-                let matched = try predicate?.evaluate(with: view) ?? true
-                if let failure = view.failure { corrupted = (UInt64(view.key), failure) }
-                return matched && corrupted == nil
-            }
-            if let objectIDs = plan.objectIDs {
-                // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys.
-                for id in objectIDs where id.storeIdentifier == state.storeIdentifier && corrupted == nil {
-                    guard let tag = layout.entity(id.entityName)?.tag, family.contains(tag), case .integer(let key) = id.referenceObject, key > 0,
-                          let row = try encodedRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
-                    let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
-                    if try accepts(view, plan.predicate) { matches.append(view) }
-                }
-            } else if let index = plan.index {
-                try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                    for range in index.ranges where matches.count < wanted && corrupted == nil {
-                        try cursor.forEach(in: range) { entry in
-                            let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
-                            guard family.contains(tag) else { return true }
-                            let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
-                                              in: state)
-                            guard let row = try encodedRow(id, state: state, transaction: transaction) else { return true }
-                            let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
-                            if try accepts(view, request.predicate) { matches.append(view) }
-                            return matches.count < wanted && corrupted == nil
-                        }
-                    }
-                }
-            } else {
-                try rows.withCursor(in: transaction) { cursor in
-                    try cursor.forEach { entry in
-                        guard let tag = RowCodec.entityTag(entry.value), family.contains(tag) else { return true }
-                        let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
-                        do {
-                            // The cursor's bytes stay in the map until the read transaction ends.
-                            let row = try EncodedRow(entry.value, layout: layout)
-                            let view = RowView(store: self, state: state, transaction: transaction,
-                                               id: objectID(entityTag: tag, key: key, in: state), row: row)
-                            if try accepts(view, request.predicate) { matches.append(view) }
-                        } catch let error as RowDecodingError {
-                            corrupted = (key, error)
-                        }
-                        return corrupted == nil
-                    }
-                }
-            }
-            if let (key, error) = corrupted {
-                throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
-            }
-            if (plan.index != nil || plan.objectIDs != nil) && !plan.streamsInSortOrder {
-                // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
-                matches.sort { $0.key < $1.key }
-            }
-            if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {
-                // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
-                let sorted = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
-                // A sort value that could not be decoded (in any row, kept or not) is a corrupted store, not a NULL.
-                if let failed = matches.first(where: { $0.failure != nil }), let failure = failed.failure {
-                    throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(failed.key) in \(entity.root)'s table cannot be read: \(failure.reason); the store file is corrupted")
-                }
-                matches = sorted
-            }
+            let matches = try matchingRows(request, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
             return try .fetched(request.window(matches), for: request, id: \.id, node: { view in
                 do {
                     return node(view.id, try view.row.decoded(), in: state)
@@ -125,6 +59,110 @@ extension LMDBIncrementalStore {
                     throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(view.key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
                 }
             })
+        }
+    }
+
+    /// The rows `request` matches, through `plan`: read by key, from an index range (each row still checked against
+    /// the whole predicate) or by a scan of the root table; then sorted (unless the index gives the order, when the
+    /// walk stops after offset + limit matches; with a limit, top-K). Not windowed. The views borrow the rows from
+    /// the map: they must not outlive `transaction`.
+    func matchingRows(_ request: FetchRequest, plan: QueryPlan, entity: StoreLayout.EntityLayout, family: Set<UInt16>,
+                      state: OpenState, transaction: Transaction) throws -> [RowView] {
+        let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+        var matches: [RowView] = []
+        var corrupted: (key: UInt64, error: RowDecodingError)?
+        let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
+        /// Whether the row matches; a field that cannot be decoded stops the fetch with the row's key.
+        func accepts(_ view: RowView, _ predicate: FetchPredicate?) throws -> Bool {
+            let matched = try predicate?.evaluate(with: view) ?? true
+            if let failure = view.failure { corrupted = (UInt64(view.key), failure) }
+            return matched && corrupted == nil
+        }
+        if let objectIDs = plan.objectIDs {
+            // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys.
+            for id in objectIDs where id.storeIdentifier == state.storeIdentifier && corrupted == nil {
+                guard let tag = layout.entity(id.entityName)?.tag, family.contains(tag), case .integer(let key) = id.referenceObject, key > 0,
+                      let row = try encodedRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
+                let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
+                if try accepts(view, plan.predicate) { matches.append(view) }
+            }
+        } else if let index = plan.index {
+            try database(index.database, in: state).withCursor(in: transaction) { cursor in
+                for range in index.ranges where matches.count < wanted && corrupted == nil {
+                    try cursor.forEach(in: range) { entry in
+                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                        guard family.contains(tag) else { return true }
+                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
+                                          in: state)
+                        guard let row = try encodedRow(id, state: state, transaction: transaction) else { return true }
+                        let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
+                        if try accepts(view, request.predicate) { matches.append(view) }
+                        return matches.count < wanted && corrupted == nil
+                    }
+                }
+            }
+        } else {
+            try rows.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in
+                    guard let tag = RowCodec.entityTag(entry.value), family.contains(tag) else { return true }
+                    let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                    do {
+                        // The cursor's bytes stay in the map until the read transaction ends.
+                        let row = try EncodedRow(entry.value, layout: layout)
+                        let view = RowView(store: self, state: state, transaction: transaction,
+                                           id: objectID(entityTag: tag, key: key, in: state), row: row)
+                        if try accepts(view, request.predicate) { matches.append(view) }
+                    } catch let error as RowDecodingError {
+                        corrupted = (key, error)
+                    }
+                    return corrupted == nil
+                }
+            }
+        }
+        if let (key, error) = corrupted {
+            throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
+        }
+        if (plan.index != nil || plan.objectIDs != nil) && !plan.streamsInSortOrder {
+            // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
+            matches.sort { $0.key < $1.key }
+        }
+        if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {
+            // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
+            let sorted = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
+            // A sort value that could not be decoded (in any row, kept or not) is a corrupted store, not a NULL.
+            if let failed = matches.first(where: { $0.failure != nil }), let failure = failed.failure {
+                throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(failed.key) in \(entity.root)'s table cannot be read: \(failure.reason); the store file is corrupted")
+            }
+            matches = sorted
+        }
+        return matches
+    }
+}
+
+extension LMDBIncrementalStore: DictionaryFetchingStore {
+    /// Dictionary results computed from the rows in one read transaction, reading only the fields the request names,
+    /// with no managed object made: when every fetched, grouped and aggregated key is a plain attribute or to-one
+    /// relationship of the entity (`SELF` for counts). Anything else (key paths through relationships, to-many
+    /// values) returns `nil`, and the context computes it from objects.
+    public func executeDictionaryFetch(_ request: FetchRequest) throws -> [[String: PredicateValue]]? {
+        guard let entity = layout.entity(request.entityName) else { return nil }
+        let properties = DictionaryResults.properties(for: request, model: model)
+        for property in properties where !(property.function == .count && (property.keyPath == "SELF" || property.keyPath == "*")) {
+            guard entity.fieldIndex[property.keyPath] != nil else { return nil }
+        }
+        guard request.propertiesToGroupBy.allSatisfy({ entity.fieldIndex[$0] != nil }) else { return nil }
+        let state = try open
+        let rowRequest = DictionaryResults.rowRequest(for: request)
+        let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
+            .compactMap { layout.entity($0)?.tag })
+        let plan = QueryPlanner.plan(rowRequest, layout: layout, model: model)
+        return try state.environment.read { transaction in
+            let rows = try matchingRows(rowRequest, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
+            let results = try DictionaryResults.make(from: rows, for: request, model: model) { key, row in row.resultValue(forKey: key) }
+            if let failed = rows.first(where: { $0.failure != nil }), let failure = failed.failure {
+                throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(failed.key) in \(entity.root)'s table cannot be read: \(failure.reason); the store file is corrupted")
+            }
+            return results
         }
     }
 }
@@ -166,6 +204,23 @@ final class RowView: KeyValueReadable, Hashable {
               let references = try? store.relatedKeys(relationship, of: id.entityName, key: UInt64(ownerKey), state: state, transaction: transaction)
         else { return .array([]) }
         return .array(references.compactMap { view($0) }.map { .object(PredicateObject($0)) })
+    }
+
+    /// A field's value for a dictionary result: attributes as values, a to-one as the target's object ID (its row
+    /// is not read).
+    func resultValue(forKey key: String) -> PredicateValue {
+        guard let field = row.entity.fieldIndex[key] else { return .null }
+        do {
+            switch try row.field(field) {
+            case .attribute(let value)?: return PredicateValue(value)
+            case .reference(let reference)?:
+                return .object(PredicateObject(store.objectID(entityTag: reference.entityTag, key: reference.key, in: state)))
+            case nil: return .null
+            }
+        } catch {
+            failure = failure ?? error
+            return .null
+        }
     }
 
     private func view(_ reference: StoredRow.Reference) -> RowView? {

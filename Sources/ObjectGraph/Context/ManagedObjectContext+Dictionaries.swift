@@ -23,27 +23,63 @@ extension ManagedObjectContext {
             return result
         }
         lastDictionaryFetchStrategy = "computed in memory by the context from \(request.entityName) objects"
-        var objectRequest = request
-        objectRequest.resultType = .managedObject
-        objectRequest.fetchLimit = 0
-        objectRequest.fetchOffset = 0
-        let grouped = !request.propertiesToGroupBy.isEmpty
-        if grouped { objectRequest.sortDescriptors = [] }
-        let objects = try fetch(objectRequest)
-        let properties = request.propertiesToFetch.isEmpty
+        // One store call with every row's values, not a fault per object.
+        let objects = try fetch(DictionaryResults.rowRequest(for: request).with { $0.returnsObjectsAsFaults = false })
+        return try DictionaryResults.make(from: objects, for: request, model: model) { keyPath, object in
+            Self.identify(try PredicateExpression(node: .keyPath(keyPath)).value(for: object))
+        }
+    }
+
+    /// Objects in a result become their IDs.
+    private static func identify(_ value: PredicateValue) -> PredicateValue {
+        switch value {
+        case .object(let object): (object.base as? ManagedObject).map { .object(PredicateObject($0.objectID)) } ?? value
+        case .array(let elements): .array(elements.map(identify))
+        default: value
+        }
+    }
+}
+
+/// Dictionary results (Core Data's `.dictionaryResultType`) from the rows a request matches, whoever reads them:
+/// the context from managed objects, or a store from its own rows.
+package enum DictionaryResults {
+    /// The request that finds the rows: all of them (the window applies to the results), unsorted when grouped
+    /// (groups are sorted instead).
+    package static func rowRequest(for request: FetchRequest) -> FetchRequest {
+        var rows = request
+        rows.resultType = .managedObject
+        rows.fetchLimit = 0
+        rows.fetchOffset = 0
+        if !request.propertiesToGroupBy.isEmpty { rows.sortDescriptors = [] }
+        return rows
+    }
+
+    /// What each result holds: the request's properties, or every persistent attribute.
+    package static func properties(for request: FetchRequest, model: ManagedObjectModel) -> [FetchedProperty] {
+        request.propertiesToFetch.isEmpty
             ? model.allProperties(of: request.entityName).compactMap { property -> FetchedProperty? in
                 if case .attribute(let attribute) = property, !attribute.isTransient { return .keyPath(attribute.name) } else { return nil }
             }
             : request.propertiesToFetch
+    }
+
+    /// The results for `rows` (matching `request`'s predicate, in its order unless grouped): one per row, or one
+    /// per group of ``FetchRequest/propertiesToGroupBy`` filtered by ``FetchRequest/havingPredicate``; then made
+    /// distinct, sorted (groups) and windowed. `value` reads a key path of a row, with related objects as their IDs.
+    package static func make<Row>(
+        from rows: [Row], for request: FetchRequest, model: ManagedObjectModel, value: (String, Row) throws -> PredicateValue
+    ) throws -> [[String: PredicateValue]] {
+        let properties = properties(for: request, model: model)
+        let grouped = !request.propertiesToGroupBy.isEmpty
         let aggregates = properties.contains { $0.function != nil }
 
         var results: [[String: PredicateValue]] = []
         if grouped || aggregates {
             var order: [[PredicateValue]] = []
-            var groups: [[PredicateValue]: [ManagedObject]] = [:]
-            for object in objects {
+            var groups: [[PredicateValue]: [Row]] = [:]
+            for object in rows {
                 var key: [PredicateValue] = []
-                for path in request.propertiesToGroupBy { key.append(try resultValue(path, of: object)) }
+                for path in request.propertiesToGroupBy { key.append(try value(path, object)) }
                 if groups[key] == nil { order.append(key) }
                 groups[key, default: []].append(object)
             }
@@ -54,18 +90,18 @@ extension ManagedObjectContext {
                 for (index, path) in request.propertiesToGroupBy.enumerated() { row[path] = key[index] }
                 for property in properties {
                     if let function = property.function {
-                        row[property.name] = try aggregate(function, property.keyPath, members)
+                        row[property.name] = try aggregate(function, property.keyPath, members, value)
                     } else {
-                        row[property.name] = try members.first.map { try resultValue(property.keyPath, of: $0) } ?? .null
+                        row[property.name] = try members.first.map { try value(property.keyPath, $0) } ?? .null
                     }
                 }
                 if let having = request.havingPredicate, try !having.evaluate(with: row) { continue }
                 results.append(row)
             }
         } else {
-            for object in objects {
+            for object in rows {
                 var row: [String: PredicateValue] = [:]
-                for property in properties { row[property.name] = try resultValue(property.keyPath, of: object) }
+                for property in properties { row[property.name] = try value(property.keyPath, object) }
                 results.append(row)
             }
         }
@@ -87,24 +123,13 @@ extension ManagedObjectContext {
         return Array(request.window(results))
     }
 
-    /// A key path's value for a result dictionary: objects become their IDs.
-    private func resultValue(_ keyPath: String, of object: ManagedObject) throws -> PredicateValue {
-        Self.identify(try PredicateExpression(node: .keyPath(keyPath)).value(for: object))
-    }
-
-    private static func identify(_ value: PredicateValue) -> PredicateValue {
-        switch value {
-        case .object(let object): (object.base as? ManagedObject).map { .object(PredicateObject($0.objectID)) } ?? value
-        case .array(let elements): .array(elements.map(identify))
-        default: value
-        }
-    }
-
-    private func aggregate(_ function: FetchedProperty.Function, _ keyPath: String, _ members: [ManagedObject]) throws -> PredicateValue {
+    private static func aggregate<Row>(
+        _ function: FetchedProperty.Function, _ keyPath: String, _ members: [Row], _ value: (String, Row) throws -> PredicateValue
+    ) throws -> PredicateValue {
         if function == .count && (keyPath == "SELF" || keyPath == "*") { return .integer(Int64(members.count)) }
         var values: [PredicateValue] = []
         for member in members {
-            let value = try resultValue(keyPath, of: member)
+            let value = try value(keyPath, member)
             if case .array(let elements) = value { values += elements } else if !value.isNull { values.append(value) }
         }
         let evaluator = PredicateEvaluator(root: .null, variables: [:])

@@ -165,6 +165,8 @@ public struct PredicateObject: @unchecked Sendable, Hashable {
     /// The object.
     public var base: any KeyValueReadable { object }
     private let object: any KeyValueReadable & Hashable
+    /// The object when it is an object ID (as in dictionary results and grouping keys): compared and hashed directly.
+    private let objectID: ManagedObjectID?
 
     /// What equality and hashing use; made only when asked, since most wrapped objects are only read from.
     private var identity: AnyHashable { object.predicateIdentity ?? AnyHashable(object) }
@@ -175,13 +177,19 @@ public struct PredicateObject: @unchecked Sendable, Hashable {
     /// `Sendable` so that values can flow through the same types as constants, and must not be shared further.
     public init<Object: KeyValueReadable & Hashable>(_ object: Object) {
         self.object = object
+        self.objectID = Object.self == ManagedObjectID.self ? (object as! ManagedObjectID) : nil
     }
 
     /// Equality of the wrapped objects.
-    public static func == (lhs: PredicateObject, rhs: PredicateObject) -> Bool { lhs.identity == rhs.identity }
+    public static func == (lhs: PredicateObject, rhs: PredicateObject) -> Bool {
+        if let left = lhs.objectID, let right = rhs.objectID { return left == right }
+        return lhs.identity == rhs.identity
+    }
 
-    /// Hashes the wrapped object.
-    public func hash(into hasher: inout Hasher) { hasher.combine(identity) }
+    /// Hashes the wrapped object (an identity's hash is its base value's, so both paths agree).
+    public func hash(into hasher: inout Hasher) {
+        if let objectID { hasher.combine(objectID) } else { hasher.combine(identity) }
+    }
 }
 
 /// A Swift value that can stand for a `%@`, `%d`, `%f`, `%s` or `%K` format argument.

@@ -55,6 +55,19 @@ import Testing
         #expect(fetched.allSatisfy { after.object(with: $0.objectID) === $0 }, "a fetch hands out the registered objects")
     }
 
+    @Test func anObjectAndItsIDAreTheSameObjectInPredicateValues() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let tags = try (0..<2).map { try context.make("Tag", ["label": "t\($0)"]) }
+        try context.save()
+        let asObject = PredicateValue.object(PredicateObject(tags[0]))
+        let asID = PredicateValue.object(PredicateObject(tags[0].objectID))
+        #expect(asObject == asID && asObject.hashValue == asID.hashValue)
+        #expect(asID != .object(PredicateObject(tags[1].objectID)) && asObject != .object(PredicateObject(tags[1])))
+        #expect(Set([asObject, asID, .object(PredicateObject(tags[1].objectID)), .object(PredicateObject(tags[1]))]).count == 2)
+        #expect(try FetchPredicate(format: "SELF == %@", tags[0].objectID).evaluate(with: tags[0]))
+    }
+
     @Test func noActionLeavesTheOtherSideAlone() throws {
         let model = try ManagedObjectModel {
             EntityDescription("Parent") { RelationshipDescription("kids", destination: "Kid", inverse: "parent", toMany: true, deleteRule: .noAction) }

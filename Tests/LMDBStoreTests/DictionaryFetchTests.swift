@@ -1,0 +1,146 @@
+import Foundation
+@testable import LMDBStore
+import ObjectGraph
+import TestSupport
+import Testing
+
+/// Dictionary fetches the LMDB store computes itself must give exactly what the context computes from objects of
+/// an in-memory store holding the same data.
+@Suite struct DictionaryFetchTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Department") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("employees", destination: "Employee", inverse: "department", toMany: true)
+        }
+        EntityDescription("Employee") {
+            AttributeDescription("name", .string)
+            AttributeDescription("age", .integer32, isOptional: true)
+            AttributeDescription("salary", .double, isOptional: true)
+            RelationshipDescription("department", destination: "Department", inverse: "employees")
+            FetchIndexDescription("byAge", properties: ["age"])
+        }
+        EntityDescription("Manager", parent: "Employee") {
+            AttributeDescription("level", .integer16, defaultValue: 1)
+        }
+    }
+
+    /// Both stores with the same departments and 400 employees (NULL ages and salaries, some without a department,
+    /// a quarter managers).
+    func stores() throws -> (lmdb: ManagedObjectContext, memory: ManagedObjectContext, folder: StoreFolder) {
+        let folder = StoreFolder()
+        let (lmdbCoordinator, _) = try folder.coordinator(model)
+        let memoryCoordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
+        for coordinator in [lmdbCoordinator, memoryCoordinator] {
+            var random = SplitMix64(seed: 42)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let departments = try ["R&D", "Sales", "Ops", "Legal"].map { name in
+                let department = try context.insertNewObject(forEntityName: "Department")
+                try department.setValue(name, forKey: "name")
+                return department
+            }
+            for n in 0..<400 {
+                let employee = try context.insertNewObject(forEntityName: random.next() % 4 == 0 ? "Manager" : "Employee")
+                try employee.setValue(["Ann", "Bob", "Cy", "Dee", "Eve"][Int(random.next() % 5)] + " \(n % 9)", forKey: "name")
+                if random.next() % 7 != 0 { try employee.setValue(Int32(20 + random.next() % 40), forKey: "age") }
+                if random.next() % 5 != 0 { try employee.setValue(Double(random.next() % 9000) / 4, forKey: "salary") }
+                if random.next() % 10 != 0 { try employee.setValue(departments[Int(random.next() % 4)], forKey: "department") }
+            }
+            try context.save()
+        }
+        return (ManagedObjectContext(coordinator: lmdbCoordinator), ManagedObjectContext(coordinator: memoryCoordinator), folder)
+    }
+
+    /// Results with departments named instead of identified, so the two stores' results can be compared.
+    func comparable(_ results: [[String: PredicateValue]], _ context: ManagedObjectContext) throws -> [[String: PredicateValue]] {
+        var names: [ManagedObjectID: PredicateValue] = [:]
+        for department in try context.fetch(FetchRequest(entityName: "Department")) {
+            names[department.objectID] = .string(department.value(forKey: "name") as! String)
+        }
+        return results.map { row in
+            row.mapValues { value in
+                if case .object(let object) = value, let id = object.base as? ManagedObjectID { return names[id] ?? .null }
+                return value
+            }
+        }
+    }
+
+    func request(_ configure: (inout FetchRequest) throws -> Void) rethrows -> FetchRequest {
+        var request = FetchRequest(entityName: "Employee")
+        request.resultType = .dictionary
+        try configure(&request)
+        return request
+    }
+
+    @Test func theStoreComputesWhatTheContextComputes() throws {
+        let (lmdb, memory, _) = try stores()
+        let ordered: [FetchRequest] = try [
+            request {
+                $0.propertiesToGroupBy = ["age"]
+                $0.propertiesToFetch = [.keyPath("age"), .aggregate(.count, of: "SELF", as: "n"), .aggregate(.sum, of: "salary", as: "total")]
+                $0.havingPredicate = try FetchPredicate(format: "n > 3")
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age", ascending: false)]
+                $0.fetchOffset = 1
+                $0.fetchLimit = 5
+            },
+            request {
+                $0.predicate = try FetchPredicate(format: "age >= 30 AND age < 45")
+                $0.propertiesToFetch = [.keyPath("name"), .keyPath("age"), .keyPath("department", as: "team")]
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "name"), FetchSortDescriptor(keyPath: "age"), FetchSortDescriptor(keyPath: "salary")]
+                $0.fetchLimit = 30
+            },
+            request {
+                $0.propertiesToFetch = [.keyPath("age")]
+                $0.returnsDistinctResults = true
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age")]
+            },
+            request {
+                $0.predicate = try FetchPredicate(format: "salary > 1000")
+                $0.propertiesToFetch = [.aggregate(.count, of: "SELF", as: "n"), .aggregate(.average, of: "salary", as: "mean"),
+                                        .aggregate(.min, of: "age", as: "youngest"), .aggregate(.max, of: "name", as: "last"),
+                                        .aggregate(.count, of: "age", as: "withAge")]
+            },
+            request {
+                $0.entityName = "Employee"
+                $0.includesSubentities = false
+                $0.predicate = try FetchPredicate(format: "name BEGINSWITH 'A'")
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "name"), FetchSortDescriptor(keyPath: "salary", ascending: false),
+                                      FetchSortDescriptor(keyPath: "age")]
+            },
+            request {
+                $0.entityName = "Manager"
+                $0.propertiesToGroupBy = ["level", "department"]
+                $0.propertiesToFetch = [.keyPath("level"), .keyPath("department"), .aggregate(.max, of: "salary", as: "top")]
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "top")]
+            },
+        ]
+        for request in ordered {
+            let mine = try comparable(lmdb.fetchDictionaries(request), lmdb)
+            #expect(lmdb.lastDictionaryFetchStrategy == "computed by the LMDB store", "\(request)")
+            let theirs = try comparable(memory.fetchDictionaries(request), memory)
+            #expect(!mine.isEmpty && mine == theirs, "\(request)")
+        }
+        // Groups without a sort come in the order of their first rows, which is each store's own: compare as sets.
+        let grouped = request {
+            $0.propertiesToGroupBy = ["department"]
+            $0.propertiesToFetch = [.keyPath("department"), .aggregate(.count, of: "SELF", as: "n"), .aggregate(.sum, of: "age", as: "years")]
+        }
+        let mine = try comparable(lmdb.fetchDictionaries(grouped), lmdb)
+        #expect(lmdb.lastDictionaryFetchStrategy == "computed by the LMDB store")
+        let theirs = try comparable(memory.fetchDictionaries(grouped), memory)
+        #expect(mine.count == 5 && Set(mine) == Set(theirs), "four departments and the employees without one")
+    }
+
+    @Test func keyPathsThroughRelationshipsAreLeftToTheContext() throws {
+        let (lmdb, memory, _) = try stores()
+        let byName = request {
+            $0.propertiesToGroupBy = ["department.name"]
+            $0.propertiesToFetch = [.keyPath("department.name"), .aggregate(.count, of: "SELF", as: "n")]
+            $0.sortDescriptors = [FetchSortDescriptor(keyPath: "department.name")]
+        }
+        let mine = try lmdb.fetchDictionaries(byName)
+        #expect(lmdb.lastDictionaryFetchStrategy.contains("in memory"))
+        #expect(mine == (try memory.fetchDictionaries(byName)) && mine.count == 5)
+        #expect(mine.map { $0["n"] ?? .null }.reduce(0) { total, n in if case .integer(let count) = n { total + count } else { total } } == 400)
+    }
+}
