@@ -140,6 +140,49 @@ extension LMDBIncrementalStore {
 }
 
 extension LMDBIncrementalStore: DictionaryFetchingStore {
+    /// `count` per value of a to-one relationship over a whole row table (no predicate), from the relationship's
+    /// `toone/…` table alone: its entries run in destination-key order, so each group is one run, and the rows
+    /// without a destination are the table's row count less the entries. No row is read. `nil` when the request
+    /// is not of that shape. Groups come in destination-key order, the NULL group first.
+    func groupCountsFromToOneIndex(_ request: FetchRequest, entity: StoreLayout.EntityLayout, properties: [FetchedProperty],
+                                   state: OpenState) throws -> [[String: PredicateValue]]? {
+        guard request.predicate == nil, request.propertiesToGroupBy.count == 1, let name = request.propertiesToGroupBy.first,
+              let relationship = entity.toOneRelationships.first(where: { $0.name == name }),
+              model.directSubentities(of: relationship.destinationEntityName).isEmpty,
+              let destination = layout.entity(relationship.destinationEntityName),
+              properties.allSatisfy({ $0.function == nil ? $0.keyPath == name : $0.function == .count && ($0.keyPath == "SELF" || $0.keyPath == "*") })
+        else { return nil }
+        // The entries of every row of the table are counted, so the request must cover the whole table.
+        let tableTags = Set(layout.entities.values.filter { $0.root == entity.root }.map(\.tag))
+        let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
+            .compactMap { layout.entity($0)?.tag })
+        guard entity.name == entity.root, family == tableTags,
+              layout.declaringEntity(of: name, in: entity.name) == entity.name else { return nil }
+        let index = database(StoreLayout.toOneDatabase(entity: entity.name, relationship: name), in: state)
+        let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+        return try state.environment.read { transaction in
+            var groups: [(key: UInt64, count: Int)] = []
+            try index.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in
+                    let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                    if let last = groups.indices.last, groups[last].key == key { groups[last].count += 1 } else { groups.append((key, 1)) }
+                    return true
+                }
+            }
+            let unset = try rows.statistics(in: transaction).entries - groups.reduce(0) { $0 + $1.count }
+            func result(_ value: PredicateValue, _ count: Int) -> [String: PredicateValue] {
+                var result: [String: PredicateValue] = [name: value]
+                for property in properties { result[property.name] = property.function == nil ? value : .integer(Int64(count)) }
+                return result
+            }
+            var results: [[String: PredicateValue]] = unset > 0 ? [result(.null, unset)] : []
+            for group in groups {
+                results.append(result(.object(PredicateObject(objectID(entityTag: destination.tag, key: group.key, in: state))), group.count))
+            }
+            return results
+        }
+    }
+
     /// Dictionary results computed from the rows in one read transaction, reading only the fields the request names,
     /// with no managed object made: when every fetched, grouped and aggregated key is a plain attribute or to-one
     /// relationship of the entity (`SELF` for counts). Anything else (key paths through relationships, to-many
@@ -152,6 +195,9 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         }
         guard request.propertiesToGroupBy.allSatisfy({ entity.fieldIndex[$0] != nil }) else { return nil }
         let state = try open
+        if let counted = try groupCountsFromToOneIndex(request, entity: entity, properties: properties, state: state) {
+            return try DictionaryResults.finish(counted, for: request, havingApplied: false)
+        }
         let rowRequest = DictionaryResults.rowRequest(for: request)
         let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
             .compactMap { layout.entity($0)?.tag })

@@ -131,6 +131,37 @@ import Testing
         #expect(mine.count == 5 && Set(mine) == Set(theirs), "four departments and the employees without one")
     }
 
+    @Test func countsPerToOneComeFromItsIndexAlone() throws {
+        let (lmdb, memory, folder) = try stores()
+        let counts = request {
+            $0.propertiesToGroupBy = ["department"]
+            $0.propertiesToFetch = [.keyPath("department", as: "team"), .aggregate(.count, of: "SELF", as: "n")]
+        }
+        let (_, store) = try folder.coordinator(model)
+        let entity = store.layout.entity("Employee")!
+        #expect(try store.groupCountsFromToOneIndex(counts, entity: entity, properties: counts.propertiesToFetch, state: store.open) != nil)
+        let mine = try comparable(lmdb.fetchDictionaries(counts), lmdb)
+        let theirs = try comparable(memory.fetchDictionaries(counts), memory)
+        #expect(mine.count == 5 && Set(mine) == Set(theirs), "four departments and the employees without one")
+        // Having, a sort on the count and a window apply to the counted groups as to any others.
+        let filtered = counts.with {
+            $0.havingPredicate = try! FetchPredicate(format: "n > 30")
+            $0.sortDescriptors = [FetchSortDescriptor(keyPath: "n", ascending: false)]
+            $0.fetchLimit = 3
+        }
+        let top = try comparable(lmdb.fetchDictionaries(filtered), lmdb)
+        #expect(top == (try comparable(memory.fetchDictionaries(filtered), memory)) && top.count == 3)
+        // Shapes the index cannot answer alone: a predicate, a sub-entity, another aggregate.
+        for other in [counts.with { $0.predicate = try! FetchPredicate(format: "age > 30") }, counts.with { $0.entityName = "Manager" },
+                      counts.with { $0.includesSubentities = false },
+                      counts.with { $0.propertiesToFetch.append(.aggregate(.sum, of: "age", as: "years")) }] {
+            #expect(try store.groupCountsFromToOneIndex(other, entity: store.layout.entity(other.entityName)!,
+                                                         properties: other.propertiesToFetch, state: store.open) == nil)
+            let mine = try comparable(lmdb.fetchDictionaries(other), lmdb)
+            #expect(Set(mine) == Set(try comparable(memory.fetchDictionaries(other), memory)), "\(other)")
+        }
+    }
+
     @Test func keyPathsThroughRelationshipsAreLeftToTheContext() throws {
         let (lmdb, memory, _) = try stores()
         let byName = request {

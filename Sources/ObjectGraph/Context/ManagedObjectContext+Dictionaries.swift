@@ -105,6 +105,17 @@ package enum DictionaryResults {
                 results.append(row)
             }
         }
+        return try finish(results, for: request, havingApplied: true)
+    }
+
+    /// Applies the rest of `request` to results made per row or per group: the having predicate (unless the caller
+    /// filtered the groups already), distinctness, the sort of groups and the window.
+    package static func finish(_ results: [[String: PredicateValue]], for request: FetchRequest, havingApplied: Bool) throws -> [[String: PredicateValue]] {
+        var results = results
+        let grouped = !request.propertiesToGroupBy.isEmpty
+        if !havingApplied, let having = request.havingPredicate {
+            results = try results.filter { try having.evaluate(with: $0) }
+        }
         if request.returnsDistinctResults {
             var seen = Set<[String: PredicateValue]>()
             results = results.filter { seen.insert($0).inserted }
