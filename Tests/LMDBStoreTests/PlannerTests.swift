@@ -80,6 +80,13 @@ let longName = String(repeating: "L", count: 600)
         assertPlan(store, try request("name IN {'Bob', 'Ann'}"), "IndexRange(Person.byName {\"Bob\", \"Ann\"}) → Filter(name IN {\"Bob\", \"Ann\"})")
         assertPlan(store, try request("age == 30 OR city == 'Oslo'"), "Scan(Person) → Filter(age == 30 OR city == \"Oslo\")")
         assertPlan(store, try request("age > 30.5"), "Scan(Person) → Filter(age > 30.5)")
+        // NOT moves inward when the answers stay the same; an optional attribute keeps its NOT (NULL orders against nothing).
+        assertPlan(store, try request("NOT age != 30"), "IndexRange(Person.byAge [30, 30])")
+        assertPlan(store, try request("NOT (age != 30 OR city == 'Oslo')"), "IndexRange(Person.byAge [30, 30]) → Filter(NOT (age != 30 OR city == \"Oslo\"))")
+        assertPlan(store, try request("NOT name < 'B'"), "IndexRange(Person.byName [\"B\", +inf)) → Filter(NOT name < \"B\")")
+        assertPlan(store, try request("NOT (age != 3 AND age != 4)"), "IndexRange(Person.byAge {3, 4})")
+        assertPlan(store, try request("NOT age < 30"), "Scan(Person) → Filter(NOT age < 30)")
+        assertPlan(store, try request("NOT name < nil"), "Scan(Person) → Filter(NOT name < nil)")
         assertPlan(store, try request("score < 0", sort: [FetchSortDescriptor(keyPath: "name")], limit: 5),
                    "IndexRange(Person.byScore (-inf, 0.0)) → Sort(name ascending) → Limit(5)")
     }

@@ -64,9 +64,9 @@ enum QueryPlanner {
                              limit: request.fetchLimit, offset: request.fetchOffset)
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName) else { return plan }
         let conjuncts: [PredicateNode]
-        switch predicate.node {
+        switch normalized(predicate.node, entity: request.entityName, model: model) {
         case .and(let operands): conjuncts = operands
-        default: conjuncts = [predicate.node]
+        case let node: conjuncts = [node]
         }
         // `SELF == object` or `SELF IN objects`: read those rows by key, nothing else.
         for conjunct in conjuncts {
@@ -185,6 +185,65 @@ enum QueryPlanner {
             }
         }
         return best.map { ($0.plan, $0.streams) }
+    }
+
+    /// The predicate with NOT moved inward as far as the answers stay the same, and ANDs flattened — only for
+    /// choosing access paths (rows are still checked against the request's own predicate). De Morgan's laws;
+    /// `NOT NOT x` is `x`; `NOT a == v` is `a != v` and `NOT a != v` is `a == v` (NULL included); `NOT a < v` is
+    /// `a >= v` (and so on) only for an attribute that cannot be NULL compared with a non-NULL constant, since NULL
+    /// orders against nothing. Any other negation stays as it is.
+    static func normalized(_ node: PredicateNode, entity: String, model: ManagedObjectModel, negated: Bool = false) -> PredicateNode {
+        switch node {
+        case .constant(let value):
+            return .constant(value != negated)
+        case .not(let operand):
+            return normalized(operand, entity: entity, model: model, negated: !negated)
+        case .and(let operands), .or(let operands):
+            let isAnd: Bool
+            if case .and = node { isAnd = !negated } else { isAnd = negated }
+            var flat: [PredicateNode] = []
+            for operand in operands {
+                let inner = normalized(operand, entity: entity, model: model, negated: negated)
+                switch (inner, isAnd) {
+                case (.and(let nested), true), (.or(let nested), false): flat += nested
+                default: flat.append(inner)
+                }
+            }
+            return isAnd ? .and(flat) : .or(flat)
+        case .comparison(let comparison):
+            guard negated else { return node }
+            return negation(of: comparison, entity: entity, model: model).map(PredicateNode.comparison) ?? .not(node)
+        }
+    }
+
+    /// The comparison that is true exactly when `comparison` is false, when there is a simple one.
+    private static func negation(of comparison: ComparisonNode, entity: String, model: ManagedObjectModel) -> ComparisonNode? {
+        guard comparison.modifier == .direct, comparison.options.isEmpty else { return nil }
+        var negated = comparison
+        switch comparison.op {
+        case .equal: negated.op = .notEqual
+        case .notEqual: negated.op = .equal
+        case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual:
+            let path: String, constant: PredicateValue
+            switch (comparison.lhs, comparison.rhs) {
+            case (.keyPath(let key), .constant(let value)), (.constant(let value), .keyPath(let key)):
+                path = key
+                constant = value
+            default:
+                return nil
+            }
+            guard !constant.isNull, !path.contains("."), let attribute = model.attribute(named: path, in: entity),
+                  !attribute.isOptional, !attribute.isTransient else { return nil }
+            switch comparison.op {
+            case .lessThan: negated.op = .greaterThanOrEqual
+            case .lessThanOrEqual: negated.op = .greaterThan
+            case .greaterThan: negated.op = .lessThanOrEqual
+            default: negated.op = .lessThan
+            }
+        default:
+            return nil
+        }
+        return negated
     }
 
     /// Whether an index key of this type always holds the whole value (fixed-size encodings), so index order is the
