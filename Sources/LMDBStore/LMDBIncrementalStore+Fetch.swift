@@ -101,6 +101,27 @@ extension LMDBIncrementalStore {
                     }
                 }
             }
+        } else if let join = plan.join {
+            // Each destination in the range, then every row pointing at it (a prefix of the to-one table).
+            try database(join.toOneDatabase, in: state).withCursor(in: transaction) { pointers in
+                try database(join.destination.database, in: state).withCursor(in: transaction) { destinations in
+                    for range in join.destination.ranges where corrupted == nil {
+                        try destinations.forEach(in: range) { destination in
+                            let prefix = KeyRange.prefix(Array(destination.key.suffix(8)))
+                            try pointers.forEach(in: prefix) { entry in
+                                let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                                guard family.contains(tag) else { return true }
+                                let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: 8), in: state)
+                                guard let row = try encodedRow(id, state: state, transaction: transaction) else { return true }
+                                let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
+                                if try accepts(view, request.predicate) { matches.append(view) }
+                                return corrupted == nil
+                            }
+                            return corrupted == nil
+                        }
+                    }
+                }
+            }
         } else {
             try rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
@@ -122,7 +143,7 @@ extension LMDBIncrementalStore {
         if let (key, error) = corrupted {
             throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
         }
-        if (plan.index != nil || plan.objectIDs != nil) && !plan.streamsInSortOrder {
+        if (plan.index != nil || plan.join != nil || plan.objectIDs != nil) && !plan.streamsInSortOrder {
             // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
             matches.sort { $0.key < $1.key }
         }

@@ -190,3 +190,106 @@ let longName = String(repeating: "L", count: 600)
     }
 }
 
+
+/// Comparisons through a to-one: the destination's index and the to-one table find the candidates.
+@Suite struct JoinPlannerTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Team") {
+            AttributeDescription("name", .string)
+            AttributeDescription("size", .integer32, isOptional: true)
+            RelationshipDescription("members", destination: "Member", inverse: "team", toMany: true)
+            FetchIndexDescription("byName", properties: ["name"])
+            FetchIndexDescription("bySize", properties: ["size"])
+        }
+        EntityDescription("Squad", parent: "Team") {
+            AttributeDescription("motto", .string, isOptional: true)
+        }
+        EntityDescription("Member") {
+            AttributeDescription("name", .string)
+            AttributeDescription("age", .integer32, isOptional: true)
+            RelationshipDescription("team", destination: "Team", inverse: "members")
+        }
+        EntityDescription("Captain", parent: "Member") {
+            AttributeDescription("rank", .integer16, defaultValue: 1)
+        }
+    }
+
+    func load(_ coordinator: PersistentStoreCoordinator) throws {
+        var random = SplitMix64(seed: 5)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let teams = try (0..<20).map { n in
+            let team = try context.insertNewObject(forEntityName: n % 4 == 0 ? "Squad" : "Team")
+            try team.setValue(["Red", "Blue", "Green", "Gold", "Grey", "Ruby"][Int(random.next() % 6)] + (n % 3 == 0 ? "" : " \(n)"), forKey: "name")
+            if random.next() % 5 != 0 { try team.setValue(Int32(random.next() % 12), forKey: "size") }
+            return team
+        }
+        for n in 0..<300 {
+            let member = try context.insertNewObject(forEntityName: random.next() % 5 == 0 ? "Captain" : "Member")
+            try member.setValue(["Ann", "Bob", "Cy"][Int(random.next() % 3)] + " \(n % 11)", forKey: "name")
+            if random.next() % 6 != 0 { try member.setValue(Int32(random.next() % 50), forKey: "age") }
+            if random.next() % 8 != 0 { try member.setValue(teams[Int(random.next() % 20)], forKey: "team") }
+        }
+        try context.save()
+    }
+
+    @Test func comparisonsThroughAToOneJoinThroughItsIndex() throws {
+        let folder = StoreFolder()
+        let (_, store) = try folder.coordinator(model)
+        func request(_ format: String) throws -> FetchRequest { FetchRequest(entityName: "Member", predicate: try FetchPredicate(format: format)) }
+        assertPlan(store, try request("team.name == 'Red'"), "Join(IndexRange(Team.byName [\"Red\", \"Red\"]) → Member.team) → Filter(team.name == \"Red\")")
+        assertPlan(store, try request("age > 3 AND team.size BETWEEN {2, 4}"),
+                   "Join(IndexRange(Team.bySize [2, 4]) → Member.team) → Filter(age > 3 AND team.#size BETWEEN {2, 4})")
+        assertPlan(store, try request("team.size IN {1, 3}"), "Join(IndexRange(Team.bySize {1, 3}) → Member.team) → Filter(team.#size IN {1, 3})")
+        // True for members without a team, or not a comparison with a constant: no join.
+        assertPlan(store, try request("team.name != 'Red'"), "Scan(Member) → Filter(team.name != \"Red\")")
+        assertPlan(store, try request("team.name == nil"), "Scan(Member) → Filter(team.name == nil)")
+        assertPlan(store, try request("team.name ==[c] 'red'"), "Scan(Member) → Filter(team.name ==[c] \"red\")")
+        assertPlan(store, try request("team.members.@count > 2"), "Scan(Member) → Filter(team.members.@count > 2)")
+    }
+
+    @Test func randomJoinsGiveTheInMemoryStoresResults() throws {
+        let folder = StoreFolder()
+        let (lmdbCoordinator, store) = try folder.coordinator(model)
+        let memoryCoordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
+        try load(lmdbCoordinator)
+        try load(memoryCoordinator)
+        var random = SplitMix64(seed: 17)
+        func pick<T>(_ options: [T]) -> T { options[Int(random.next() % UInt64(options.count))] }
+        func term() -> String {
+            switch random.next() % 6 {
+            case 0: return "team.name \(pick(["==", "BEGINSWITH", "<", ">=", "!=", "=="])) '\(pick(["Red", "Gr", "Gold 4", "Ruby 10", "B", "", "Zed"]))'"
+            case 1: return "team.size \(pick(["==", "<", ">", "<=", "!="])) \(pick(["0", "3", "11", "nil", "5.5"]))"
+            case 2: return pick(["team.size BETWEEN {2, 6}", "team.name IN {'Red', 'Blue 2', 'Gold'}", "team.size IN {1, nil, 7}", "'Red' == team.name"])
+            case 3: return "age \(pick(["<", ">=", "=="])) \(pick(["10", "25", "nil"]))"
+            case 4: return "name BEGINSWITH '\(pick(["A", "Bob 1", "C"]))'"
+            default: return pick(["team == nil", "team != nil", "NOT team.name BEGINSWITH 'R'"])
+            }
+        }
+        func predicate(_ depth: Int) -> String {
+            if depth > 2 || random.next() % 3 == 0 { return term() }
+            switch random.next() % 3 {
+            case 0: return "(\(predicate(depth + 1)) AND \(predicate(depth + 1)))"
+            case 1: return "(\(predicate(depth + 1)) OR \(predicate(depth + 1)))"
+            default: return "NOT \(predicate(depth + 1))"
+            }
+        }
+        var joins = 0
+        for trial in 0..<400 {
+            let text = random.next() % 2 == 0 ? "\(term()) AND \(predicate(0))" : predicate(0)
+            var request = FetchRequest(entityName: pick(["Member", "Member", "Captain"]), predicate: try FetchPredicate(format: text))
+            request.includesSubentities = random.next() % 5 != 0
+            if random.next() % 2 == 0 {
+                request.sortDescriptors = [FetchSortDescriptor(keyPath: pick(["age", "name", "team.name"]), ascending: random.next() % 3 != 0)]
+                if random.next() % 2 == 0 { request.fetchLimit = Int(random.next() % 20) + 1; request.fetchOffset = Int(random.next() % 5) }
+            }
+            if store.explain(request).hasPrefix("Join(") { joins += 1 }
+            let lmdb = try ManagedObjectContext(coordinator: lmdbCoordinator).fetchObjectIDs(request).map(\.referenceObject)
+            let memory = try ManagedObjectContext(coordinator: memoryCoordinator).fetchObjectIDs(request).map(\.referenceObject)
+            #expect(lmdb == memory, "trial \(trial) (seed 17): \(request.entityName) \(text) sort \(request.sortDescriptors) limit \(request.fetchLimit) offset \(request.fetchOffset)")
+            #expect(try ManagedObjectContext(coordinator: lmdbCoordinator).count(for: request) == memory.count, "trial \(trial): count")
+            if lmdb != memory { break }
+        }
+        #expect(joins > 50, "the trials exercise joins (\(joins) of 400)")
+    }
+}

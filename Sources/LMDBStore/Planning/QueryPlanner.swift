@@ -14,7 +14,16 @@ struct QueryPlan: CustomStringConvertible {
         let bounds: String
     }
 
+    /// A comparison through a to-one (`department.name == "R&D"`): a range of the destination's index gives the
+    /// destination keys, and the relationship's `toone/…` table the rows pointing at each.
+    struct Join {
+        let destination: IndexRange
+        let toOneDatabase: String
+        let label: String
+    }
+
     var index: IndexRange?
+    var join: Join?
     /// `SELF == %@` / `SELF IN %@`: the objects to read by primary key (then filtered by the whole predicate).
     var objectIDs: [ManagedObjectID]?
     /// The index order is the requested order, so the fetch stops after offset + limit matches.
@@ -36,6 +45,8 @@ struct QueryPlan: CustomStringConvertible {
             steps.append("KeyLookup(\(entityName) {\(keys.joined(separator: ", "))})")
         } else if let index {
             steps.append("IndexRange(\(index.label) \(index.bounds))")
+        } else if let join {
+            steps.append("Join(IndexRange(\(join.destination.label) \(join.destination.bounds)) → \(join.label))")
         } else {
             steps.append("Scan(\(entityName))")
         }
@@ -87,7 +98,32 @@ enum QueryPlanner {
             plan.streamsInSortOrder = compound.streams
             return plan
         }
-        // Indexes whose first element is an attribute with a usable term, equality first.
+        guard let best = singleIndexRange(terms, entity: entity) else {
+            plan.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
+            return plan
+        }
+        plan.index = best.range
+        // String ranges can hold strings that merely start with the bound (an embedded NUL escapes as 0x00 0xFF), so
+        // string terms are always re-checked on the row.
+        let isString = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type == .string
+        plan.coveredByIndex = allUsable && !isString && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath } && best.chosen.count == best.terms.count
+            && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
+        // Index order is the value order only for values whose keys are never cut: a string, URI or data value over the
+        // key limit is stored as a prefix and a digest, which sorts arbitrarily among values sharing the prefix.
+        let orderIsExact = keysAreNeverCut(model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type)
+        if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
+           sort.ascending, sort.comparison == .default, orderIsExact {
+            plan.streamsInSortOrder = true
+        }
+        return plan
+    }
+
+    /// The best range of an index whose first element is an attribute with a usable term (equality first): the
+    /// range, the entity declaring the index, the terms the range was built from and every term on that attribute.
+    /// A set of values (IN, ORed equalities) is used alone; other terms on the attribute stay in the filter.
+    static func singleIndexRange(_ terms: [Term], entity: StoreLayout.EntityLayout)
+        -> (range: QueryPlan.IndexRange, owner: String, chosen: [Term], terms: [Term])?
+    {
         var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool)?
         for (owner, index) in entity.indexes {
             guard let first = index.elements.first, first.isAscending, first.collation == .binary || first.collation == .rTree else { continue }
@@ -104,26 +140,38 @@ enum QueryPlanner {
             let equality = matching.contains { $0.op == .equal }
             if best == nil || (equality && !best!.equality) { best = (owner, index, matching, equality) }
         }
-        guard let best else { return plan }
-        // A set of values (IN, ORed equalities) is used alone; other terms on the attribute stay in the filter.
+        guard let best else { return nil }
         let chosen = best.terms.first { $0.op == .in }.map { [$0] } ?? best.terms
-        guard let range = range(for: chosen) else { return plan }
-        plan.index = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
-                                          label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
-                                          ranges: range.ranges, bounds: range.text)
-        // String ranges can hold strings that merely start with the bound (an embedded NUL escapes as 0x00 0xFF), so
-        // string terms are always re-checked on the row.
-        let isString = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type == .string
-        plan.coveredByIndex = allUsable && !isString && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath } && chosen.count == best.terms.count
-            && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
-        // Index order is the value order only for values whose keys are never cut: a string, URI or data value over the
-        // key limit is stored as a prefix and a digest, which sorts arbitrarily among values sharing the prefix.
-        let orderIsExact = keysAreNeverCut(model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type)
-        if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
-           sort.ascending, sort.comparison == .default, orderIsExact {
-            plan.streamsInSortOrder = true
+        guard let range = range(for: chosen) else { return nil }
+        return (QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
+                                     label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
+                                     ranges: range.ranges, bounds: range.text), best.owner, chosen, best.terms)
+    }
+
+    /// A join for the first AND-term that compares an indexed attribute of a to-one's destination with a constant
+    /// (`department.name == "R&D"`, `team.size > 3`): such a term is false for rows without a destination, so the rows
+    /// pointing at the destinations in the range are a superset of the matches.
+    static func join(_ conjuncts: [PredicateNode], entity: String, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan.Join? {
+        for conjunct in conjuncts {
+            guard case .comparison(var comparison) = conjunct else { continue }
+            let path: String
+            switch (comparison.lhs, comparison.rhs) {
+            case (.keyPath(let key), .constant): path = key
+            case (.constant, .keyPath(let key)): path = key
+            default: continue
+            }
+            let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, let relationship = model.relationship(named: parts[0], in: entity), !relationship.isToMany,
+                  let destination = layout.entity(relationship.destinationEntityName) else { continue }
+            if case .keyPath = comparison.lhs { comparison.lhs = .keyPath(parts[1]) } else { comparison.rhs = .keyPath(parts[1]) }
+            guard let term = term(.comparison(comparison), entity: destination.name, model: model),
+                  let choice = singleIndexRange([term], entity: destination) else { continue }
+            return QueryPlan.Join(destination: choice.range,
+                                  toOneDatabase: StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: relationship.name, in: entity),
+                                                                          relationship: relationship.name),
+                                  label: "\(entity).\(relationship.name)")
         }
-        return plan
+        return nil
     }
 
     /// A range over a compound index that constrains two or more of its elements: equalities on a prefix of its
