@@ -16,6 +16,8 @@ let plannerModel = try! ManagedObjectModel {
         FetchIndexDescription("byScore", properties: ["score"])
         FetchIndexDescription("byCityAge", elements: [.ascending("city"), .ascending("age")])
         FetchIndexDescription("byScoreAgeCity", elements: [.descending("score"), .ascending("age"), .ascending("city")])
+        FetchIndexDescription("byFoldedName", elements: [FetchIndexElementDescription("name", collation: .caseAndDiacriticInsensitive)])
+        FetchIndexDescription("byCaseCity", elements: [FetchIndexElementDescription("city", collation: .caseInsensitive)])
     }
     EntityDescription("Student", parent: "Person") {
         AttributeDescription("grade", .integer16, defaultValue: 1)
@@ -73,7 +75,12 @@ let longName = String(repeating: "L", count: 600)
         assertPlan(store, try request("name BEGINSWITH 'An'"), "IndexRange(Person.byName [\"An\", \"An\"…)) → Filter(name BEGINSWITH \"An\")")
         assertPlan(store, try request("score > 10 AND age == 3"), "IndexRange(Person.byAge [3, 3]) → Filter(score > 10 AND age == 3)")
         assertPlan(store, try request("city == 'Oslo'"), "IndexRange(Person.byCityAge [\"Oslo\", \"Oslo\"]) → Filter(city == \"Oslo\")")
+        // [c] and [cd] use an index folded the same way, with the constant folded; other options scan.
+        assertPlan(store, try request("name BEGINSWITH[cd] 'ÉM'"), "IndexRange(Person.byFoldedName [\"em\", \"em\"…)) → Filter(name BEGINSWITH[cd] \"ÉM\")")
+        assertPlan(store, try request("city ==[c] 'OSLO'"), "IndexRange(Person.byCaseCity [\"oslo\", \"oslo\"]) → Filter(city ==[c] \"OSLO\")")
+        assertPlan(store, try request("city IN[c] {'Oslo', 'LIMA'}"), "IndexRange(Person.byCaseCity {\"oslo\", \"lima\"}) → Filter(city IN[c] {\"Oslo\", \"LIMA\"})")
         assertPlan(store, try request("name BEGINSWITH[c] 'an'"), "Scan(Person) → Filter(name BEGINSWITH[c] \"an\")")
+        assertPlan(store, try request("city ==[cd] 'Oslo' OR city == 'Lima'"), "Scan(Person) → Filter(city ==[cd] \"Oslo\" OR city == \"Lima\")")
         assertPlan(store, try request("age == 30 OR age == 31"), "IndexRange(Person.byAge {30, 31})")
         assertPlan(store, try request("age IN {31, 30, 31}", sort: [FetchSortDescriptor(keyPath: "age")], limit: 3),
                    "IndexRange(Person.byAge {31, 30, 31}) → Limit(3)")
@@ -106,7 +113,7 @@ let longName = String(repeating: "L", count: 600)
     @Test func randomPredicatesGiveTheInMemoryStoresResults() throws {
         let folder = StoreFolder()
         let rows = people(400, seed: 99)
-        let (lmdbCoordinator, _) = try folder.coordinator(plannerModel)
+        let (lmdbCoordinator, store) = try folder.coordinator(plannerModel)
         let memoryCoordinator = PersistentStoreCoordinator(managedObjectModel: plannerModel)
         try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
         try load(lmdbCoordinator, rows)
@@ -118,8 +125,10 @@ let longName = String(repeating: "L", count: 600)
             case 0: return "age \(pick(["==", "!=", "<", "<=", ">", ">="])) \(pick(["0", "17", "30", "59", "60", "-1", "30.5", "nil"]))"
             case 1: return "age BETWEEN {\(pick(["10", "20", "45"])), \(pick(["15", "30", "59"]))}"
             case 2: return "score \(pick(["<", ">=", "==", ">"])) \(pick(["0", "-50.5", "12.3", "99.9", "nil", "100"]))"
-            case 3: return "name \(pick(["BEGINSWITH", "==", "<", ">=", "BEGINSWITH[c]", "CONTAINS"])) '\(pick(["An", "Ann", "Ann 3", "B", "É", "Émile 2", "z", "", longName, longName + "a", longName + "b 2", "LLL"]))'"
-            case 4: return "city \(pick(["==", "!="])) \(pick(["'Oslo'", "'Lima'", "nil"]))"
+            case 3: return "name \(pick(["BEGINSWITH", "==", "<", ">=", ">", "<=", "BEGINSWITH[c]", "CONTAINS", "BEGINSWITH[cd]", "==[cd]", ">[cd]", "BEGINSWITH[d]"])) '\(pick(["An", "Ann", "Ann 3", "B", "É", "Émile 2", "z", "", longName, longName + "a", longName + "b 2", "LLL"]))'"
+            case 4:
+                if random.next() % 4 == 0 { return "city IN[c] {\(pick(["'LIMA', 'oslo'", "'pune'", "'Oslo', 'OSLO', nil"]))}" }
+                return "city \(pick(["==", "!=", "==[c]", "<[c]", "BEGINSWITH[c]", ">=[c]"])) \(pick(["'Oslo'", "'Lima'", "nil", "'OSLO'", "'pU'"]))"
             case 5: return "\(pick(["age", "score"])) IN {\(pick(["1, 30", "17", "59, 0, 59", "nil, 3", "30.5, 30"]))}"
             default: return pick(["30 <= age", "0 > score", "'Bob' == name", "name IN {'Bob', 'Ann', 'Zoe 3'}", "(age == 3 OR age == 40)"])
             }
@@ -132,9 +141,13 @@ let longName = String(repeating: "L", count: 600)
             default: return "NOT \(predicate(depth + 1))"
             }
         }
+        var folded = 0
         for trial in 0..<600 {
             let text = random.next() % 2 == 0 ? "\(term()) AND \(predicate(0))" : predicate(0)
             var request = FetchRequest(entityName: pick(["Person", "Person", "Student"]), predicate: try FetchPredicate(format: text))
+            if store.explain(request).hasPrefix("IndexRange(Person.byFoldedName") || store.explain(request).hasPrefix("IndexRange(Person.byCaseCity") {
+                folded += 1
+            }
             request.includesSubentities = random.next() % 5 != 0
             if random.next() % 2 == 0 {
                 request.sortDescriptors = [FetchSortDescriptor(keyPath: pick(["age", "score", "name", "city"]), ascending: random.next() % 3 != 0)]
@@ -147,6 +160,25 @@ let longName = String(repeating: "L", count: 600)
             #expect(lmdbCount == memory.count, "trial \(trial): count")
             if lmdb != memory { break }
         }
+        #expect(folded > 20, "the trials exercise folded indexes (\(folded) of 600)")
+    }
+
+    /// A string that continues its prefix with a NUL sorts, escaped, between the prefix's own keys and their
+    /// successor; a `>` range must not skip it.
+    @Test func stringsContinuingWithANulAreGreaterThanTheirPrefix() throws {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(plannerModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        for name in ["Ann", "Ann\u{0}x", "ANN\u{0}", "Anna", "Am"] { try context.insertNewObject(forEntityName: "Person").setValue(name, forKey: "name") }
+        try context.save()
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        func names(_ format: String) throws -> [String] {
+            try reader.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: format)))
+                .map { $0.value(forKey: "name") as! String }.sorted()
+        }
+        #expect(try names("name > 'Ann'") == ["Ann\u{0}x", "Anna"])
+        #expect(try names("name >[cd] 'ann'") == ["ANN\u{0}", "Ann\u{0}x", "Anna"])
+        #expect(try names("name <= 'Ann'") == ["ANN\u{0}", "Am", "Ann"])
     }
 
     /// `SELF == %@` and `SELF IN %@` read exactly those rows by key, and answer as a scan with the same predicate does.

@@ -67,7 +67,10 @@ enum QueryPlanner {
     struct Term {
         let keyPath: String
         let op: ComparisonOperator
+        /// The constants, folded as `collation` folds (for `[c]` and `[cd]` comparisons).
         let values: [AttributeValue]
+        /// The index collation the term can use: binary, or a folded one for `[c]` / `[cd]` string comparisons.
+        var collation: FetchIndexElementDescription.Collation = .binary
     }
 
     static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan {
@@ -126,11 +129,12 @@ enum QueryPlanner {
     {
         var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool)?
         for (owner, index) in entity.indexes {
-            guard let first = index.elements.first, first.isAscending, first.collation == .binary || first.collation == .rTree else { continue }
+            guard let first = index.elements.first, first.isAscending else { continue }
+            let collation = first.collation == .rTree ? .binary : first.collation
             // Keys over the limit are cut per element at this share: a value that long cannot be matched exactly.
             let share = IndexEntries.maxKeyWithoutSuffix / index.elements.count
             let matching = terms.filter { term in
-                term.keyPath == first.propertyName && term.values.allSatisfy { value in
+                term.keyPath == first.propertyName && term.collation == collation && term.values.allSatisfy { value in
                     var bytes: [UInt8] = []
                     TupleEncoding.append(value, to: &bytes)
                     return bytes.count + 1 < share
@@ -190,7 +194,8 @@ enum QueryPlanner {
             while position < index.elements.count {
                 let element = index.elements[position]
                 guard element.collation == .binary,
-                      let equality = terms.first(where: { $0.keyPath == element.propertyName && $0.op == .equal }) else { break }
+                      let equality = terms.first(where: { $0.keyPath == element.propertyName && $0.op == .equal && $0.collation == .binary })
+                else { break }
                 var bytes: [UInt8] = []
                 TupleEncoding.append(equality.values[0], to: &bytes)
                 guard bytes.count < share else { break }
@@ -206,7 +211,7 @@ enum QueryPlanner {
             if position < index.elements.count {
                 let element = index.elements[position]
                 next = element
-                let rangeTerms = terms.filter { $0.keyPath == element.propertyName && $0.op != .in }
+                let rangeTerms = terms.filter { $0.keyPath == element.propertyName && $0.op != .in && $0.collation == .binary }
                 if element.isAscending, element.collation == .binary, !rangeTerms.isEmpty,
                    let single = singleRange(for: rangeTerms), let lower = single.range.lower, let upper = single.range.upper,
                    lower.key.count < share, upper.key.count < share {
@@ -333,10 +338,19 @@ enum QueryPlanner {
             // `a == 1 OR a == 2` is `a IN {1, 2}`.
             let terms = operands.compactMap { term($0, entity: entity, model: model) }
             guard terms.count == operands.count, let first = terms.first,
-                  terms.allSatisfy({ $0.keyPath == first.keyPath && ($0.op == .equal || $0.op == .in) }) else { return nil }
-            return Term(keyPath: first.keyPath, op: .in, values: terms.flatMap(\.values))
+                  terms.allSatisfy({ $0.keyPath == first.keyPath && $0.collation == first.collation && ($0.op == .equal || $0.op == .in) })
+            else { return nil }
+            return Term(keyPath: first.keyPath, op: .in, values: terms.flatMap(\.values), collation: first.collation)
         }
-        guard case .comparison(let comparison) = node, comparison.modifier == .direct, comparison.options.isEmpty else { return nil }
+        guard case .comparison(let comparison) = node, comparison.modifier == .direct else { return nil }
+        // `[c]` and `[cd]` can use an index folded the same way (its keys are the folded strings); `[d]` alone cannot.
+        let collation: FetchIndexElementDescription.Collation
+        switch comparison.options {
+        case []: collation = .binary
+        case [.caseInsensitive]: collation = .caseInsensitive
+        case [.caseInsensitive, .diacriticInsensitive]: collation = .caseAndDiacriticInsensitive
+        default: return nil
+        }
         var op = comparison.op
         let keyPath: String
         let constant: PredicateValue
@@ -358,7 +372,15 @@ enum QueryPlanner {
         default:
             return nil
         }
-        guard !keyPath.contains("."), let attribute = model.attribute(named: keyPath, in: entity), !attribute.isTransient else { return nil }
+        guard !keyPath.contains("."), let attribute = model.attribute(named: keyPath, in: entity), !attribute.isTransient,
+              collation == .binary || attribute.type == .string else { return nil }
+        guard let term = binaryTerm(keyPath, op, constant, attribute) else { return nil }
+        guard collation != .binary else { return term }
+        return Term(keyPath: keyPath, op: term.op, values: term.values.map { IndexEntries.folded($0, collation) ?? $0 }, collation: collation)
+    }
+
+    /// The term for `keyPath op constant` when the constant converts exactly to the attribute's stored type.
+    private static func binaryTerm(_ keyPath: String, _ op: ComparisonOperator, _ constant: PredicateValue, _ attribute: AttributeDescription) -> Term? {
         switch op {
         case .equal, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual:
             guard let value = indexValue(constant, attribute.type) else { return nil }
@@ -450,8 +472,14 @@ enum QueryPlanner {
                 reduce(next, text, "]")
             case .greaterThanOrEqual: raise(first, text, "[")
             case .greaterThan:
-                guard let next = successor(first) else { return nil }
-                raise(next, text, "(")
+                if case .string = term.values[0] {
+                    // A longer string that continues with a NUL ("Ann\0x", NUL escaped as 0x00 0xFF) sorts between the
+                    // value's own keys and their successor: start at the value; the row check drops equal ones.
+                    raise(first, text, "(")
+                } else {
+                    guard let next = successor(first) else { return nil }
+                    raise(next, text, "(")
+                }
             case .lessThan: reduce(first, text, ")")
             case .lessThanOrEqual:
                 guard let next = successor(first) else { return nil }
