@@ -28,6 +28,46 @@ func assertPlan(_ store: LMDBIncrementalStore, _ request: FetchRequest, _ expect
     #expect(store.explain(request) == expected, sourceLocation: sourceLocation)
 }
 
+extension SplitMix64 {
+    /// One of `options`, chosen by the generator.
+    mutating func pick<T>(_ options: [T]) -> T { options[Int(next() % UInt64(options.count))] }
+}
+
+/// Runs `trials` random fetches on both stores and expects the same objects in the same order, and the same counts:
+/// predicates nest `term()`s in AND, OR and NOT; entities, sub-entity inclusion, a sort on one of `sortKeys`, limits
+/// and offsets are random too. A failure names the seed, the trial and the request. Returns each request's plan.
+func compareRandomFetches(lmdb: PersistentStoreCoordinator, memory: PersistentStoreCoordinator, store: LMDBIncrementalStore,
+                          seed: UInt64, trials: Int, entities: [String], sortKeys: [String],
+                          term: (inout SplitMix64) -> String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String] {
+    var random = SplitMix64(seed: seed)
+    func predicate(_ depth: Int) -> String {
+        if depth > 2 || random.next() % 3 == 0 { return term(&random) }
+        switch random.next() % 3 {
+        case 0: return "(\(predicate(depth + 1)) AND \(predicate(depth + 1)))"
+        case 1: return "(\(predicate(depth + 1)) OR \(predicate(depth + 1)))"
+        default: return "NOT \(predicate(depth + 1))"
+        }
+    }
+    var plans: [String] = []
+    for trial in 0..<trials {
+        let text = random.next() % 2 == 0 ? "\(term(&random)) AND \(predicate(0))" : predicate(0)
+        var request = FetchRequest(entityName: random.pick(entities), predicate: try FetchPredicate(format: text))
+        request.includesSubentities = random.next() % 5 != 0
+        if random.next() % 2 == 0 {
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: random.pick(sortKeys), ascending: random.next() % 3 != 0)]
+            if random.next() % 2 == 0 { request.fetchLimit = Int(random.next() % 20) + 1; request.fetchOffset = Int(random.next() % 5) }
+        }
+        plans.append(store.explain(request))
+        let mine = try ManagedObjectContext(coordinator: lmdb).fetchObjectIDs(request).map(\.referenceObject)
+        let theirs = try ManagedObjectContext(coordinator: memory).fetchObjectIDs(request).map(\.referenceObject)
+        let described = "trial \(trial) (seed \(seed)): \(request.entityName) \(text) sort \(request.sortDescriptors) limit \(request.fetchLimit) offset \(request.fetchOffset)"
+        #expect(mine == theirs, "\(described)", sourceLocation: sourceLocation)
+        #expect(try ManagedObjectContext(coordinator: lmdb).count(for: request) == theirs.count, "\(described): count", sourceLocation: sourceLocation)
+        if mine != theirs { break }
+    }
+    return plans
+}
+
 /// 600 characters: with any suffix, longer than an index key may be.
 let longName = String(repeating: "L", count: 600)
 
@@ -118,48 +158,23 @@ let longName = String(repeating: "L", count: 600)
         try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
         try load(lmdbCoordinator, rows)
         try load(memoryCoordinator, rows)
-        var random = SplitMix64(seed: 7)
-        func pick<T>(_ options: [T]) -> T { options[Int(random.next() % UInt64(options.count))] }
-        func term() -> String {
+        let plans = try compareRandomFetches(lmdb: lmdbCoordinator, memory: memoryCoordinator, store: store, seed: 7, trials: 600,
+                                             entities: ["Person", "Person", "Student"], sortKeys: ["age", "score", "name", "city"]) { random in
             switch random.next() % 7 {
-            case 0: return "age \(pick(["==", "!=", "<", "<=", ">", ">="])) \(pick(["0", "17", "30", "59", "60", "-1", "30.5", "nil"]))"
-            case 1: return "age BETWEEN {\(pick(["10", "20", "45"])), \(pick(["15", "30", "59"]))}"
-            case 2: return "score \(pick(["<", ">=", "==", ">"])) \(pick(["0", "-50.5", "12.3", "99.9", "nil", "100"]))"
-            case 3: return "name \(pick(["BEGINSWITH", "==", "<", ">=", ">", "<=", "BEGINSWITH[c]", "CONTAINS", "BEGINSWITH[cd]", "==[cd]", ">[cd]", "BEGINSWITH[d]"])) '\(pick(["An", "Ann", "Ann 3", "B", "É", "Émile 2", "z", "", longName, longName + "a", longName + "b 2", "LLL"]))'"
+            case 0: return "age \(random.pick(["==", "!=", "<", "<=", ">", ">="])) \(random.pick(["0", "17", "30", "59", "60", "-1", "30.5", "nil"]))"
+            case 1: return "age BETWEEN {\(random.pick(["10", "20", "45"])), \(random.pick(["15", "30", "59"]))}"
+            case 2: return "score \(random.pick(["<", ">=", "==", ">"])) \(random.pick(["0", "-50.5", "12.3", "99.9", "nil", "100"]))"
+            case 3:
+                let op = random.pick(["BEGINSWITH", "==", "<", ">=", ">", "<=", "BEGINSWITH[c]", "CONTAINS", "BEGINSWITH[cd]", "==[cd]", ">[cd]", "BEGINSWITH[d]"])
+                return "name \(op) '\(random.pick(["An", "Ann", "Ann 3", "B", "É", "Émile 2", "z", "", longName, longName + "a", longName + "b 2", "LLL"]))'"
             case 4:
-                if random.next() % 4 == 0 { return "city IN[c] {\(pick(["'LIMA', 'oslo'", "'pune'", "'Oslo', 'OSLO', nil"]))}" }
-                return "city \(pick(["==", "!=", "==[c]", "<[c]", "BEGINSWITH[c]", ">=[c]"])) \(pick(["'Oslo'", "'Lima'", "nil", "'OSLO'", "'pU'"]))"
-            case 5: return "\(pick(["age", "score"])) IN {\(pick(["1, 30", "17", "59, 0, 59", "nil, 3", "30.5, 30"]))}"
-            default: return pick(["30 <= age", "0 > score", "'Bob' == name", "name IN {'Bob', 'Ann', 'Zoe 3'}", "(age == 3 OR age == 40)"])
+                if random.next() % 4 == 0 { return "city IN[c] {\(random.pick(["'LIMA', 'oslo'", "'pune'", "'Oslo', 'OSLO', nil"]))}" }
+                return "city \(random.pick(["==", "!=", "==[c]", "<[c]", "BEGINSWITH[c]", ">=[c]"])) \(random.pick(["'Oslo'", "'Lima'", "nil", "'OSLO'", "'pU'"]))"
+            case 5: return "\(random.pick(["age", "score"])) IN {\(random.pick(["1, 30", "17", "59, 0, 59", "nil, 3", "30.5, 30"]))}"
+            default: return random.pick(["30 <= age", "0 > score", "'Bob' == name", "name IN {'Bob', 'Ann', 'Zoe 3'}", "(age == 3 OR age == 40)"])
             }
         }
-        func predicate(_ depth: Int) -> String {
-            if depth > 2 || random.next() % 3 == 0 { return term() }
-            switch random.next() % 3 {
-            case 0: return "(\(predicate(depth + 1)) AND \(predicate(depth + 1)))"
-            case 1: return "(\(predicate(depth + 1)) OR \(predicate(depth + 1)))"
-            default: return "NOT \(predicate(depth + 1))"
-            }
-        }
-        var folded = 0
-        for trial in 0..<600 {
-            let text = random.next() % 2 == 0 ? "\(term()) AND \(predicate(0))" : predicate(0)
-            var request = FetchRequest(entityName: pick(["Person", "Person", "Student"]), predicate: try FetchPredicate(format: text))
-            if store.explain(request).hasPrefix("IndexRange(Person.byFoldedName") || store.explain(request).hasPrefix("IndexRange(Person.byCaseCity") {
-                folded += 1
-            }
-            request.includesSubentities = random.next() % 5 != 0
-            if random.next() % 2 == 0 {
-                request.sortDescriptors = [FetchSortDescriptor(keyPath: pick(["age", "score", "name", "city"]), ascending: random.next() % 3 != 0)]
-                if random.next() % 2 == 0 { request.fetchLimit = Int(random.next() % 20) + 1; request.fetchOffset = Int(random.next() % 5) }
-            }
-            let lmdb = try ManagedObjectContext(coordinator: lmdbCoordinator).fetchObjectIDs(request).map(\.referenceObject)
-            let memory = try ManagedObjectContext(coordinator: memoryCoordinator).fetchObjectIDs(request).map(\.referenceObject)
-            #expect(lmdb == memory, "trial \(trial) (seed 7): \(request.entityName) \(text) sort \(request.sortDescriptors) limit \(request.fetchLimit) offset \(request.fetchOffset)")
-            let lmdbCount = try ManagedObjectContext(coordinator: lmdbCoordinator).count(for: request)
-            #expect(lmdbCount == memory.count, "trial \(trial): count")
-            if lmdb != memory { break }
-        }
+        let folded = plans.filter { $0.hasPrefix("IndexRange(Person.byFoldedName") || $0.hasPrefix("IndexRange(Person.byCaseCity") }.count
         #expect(folded > 20, "the trials exercise folded indexes (\(folded) of 600)")
     }
 
@@ -286,42 +301,18 @@ let longName = String(repeating: "L", count: 600)
         try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
         try load(lmdbCoordinator)
         try load(memoryCoordinator)
-        var random = SplitMix64(seed: 17)
-        func pick<T>(_ options: [T]) -> T { options[Int(random.next() % UInt64(options.count))] }
-        func term() -> String {
+        let plans = try compareRandomFetches(lmdb: lmdbCoordinator, memory: memoryCoordinator, store: store, seed: 17, trials: 400,
+                                             entities: ["Member", "Member", "Captain"], sortKeys: ["age", "name", "team.name"]) { random in
             switch random.next() % 6 {
-            case 0: return "team.name \(pick(["==", "BEGINSWITH", "<", ">=", "!=", "=="])) '\(pick(["Red", "Gr", "Gold 4", "Ruby 10", "B", "", "Zed"]))'"
-            case 1: return "team.size \(pick(["==", "<", ">", "<=", "!="])) \(pick(["0", "3", "11", "nil", "5.5"]))"
-            case 2: return pick(["team.size BETWEEN {2, 6}", "team.name IN {'Red', 'Blue 2', 'Gold'}", "team.size IN {1, nil, 7}", "'Red' == team.name"])
-            case 3: return "age \(pick(["<", ">=", "=="])) \(pick(["10", "25", "nil"]))"
-            case 4: return "name BEGINSWITH '\(pick(["A", "Bob 1", "C"]))'"
-            default: return pick(["team == nil", "team != nil", "NOT team.name BEGINSWITH 'R'"])
+            case 0: return "team.name \(random.pick(["==", "BEGINSWITH", "<", ">=", "!=", "=="])) '\(random.pick(["Red", "Gr", "Gold 4", "Ruby 10", "B", "", "Zed"]))'"
+            case 1: return "team.size \(random.pick(["==", "<", ">", "<=", "!="])) \(random.pick(["0", "3", "11", "nil", "5.5"]))"
+            case 2: return random.pick(["team.size BETWEEN {2, 6}", "team.name IN {'Red', 'Blue 2', 'Gold'}", "team.size IN {1, nil, 7}", "'Red' == team.name"])
+            case 3: return "age \(random.pick(["<", ">=", "=="])) \(random.pick(["10", "25", "nil"]))"
+            case 4: return "name BEGINSWITH '\(random.pick(["A", "Bob 1", "C"]))'"
+            default: return random.pick(["team == nil", "team != nil", "NOT team.name BEGINSWITH 'R'"])
             }
         }
-        func predicate(_ depth: Int) -> String {
-            if depth > 2 || random.next() % 3 == 0 { return term() }
-            switch random.next() % 3 {
-            case 0: return "(\(predicate(depth + 1)) AND \(predicate(depth + 1)))"
-            case 1: return "(\(predicate(depth + 1)) OR \(predicate(depth + 1)))"
-            default: return "NOT \(predicate(depth + 1))"
-            }
-        }
-        var joins = 0
-        for trial in 0..<400 {
-            let text = random.next() % 2 == 0 ? "\(term()) AND \(predicate(0))" : predicate(0)
-            var request = FetchRequest(entityName: pick(["Member", "Member", "Captain"]), predicate: try FetchPredicate(format: text))
-            request.includesSubentities = random.next() % 5 != 0
-            if random.next() % 2 == 0 {
-                request.sortDescriptors = [FetchSortDescriptor(keyPath: pick(["age", "name", "team.name"]), ascending: random.next() % 3 != 0)]
-                if random.next() % 2 == 0 { request.fetchLimit = Int(random.next() % 20) + 1; request.fetchOffset = Int(random.next() % 5) }
-            }
-            if store.explain(request).hasPrefix("Join(") { joins += 1 }
-            let lmdb = try ManagedObjectContext(coordinator: lmdbCoordinator).fetchObjectIDs(request).map(\.referenceObject)
-            let memory = try ManagedObjectContext(coordinator: memoryCoordinator).fetchObjectIDs(request).map(\.referenceObject)
-            #expect(lmdb == memory, "trial \(trial) (seed 17): \(request.entityName) \(text) sort \(request.sortDescriptors) limit \(request.fetchLimit) offset \(request.fetchOffset)")
-            #expect(try ManagedObjectContext(coordinator: lmdbCoordinator).count(for: request) == memory.count, "trial \(trial): count")
-            if lmdb != memory { break }
-        }
+        let joins = plans.filter { $0.hasPrefix("Join(") }.count
         #expect(joins > 50, "the trials exercise joins (\(joins) of 400)")
     }
 }
