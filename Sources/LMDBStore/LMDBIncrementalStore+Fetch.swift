@@ -92,10 +92,10 @@ extension LMDBIncrementalStore {
                     try cursor.forEach(in: range) { entry in
                         let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
                         guard family.contains(tag) else { return true }
-                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8),
-                                          in: state)
-                        guard let row = try encodedRow(id, state: state, transaction: transaction) else { return true }
-                        let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
+                        let key = TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8)
+                        guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
+                        else { return true }
+                        let view = RowView(store: self, state: state, transaction: transaction, id: objectID(entityTag: tag, key: key, in: state), row: row)
                         if try accepts(view, request.predicate) { matches.append(view) }
                         return matches.count < wanted && corrupted == nil
                     }
@@ -111,9 +111,11 @@ extension LMDBIncrementalStore {
                             try pointers.forEach(in: prefix) { entry in
                                 let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
                                 guard family.contains(tag) else { return true }
-                                let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.key, at: 8), in: state)
-                                guard let row = try encodedRow(id, state: state, transaction: transaction) else { return true }
-                                let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
+                                let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 8)
+                                guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
+                        else { return true }
+                                let view = RowView(store: self, state: state, transaction: transaction,
+                                                   id: objectID(entityTag: tag, key: key, in: state), row: row)
                                 if try accepts(view, request.predicate) { matches.append(view) }
                                 return corrupted == nil
                             }

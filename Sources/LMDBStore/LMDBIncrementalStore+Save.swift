@@ -144,14 +144,18 @@ extension LMDBIncrementalStore {
     /// The row of `objectID` in a read transaction, checked but not decoded (its bytes are borrowed from the map
     /// until the transaction ends), or `nil` when there is none.
     func encodedRow(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> EncodedRow? {
-        let rows = try rowsDatabase(objectID, state)
-        let key = try key(of: objectID)
+        try encodedRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), transaction: transaction, naming: "of \(objectID)")
+    }
+
+    /// The row under `key` in the row table `rows` (a fetch knows its table: no lookup by entity name per row);
+    /// `naming` completes "the row …" in the error a corrupted row gives.
+    func encodedRow(key: UInt64, in rows: Database, transaction: Transaction, naming: @autoclosure () -> String) throws -> EncodedRow? {
         let found = try withUnsafeBytes(of: key.bigEndian) { try rows.borrowedValue(forKey: $0, in: transaction) }
         guard let found else { return nil }
         do {
             return try EncodedRow(found, layout: layout)
         } catch {
-            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+            throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming()) cannot be read: \(error.reason); the store file is corrupted")
         }
     }
 
