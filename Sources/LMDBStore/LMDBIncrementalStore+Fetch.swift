@@ -72,19 +72,25 @@ extension LMDBIncrementalStore {
         var matches: [RowView] = []
         var corrupted: (key: UInt64, error: RowDecodingError)?
         let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
-        /// Whether the row matches; a field that cannot be decoded stops the fetch with the row's key.
-        func accepts(_ view: RowView, _ predicate: FetchPredicate?) throws -> Bool {
-            let matched = try predicate?.evaluate(with: view) ?? true
-            if let failure = view.failure { corrupted = (UInt64(view.key), failure) }
-            return matched && corrupted == nil
+        // What each row is checked against: the whole predicate (a key lookup may have answered all of it). Its
+        // simple comparisons are first tried on the row's bytes; the evaluator decides only what they leave open.
+        let predicate = plan.objectIDs != nil ? plan.predicate : request.predicate
+        var filter = predicate.flatMap { RowFilter($0, entity: request.entityName, model: model) }
+        /// Keeps the row if it matches; a field that cannot be decoded stops the fetch with the row's key.
+        func consider(_ row: EncodedRow, key: UInt64, id: @autoclosure () -> ManagedObjectID) throws {
+            let settled = filter?.matches(row)
+            if settled == false { return }
+            let view = RowView(store: self, state: state, transaction: transaction, id: id(), row: row)
+            let matched = try settled ?? predicate?.evaluate(with: view) ?? true
+            if let failure = view.failure { corrupted = (key, failure) }
+            if matched && corrupted == nil { matches.append(view) }
         }
         if let objectIDs = plan.objectIDs {
             // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys.
             for id in objectIDs where id.storeIdentifier == state.storeIdentifier && corrupted == nil {
                 guard let tag = layout.entity(id.entityName)?.tag, family.contains(tag), case .integer(let key) = id.referenceObject, key > 0,
                       let row = try encodedRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
-                let view = RowView(store: self, state: state, transaction: transaction, id: id, row: row)
-                if try accepts(view, plan.predicate) { matches.append(view) }
+                try consider(row, key: UInt64(key), id: id)
             }
         } else if let index = plan.index {
             try database(index.database, in: state).withCursor(in: transaction) { cursor in
@@ -95,8 +101,7 @@ extension LMDBIncrementalStore {
                         let key = TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8)
                         guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
                         else { return true }
-                        let view = RowView(store: self, state: state, transaction: transaction, id: objectID(entityTag: tag, key: key, in: state), row: row)
-                        if try accepts(view, request.predicate) { matches.append(view) }
+                        try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state))
                         return matches.count < wanted && corrupted == nil
                     }
                 }
@@ -113,10 +118,8 @@ extension LMDBIncrementalStore {
                                 guard family.contains(tag) else { return true }
                                 let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 8)
                                 guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
-                        else { return true }
-                                let view = RowView(store: self, state: state, transaction: transaction,
-                                                   id: objectID(entityTag: tag, key: key, in: state), row: row)
-                                if try accepts(view, request.predicate) { matches.append(view) }
+                                else { return true }
+                                try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state))
                                 return corrupted == nil
                             }
                             return corrupted == nil
@@ -131,10 +134,7 @@ extension LMDBIncrementalStore {
                     let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
                     do {
                         // The cursor's bytes stay in the map until the read transaction ends.
-                        let row = try EncodedRow(entry.value, layout: layout)
-                        let view = RowView(store: self, state: state, transaction: transaction,
-                                           id: objectID(entityTag: tag, key: key, in: state), row: row)
-                        if try accepts(view, request.predicate) { matches.append(view) }
+                        try consider(try EncodedRow(entry.value, layout: layout), key: key, id: objectID(entityTag: tag, key: key, in: state))
                     } catch let error as RowDecodingError {
                         corrupted = (key, error)
                     }

@@ -134,6 +134,15 @@ enum RowCodec {
     }
 }
 
+/// One field's value as it lies in the row, for comparisons that need no decoded value.
+enum RawField {
+    case integer(Int64)
+    case double(Double)
+    /// UTF-8 bytes, borrowed from the row.
+    case string(UnsafeRawBufferPointer)
+    case other
+}
+
 /// What one field of a row holds.
 enum RowField {
     case attribute(AttributeValue)
@@ -196,6 +205,31 @@ struct EncodedRow {
             guard fieldID < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(entity.fields.count)") }
             if fieldID == id { return try Self.read(type, field: entity.fields[id].name, &reader) }
             try Self.skip(type, field: entity.fields[fieldID].name, &reader)
+        }
+        return nil
+    }
+
+    /// The value of field `id` without decoding it (numbers read, strings as their bytes), or `nil` when the row
+    /// does not hold it.
+    func rawField(_ id: Int) throws(RowDecodingError) -> RawField? {
+        var reader = ByteReader(bytes: body, offset: fieldsOffset)
+        for _ in 0..<fieldCount {
+            let fieldID = Int(try reader.uint16())
+            let type = try reader.byte()
+            guard fieldID < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(entity.fields.count)") }
+            guard fieldID == id else {
+                try Self.skip(type, field: entity.fields[fieldID].name, &reader)
+                continue
+            }
+            switch type {
+            case RowCodec.ValueType.integer:
+                let raw = try reader.varint()
+                return .integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+            case RowCodec.ValueType.double: return .double(Double(bitPattern: try reader.uint64()))
+            case RowCodec.ValueType.float: return .double(Double(Float(bitPattern: try reader.uint32())))
+            case RowCodec.ValueType.string: return .string(try reader.lengthPrefixed())
+            default: return .other
+            }
         }
         return nil
     }

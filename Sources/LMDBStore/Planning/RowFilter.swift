@@ -1,0 +1,180 @@
+import ObjectGraph
+
+/// A predicate compiled against the row format: comparisons of an entity's own numeric and string attributes with
+/// constants are answered from the field's bytes — no value decoded, no string made, no row view — and AND, OR and
+/// NOT combine them. A comparison the bytes cannot settle exactly (a NULL constant in an ordering, non-ASCII text
+/// where Unicode equivalence could matter, a value that does not decode) answers "undecided", and the row is then
+/// checked by the predicate evaluator as before, so the filter never changes a result, only its cost.
+struct RowFilter {
+    private indirect enum Node {
+        case constant(Bool)
+        case and([Node])
+        case or([Node])
+        case not(Node)
+        case compare(name: String, op: ComparisonOperator, constant: Constant)
+    }
+
+    private enum Constant {
+        case null
+        case integer(Int64)
+        case double(Double)
+        /// ASCII text only: its bytes are its characters.
+        case ascii([UInt8])
+    }
+
+    private let root: Node
+    /// The field number of each compared attribute, per entity tag (fields are numbered per entity).
+    private var fields: [UInt16: [String: Int]] = [:]
+
+    /// The compiled predicate, or `nil` when some part of it is not a comparison of an attribute of `entity` with a
+    /// constant of a kind the bytes can answer.
+    init?(_ predicate: FetchPredicate, entity: String, model: ManagedObjectModel) {
+        guard let root = Self.compile(predicate.node, entity: entity, model: model) else { return nil }
+        self.root = root
+    }
+
+    private static func compile(_ node: PredicateNode, entity: String, model: ManagedObjectModel) -> Node? {
+        switch node {
+        case .constant(let value): return .constant(value)
+        case .not(let operand): return compile(operand, entity: entity, model: model).map(Node.not)
+        case .and(let operands):
+            let compiled = operands.compactMap { compile($0, entity: entity, model: model) }
+            return compiled.count == operands.count ? .and(compiled) : nil
+        case .or(let operands):
+            let compiled = operands.compactMap { compile($0, entity: entity, model: model) }
+            return compiled.count == operands.count ? .or(compiled) : nil
+        case .comparison(let comparison):
+            guard comparison.modifier == .direct, comparison.options.isEmpty,
+                  case .keyPath(let name) = comparison.lhs, case .constant(let value) = comparison.rhs,
+                  !name.contains("."), let attribute = model.attribute(named: name, in: entity), !attribute.isTransient else { return nil }
+            let constant: Constant
+            switch (attribute.type, value) {
+            case (_, .null): constant = .null
+            case (let type, .integer(let v)) where type.isInteger: constant = .integer(v)
+            case (.double, .integer(let v)), (.float, .integer(let v)): constant = .double(Double(v))
+            case (.double, .double(let v)) where !v.isNaN, (.float, .double(let v)) where !v.isNaN: constant = .double(v)
+            case (.string, .string(let v)) where v.utf8.allSatisfy({ $0 < 0x80 }): constant = .ascii(Array(v.utf8))
+            default: return nil
+            }
+            switch comparison.op {
+            case .equal, .notEqual: break
+            case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: break
+            case .beginsWith: guard case .ascii = constant else { return nil }
+            default: return nil
+            }
+            return .compare(name: name, op: comparison.op, constant: constant)
+        }
+    }
+
+    /// Whether `row` matches: `true` or `false` when its bytes settle it, `nil` when the evaluator must decide.
+    mutating func matches(_ row: EncodedRow) -> Bool? {
+        if fields[row.entityTag] == nil { fields[row.entityTag] = row.entity.fieldIndex }
+        return evaluate(root, row, fields[row.entityTag]!)
+    }
+
+    private func evaluate(_ node: Node, _ row: EncodedRow, _ fields: [String: Int]) -> Bool? {
+        switch node {
+        case .constant(let value):
+            return value
+        case .not(let operand):
+            return evaluate(operand, row, fields).map { !$0 }
+        case .and(let operands):
+            var undecided = false
+            for operand in operands {
+                switch evaluate(operand, row, fields) {
+                case false?: return false
+                case nil: undecided = true
+                case true?: break
+                }
+            }
+            return undecided ? nil : true
+        case .or(let operands):
+            var undecided = false
+            for operand in operands {
+                switch evaluate(operand, row, fields) {
+                case true?: return true
+                case nil: undecided = true
+                case false?: break
+                }
+            }
+            return undecided ? nil : false
+        case .compare(let name, let op, let constant):
+            guard let field = fields[name] else { return nil }
+            let value: RawField?  // nil: the field is NULL
+            do { value = try row.rawField(field) } catch { return nil }
+            return Self.compare(value, op, constant)
+        }
+    }
+
+    /// One comparison on a field's bytes, with the evaluator's semantics: NULL equals only NULL and orders against
+    /// nothing; numbers compare as numbers.
+    private static func compare(_ value: RawField?, _ op: ComparisonOperator, _ constant: Constant) -> Bool? {
+        guard let value else {
+            // A NULL field.
+            switch op {
+            case .equal: if case .null = constant { return true } else { return false }
+            case .notEqual: if case .null = constant { return false } else { return true }
+            default: return false
+            }
+        }
+        let order: Int
+        switch (value, constant) {
+        case (_, .null):
+            switch op {
+            case .equal: return false
+            case .notEqual: return true
+            default: return false
+            }
+        case (.integer(let a), .integer(let b)): order = a == b ? 0 : a < b ? -1 : 1
+        case (.integer(let a), .double(let b)): order = Double(a) == b ? 0 : Double(a) < b ? -1 : 1
+        case (.double(let a), .double(let b)): order = a == b ? 0 : a < b ? -1 : 1
+        case (.string(let text), .ascii(let bytes)):
+            return compare(text, op, bytes)
+        default:
+            return nil
+        }
+        switch op {
+        case .equal: return order == 0
+        case .notEqual: return order != 0
+        case .lessThan: return order < 0
+        case .lessThanOrEqual: return order <= 0
+        case .greaterThan: return order > 0
+        case .greaterThanOrEqual: return order >= 0
+        default: return nil
+        }
+    }
+
+    /// Text (UTF-8 bytes from the row) against ASCII bytes. Equal bytes are equal strings; where the text is ASCII
+    /// too, byte order is string order. A non-ASCII byte where it matters could be part of a character that is
+    /// canonically equivalent to ASCII text, so that is left to the evaluator.
+    private static func compare(_ text: UnsafeRawBufferPointer, _ op: ComparisonOperator, _ ascii: [UInt8]) -> Bool? {
+        var position = 0
+        while position < text.count, position < ascii.count, text[position] == ascii[position] { position += 1 }
+        if op == .beginsWith {
+            if position == ascii.count {
+                // Every byte of the prefix matched; a combining mark after it (or "\n" after a final "\r": one
+                // character) would change the last character.
+                if position == text.count { return true }
+                return text[position] < 0x80 && !(text[position] == 0x0A && ascii.last == 0x0D) ? true : nil
+            }
+            return position == text.count || text[position] < 0x80 ? false : nil
+        }
+        let order: Int
+        if position == text.count && position == ascii.count {
+            order = 0
+        } else {
+            // The rest of the text must be ASCII for byte order (and inequality) to be string order.
+            for index in position..<text.count where text[index] >= 0x80 { return nil }
+            if position == text.count { order = -1 } else if position == ascii.count { order = 1 } else { order = text[position] < ascii[position] ? -1 : 1 }
+        }
+        switch op {
+        case .equal: return order == 0
+        case .notEqual: return order != 0
+        case .lessThan: return order < 0
+        case .lessThanOrEqual: return order <= 0
+        case .greaterThan: return order > 0
+        case .greaterThanOrEqual: return order >= 0
+        default: return nil
+        }
+    }
+}
