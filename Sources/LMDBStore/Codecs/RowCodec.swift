@@ -196,42 +196,40 @@ struct EncodedRow {
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
     }
 
-    /// The value of field `id`, or `nil` when the row does not hold it (NULL, or no to-one target).
-    func field(_ id: Int) throws(RowDecodingError) -> RowField? {
+    /// A reader at the value of field `id` and the value's type, or `nil` when the row does not hold the field.
+    private func locate(_ id: Int) throws(RowDecodingError) -> (type: UInt8, reader: ByteReader)? {
         var reader = ByteReader(bytes: body, offset: fieldsOffset)
         for _ in 0..<fieldCount {
             let fieldID = Int(try reader.uint16())
             let type = try reader.byte()
             guard fieldID < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(entity.fields.count)") }
-            if fieldID == id { return try Self.read(type, field: entity.fields[id].name, &reader) }
+            if fieldID == id { return (type, reader) }
             try Self.skip(type, field: entity.fields[fieldID].name, &reader)
         }
         return nil
     }
 
+    /// The value of field `id`, or `nil` when the row does not hold it (NULL, or no to-one target).
+    func field(_ id: Int) throws(RowDecodingError) -> RowField? {
+        guard let located = try locate(id) else { return nil }
+        var reader = located.reader
+        return try Self.read(located.type, field: entity.fields[id].name, &reader)
+    }
+
     /// The value of field `id` without decoding it (numbers read, strings as their bytes), or `nil` when the row
     /// does not hold it.
     func rawField(_ id: Int) throws(RowDecodingError) -> RawField? {
-        var reader = ByteReader(bytes: body, offset: fieldsOffset)
-        for _ in 0..<fieldCount {
-            let fieldID = Int(try reader.uint16())
-            let type = try reader.byte()
-            guard fieldID < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(entity.fields.count)") }
-            guard fieldID == id else {
-                try Self.skip(type, field: entity.fields[fieldID].name, &reader)
-                continue
-            }
-            switch type {
-            case RowCodec.ValueType.integer:
-                let raw = try reader.varint()
-                return .integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
-            case RowCodec.ValueType.double: return .double(Double(bitPattern: try reader.uint64()))
-            case RowCodec.ValueType.float: return .double(Double(Float(bitPattern: try reader.uint32())))
-            case RowCodec.ValueType.string: return .string(try reader.lengthPrefixed())
-            default: return .other
-            }
+        guard let located = try locate(id) else { return nil }
+        var reader = located.reader
+        switch located.type {
+        case RowCodec.ValueType.integer:
+            let raw = try reader.varint()
+            return .integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+        case RowCodec.ValueType.double: return .double(Double(bitPattern: try reader.uint64()))
+        case RowCodec.ValueType.float: return .double(Double(Float(bitPattern: try reader.uint32())))
+        case RowCodec.ValueType.string: return .string(try reader.lengthPrefixed())
+        default: return .other
         }
-        return nil
     }
 
     /// Every field, decoded.
