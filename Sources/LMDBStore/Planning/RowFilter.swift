@@ -79,30 +79,41 @@ struct RowFilter {
         case .not(let operand):
             return evaluate(operand, row, fields).map { !$0 }
         case .and(let operands):
-            var undecided = false
-            for operand in operands {
-                switch evaluate(operand, row, fields) {
-                case false?: return false
-                case nil: undecided = true
-                case true?: break
-                }
-            }
-            return undecided ? nil : true
+            return combine(operands, row, fields, deciding: false)
         case .or(let operands):
-            var undecided = false
-            for operand in operands {
-                switch evaluate(operand, row, fields) {
-                case true?: return true
-                case nil: undecided = true
-                case false?: break
-                }
-            }
-            return undecided ? nil : false
+            return combine(operands, row, fields, deciding: true)
         case .compare(let name, let op, let constant):
             guard let field = fields[name] else { return nil }
             let value: RawField?  // nil: the field is NULL
             do { value = try row.rawField(field) } catch { return nil }
             return Self.compare(value, op, constant)
+        }
+    }
+
+    /// AND (`deciding` false) or OR (`deciding` true) of three-valued operands: an operand that is `deciding`
+    /// settles it; otherwise it is undecided if any operand was.
+    private func combine(_ operands: [Node], _ row: EncodedRow, _ fields: [String: Int], deciding: Bool) -> Bool? {
+        var undecided = false
+        for operand in operands {
+            switch evaluate(operand, row, fields) {
+            case deciding?: return deciding
+            case nil: undecided = true
+            default: break
+            }
+        }
+        return undecided ? nil : !deciding
+    }
+
+    /// Whether `op` holds for two values in this order (negative, zero, positive).
+    private static func holds(_ op: ComparisonOperator, order: Int) -> Bool? {
+        switch op {
+        case .equal: return order == 0
+        case .notEqual: return order != 0
+        case .lessThan: return order < 0
+        case .lessThanOrEqual: return order <= 0
+        case .greaterThan: return order > 0
+        case .greaterThanOrEqual: return order >= 0
+        default: return nil
         }
     }
 
@@ -133,15 +144,7 @@ struct RowFilter {
         default:
             return nil
         }
-        switch op {
-        case .equal: return order == 0
-        case .notEqual: return order != 0
-        case .lessThan: return order < 0
-        case .lessThanOrEqual: return order <= 0
-        case .greaterThan: return order > 0
-        case .greaterThanOrEqual: return order >= 0
-        default: return nil
-        }
+        return holds(op, order: order)
     }
 
     /// Text (UTF-8 bytes from the row) against ASCII bytes. Equal bytes are equal strings; where the text is ASCII
@@ -167,14 +170,6 @@ struct RowFilter {
             for index in position..<text.count where text[index] >= 0x80 { return nil }
             if position == text.count { order = -1 } else if position == ascii.count { order = 1 } else { order = text[position] < ascii[position] ? -1 : 1 }
         }
-        switch op {
-        case .equal: return order == 0
-        case .notEqual: return order != 0
-        case .lessThan: return order < 0
-        case .lessThanOrEqual: return order <= 0
-        case .greaterThan: return order > 0
-        case .greaterThanOrEqual: return order >= 0
-        default: return nil
-        }
+        return holds(op, order: order)
     }
 }
