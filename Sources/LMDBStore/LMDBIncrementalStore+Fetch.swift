@@ -4,14 +4,34 @@ import ObjectGraph
 
 extension LMDBIncrementalStore {
     /// How the store would run `request`, as text: `IndexRange(Employee.byAge [30, 40)) → Filter(…) → Limit(20)`
-    /// or `Scan(Employee) → Filter(…)`.
+    /// or `Scan(Employee) → Filter(…)`. The plan is chosen with the store's current contents, as a fetch would.
     public func explain(_ request: FetchRequest) -> String {
-        QueryPlanner.plan(request, layout: layout, model: model).description
+        guard let state = try? open,
+              let text = try? state.environment.read({ transaction in plan(request, state: state, transaction: transaction).description })
+        else { return QueryPlanner.plan(request, layout: layout, model: model).description }
+        return text
     }
 
-    /// A fetch, in one read transaction, following the ``QueryPlanner``'s plan: a range of one index (each row it
-    /// yields still checked against the whole predicate), or a scan of the root table; then sorted (unless the index
-    /// already gives the order, when the walk stops after offset + limit matches) and windowed.
+    /// The ``QueryPlanner``'s plan for `request`, costed with bounded probes of the candidate ranges and LMDB's
+    /// table sizes, read in `transaction`.
+    func plan(_ request: FetchRequest, state: OpenState, transaction: Transaction) -> QueryPlan {
+        let statistics = PlanStatistics(
+            entries: { name in (try? self.database(name, in: state).statistics(in: transaction).entries) ?? 0 },
+            probe: { index, limit in
+                var count = 0
+                _ = try? self.forEachRow(in: index, state: state, transaction: transaction) { _, _, _ in
+                    count += 1
+                    return count < limit
+                }
+                return count
+            })
+        return QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics)
+    }
+
+    /// A fetch, in one read transaction, following the ``QueryPlanner``'s plan: rows from key lookups, index
+    /// ranges (one, a union or an intersection), a join or a scan, each still checked against the whole predicate;
+    /// then sorted (unless the path already gives the order, when the walk stops after offset + limit matches)
+    /// and windowed. Counts and object IDs come from index entries alone when the ranges answer the predicate.
     func fetch(_ request: FetchRequest) throws -> PersistentStoreResult {
         let state = try open
         guard let entity = layout.entity(request.entityName) else {
@@ -19,36 +39,44 @@ extension LMDBIncrementalStore {
         }
         let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
             .compactMap { layout.entity($0)?.tag })
-        let plan = QueryPlanner.plan(request, layout: layout, model: model)
         return try state.environment.read { transaction -> PersistentStoreResult in
-            if request.resultType == .count, plan.coveredByIndex, let index = plan.index {
-                // Every term is the index range: count its entries, read no row.
+            let plan = plan(request, state: state, transaction: transaction)
+            if request.resultType == .count, plan.coveredByIndex {
+                // Every term is answered by the index ranges: count their entries, read no row.
                 var count = 0
-                try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                    for range in index.ranges {
-                        var entries = cursor.entries(in: range)
-                        while try entries.next() != nil { count += 1 }
-                    }
+                if case .index(let index) = plan.access {
+                    try forEachRow(in: index, state: state, transaction: transaction) { _, _, _ in count += 1; return true }
+                } else {
+                    count = try rowKeys(plan.access, family: family, state: state, transaction: transaction).count
                 }
                 count = max(0, count - request.fetchOffset)
                 return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
             }
-            if plan.coveredByIndex, let index = plan.index, request.resultType == .managedObjectID
+            if plan.coveredByIndex, request.resultType == .managedObjectID
                 || (request.resultType == .managedObject && request.returnsObjectsAsFaults),
                request.sortDescriptors.isEmpty || plan.streamsInSortOrder {
                 // The index entries answer the whole predicate: object IDs straight from them, no row read.
                 var ids: [(key: UInt64, tag: UInt16)] = []
-                let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
-                try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                    for range in index.ranges where ids.count < wanted {
-                        try cursor.forEach(in: range) { entry in
-                            let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
-                            if family.contains(tag) { ids.append((TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8), tag)) }
-                            return ids.count < wanted
+                if case .index(let index) = plan.access {
+                    let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
+                    // Walking backwards, ties (equal values) come in descending key order: each run is reversed.
+                    var run: [UInt8] = []
+                    var runStart = 0
+                    try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
+                        if plan.direction == .reverse, !run.elementsEqual(entry.key.prefix(entry.key.count - 8)) {
+                            ids[runStart...].reverse()
+                            runStart = ids.count
+                            if ids.count >= wanted { return false }
+                            run = Array(entry.key.prefix(entry.key.count - 8))
                         }
+                        if family.contains(tag) { ids.append((key, tag)) }
+                        return plan.direction == .reverse || ids.count < wanted
                     }
+                    if plan.direction == .reverse { ids[runStart...].reverse() }
+                    if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
+                } else {
+                    ids = try rowKeys(plan.access, family: family, state: state, transaction: transaction)
                 }
-                if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
                 return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
             let matches = try matchingRows(request, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
@@ -62,92 +90,154 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// The rows `request` matches, through `plan`: read by key, from an index range (each row still checked against
-    /// the whole predicate) or by a scan of the root table; then sorted (unless the index gives the order, when the
-    /// walk stops after offset + limit matches; with a limit, top-K). Not windowed. The views borrow the rows from
-    /// the map: they must not outlive `transaction`.
+    /// Calls `body` with the row key, entity tag and entry of each entry of `index` (its ranges in turn, each walked
+    /// `direction`) until it returns false.
+    func forEachRow(in index: QueryPlan.IndexRange, direction: ScanDirection = .forward, state: OpenState, transaction: Transaction,
+                    _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
+        try database(index.database, in: state).withCursor(in: transaction) { cursor in
+            var going = true
+            for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
+                try cursor.forEach(in: range, direction: direction) { entry in
+                    let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                    going = try body(TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8), tag, entry)
+                    return going
+                }
+            }
+        }
+    }
+
+    /// The rows of the fetched entities (`family`) a union or an intersection of index ranges yields, each once, in
+    /// key order — from the index entries alone.
+    func rowKeys(_ access: QueryPlan.Access, family: Set<UInt16>, state: OpenState, transaction: Transaction) throws -> [(key: UInt64, tag: UInt16)] {
+        var found: [UInt64: UInt16] = [:]
+        var keys: [(key: UInt64, tag: UInt16)] = []
+        switch access {
+        case .union(let indexes):
+            for index in indexes {
+                try forEachRow(in: index, state: state, transaction: transaction) { key, tag, _ in
+                    if family.contains(tag) { found[key] = tag }
+                    return true
+                }
+            }
+            keys = found.map { ($0.key, $0.value) }
+        case .intersection(let indexes):
+            // The first range is the smaller: its keys are kept, the second's looked up among them.
+            try forEachRow(in: indexes[0], state: state, transaction: transaction) { key, tag, _ in
+                if family.contains(tag) { found[key] = tag }
+                return true
+            }
+            try forEachRow(in: indexes[1], state: state, transaction: transaction) { key, _, _ in
+                if let tag = found[key] { keys.append((key, tag)) }
+                return true
+            }
+        default:
+            preconditionFailure("row keys are gathered for unions and intersections only")
+        }
+        keys.sort { $0.key < $1.key }
+        return keys
+    }
+
+    /// The rows `request` matches, through `plan`: read by key, from index ranges or a join (each row still checked
+    /// against the whole predicate) or by a scan of the root table; then sorted (unless the path gives the order,
+    /// when the walk stops after offset + limit matches; with a limit, top-K). Not windowed. The views borrow the
+    /// rows from the map: they must not outlive `transaction`.
     func matchingRows(_ request: FetchRequest, plan: QueryPlan, entity: StoreLayout.EntityLayout, family: Set<UInt16>,
                       state: OpenState, transaction: Transaction) throws -> [RowView] {
         let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
         var matches: [RowView] = []
         var corrupted: (key: UInt64, error: RowDecodingError)?
-        let wanted = plan.streamsInSortOrder && request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : Int.max
+        let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
         // What each row is checked against: the whole predicate (a key lookup may have answered all of it). Its
         // simple comparisons are first tried on the row's bytes; the evaluator decides only what they leave open.
-        let predicate = plan.objectIDs != nil ? plan.predicate : request.predicate
+        let predicate: FetchPredicate?
+        if case .keys = plan.access { predicate = plan.predicate } else { predicate = request.predicate }
         var filter = predicate.flatMap { RowFilter($0, entity: request.entityName, model: model) }
-        /// Keeps the row if it matches; a field that cannot be decoded stops the fetch with the row's key.
-        func consider(_ row: EncodedRow, key: UInt64, id: @autoclosure () -> ManagedObjectID) throws {
+        /// The row's view if it matches; a field that cannot be decoded stops the fetch with the row's key.
+        func consider(_ row: EncodedRow, key: UInt64, id: @autoclosure () -> ManagedObjectID) throws -> RowView? {
             let settled = filter?.matches(row)
-            if settled == false { return }
+            if settled == false { return nil }
             let view = RowView(store: self, state: state, transaction: transaction, id: id(), row: row)
             let matched = try settled ?? predicate?.evaluate(with: view) ?? true
             if let failure = view.failure { corrupted = (key, failure) }
-            if matched && corrupted == nil { matches.append(view) }
+            return matched && corrupted == nil ? view : nil
         }
-        if let objectIDs = plan.objectIDs {
+        /// Reads and considers the row under `key`.
+        func consider(key: UInt64, tag: UInt16) throws -> RowView? {
+            guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
+            else { return nil }
+            return try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state))
+        }
+        switch plan.access {
+        case .keys(let objectIDs):
             // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys.
             for id in objectIDs where id.storeIdentifier == state.storeIdentifier && corrupted == nil {
                 guard let tag = layout.entity(id.entityName)?.tag, family.contains(tag), case .integer(let key) = id.referenceObject, key > 0,
                       let row = try encodedRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
-                try consider(row, key: UInt64(key), id: id)
+                if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
             }
-        } else if let index = plan.index {
-            try database(index.database, in: state).withCursor(in: transaction) { cursor in
-                for range in index.ranges where matches.count < wanted && corrupted == nil {
-                    try cursor.forEach(in: range) { entry in
-                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
-                        guard family.contains(tag) else { return true }
-                        let key = TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8)
-                        guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
-                        else { return true }
-                        try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state))
-                        return matches.count < wanted && corrupted == nil
-                    }
+        case .index(let index):
+            // Walking backwards, ties (equal values) come in descending key order: each run is reversed, and the
+            // walk stops only between runs.
+            let reverse = plan.direction == .reverse
+            var run: [UInt8] = []
+            var runStart = 0
+            try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
+                if reverse, !run.elementsEqual(entry.key.prefix(entry.key.count - 8)) {
+                    matches[runStart...].reverse()
+                    runStart = matches.count
+                    if matches.count >= wanted { return false }
+                    run = Array(entry.key.prefix(entry.key.count - 8))
                 }
+                guard family.contains(tag) else { return true }
+                if let view = try consider(key: key, tag: tag) { matches.append(view) }
+                return corrupted == nil && (reverse || matches.count < wanted)
             }
-        } else if let join = plan.join {
+            if reverse { matches[runStart...].reverse() }
+        case .union, .intersection:
+            for (key, tag) in try rowKeys(plan.access, family: family, state: state, transaction: transaction)
+            where matches.count < wanted && corrupted == nil {
+                if let view = try consider(key: key, tag: tag) { matches.append(view) }
+            }
+        case .join(let join):
             // Each destination in the range, then every row pointing at it (a prefix of the to-one table).
             try database(join.toOneDatabase, in: state).withCursor(in: transaction) { pointers in
-                try database(join.destination.database, in: state).withCursor(in: transaction) { destinations in
-                    for range in join.destination.ranges where corrupted == nil {
-                        try destinations.forEach(in: range) { destination in
-                            let prefix = KeyRange.prefix(Array(destination.key.suffix(8)))
-                            try pointers.forEach(in: prefix) { entry in
-                                let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
-                                guard family.contains(tag) else { return true }
-                                let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 8)
-                                guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
-                                else { return true }
-                                try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state))
-                                return corrupted == nil
-                            }
-                            return corrupted == nil
-                        }
+                try forEachRow(in: join.destination, state: state, transaction: transaction) { _, _, destination in
+                    let prefix = KeyRange.prefix(Array(destination.key.suffix(8)))
+                    try pointers.forEach(in: prefix) { entry in
+                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                        guard family.contains(tag) else { return true }
+                        if let view = try consider(key: TupleEncoding.readBigEndianUInt64(entry.key, at: 8), tag: tag) { matches.append(view) }
+                        return corrupted == nil
                     }
+                    return corrupted == nil
                 }
             }
-        } else {
+        case .scan:
             try rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
                     guard let tag = RowCodec.entityTag(entry.value), family.contains(tag) else { return true }
                     let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
                     do {
                         // The cursor's bytes stay in the map until the read transaction ends.
-                        try consider(try EncodedRow(entry.value, layout: layout), key: key, id: objectID(entityTag: tag, key: key, in: state))
+                        if let view = try consider(try EncodedRow(entry.value, layout: layout), key: key, id: objectID(entityTag: tag, key: key, in: state)) {
+                            matches.append(view)
+                        }
                     } catch let error as RowDecodingError {
                         corrupted = (key, error)
                     }
-                    return corrupted == nil
+                    return corrupted == nil && matches.count < wanted
                 }
             }
         }
         if let (key, error) = corrupted {
             throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
         }
-        if (plan.index != nil || plan.join != nil || plan.objectIDs != nil) && !plan.streamsInSortOrder {
+        switch plan.access {
+        case .index, .join, .keys:
             // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
-            matches.sort { $0.key < $1.key }
+            if !plan.streamsInSortOrder { matches.sort { $0.key < $1.key } }
+        case .union, .intersection, .scan:
+            break
         }
         if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {
             // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
@@ -224,8 +314,8 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         let rowRequest = DictionaryResults.rowRequest(for: request)
         let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
             .compactMap { layout.entity($0)?.tag })
-        let plan = QueryPlanner.plan(rowRequest, layout: layout, model: model)
         return try state.environment.read { transaction in
+            let plan = plan(rowRequest, state: state, transaction: transaction)
             let rows = try matchingRows(rowRequest, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
             let results = try DictionaryResults.make(from: rows, for: request, model: model) { key, row in row.resultValue(forKey: key) }
             if let failed = rows.first(where: { $0.failure != nil }), let failure = failed.failure {

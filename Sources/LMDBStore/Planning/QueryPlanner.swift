@@ -2,8 +2,8 @@ import Foundation
 import LMDB
 import ObjectGraph
 
-/// How a fetch reads the store: a scan of the root table, or a range of one index; what it still checks on each
-/// row; whether the index already yields the requested order; whether a count needs rows at all.
+/// How a fetch reads the store — an access path, what it still checks on each row, whether the path already yields
+/// the requested order, whether a count or a list of IDs needs rows at all — as chosen by ``QueryPlanner``.
 struct QueryPlan: CustomStringConvertible {
     struct IndexRange {
         let database: String
@@ -12,6 +12,8 @@ struct QueryPlan: CustomStringConvertible {
         /// Disjoint ranges in ascending key order (several for `IN` and ORed equalities).
         let ranges: [KeyRange]
         let bounds: String
+        /// `==` and `IN` ranges, which hold a small share of the index when they hold more than a probe counts.
+        var isEquality = false
     }
 
     /// A comparison through a to-one (`department.name == "R&D"`): a range of the destination's index gives the
@@ -22,14 +24,27 @@ struct QueryPlan: CustomStringConvertible {
         let label: String
     }
 
-    var index: IndexRange?
-    var join: Join?
-    /// `SELF == %@` / `SELF IN %@`: the objects to read by primary key (then filtered by the whole predicate).
-    var objectIDs: [ManagedObjectID]?
-    /// The index order is the requested order, so the fetch stops after offset + limit matches.
+    /// Where the candidate rows come from.
+    enum Access {
+        /// Every row of the entity's root table.
+        case scan
+        /// `SELF == %@` / `SELF IN %@`: the objects to read by primary key.
+        case keys([ManagedObjectID])
+        /// The entries of one index range.
+        case index(IndexRange)
+        /// An OR of terms on different attributes: the rows in any of the ranges, each once, in key order.
+        case union([IndexRange])
+        /// An AND of terms on two indexed attributes: the rows in both ranges, in key order.
+        case intersection([IndexRange])
+        case join(Join)
+    }
+
+    var access: Access = .scan
+    /// The index order is the requested order (walked this way), so the fetch stops after offset + limit matches.
     var streamsInSortOrder = false
-    /// Every term of the predicate is answered exactly by the index range: counts and object IDs read no row (a
-    /// fetch of values still reads, and checks, the rows the range yields).
+    var direction: ScanDirection = .forward
+    /// Every term of the predicate is answered exactly by the index ranges: counts and object IDs read no row (a
+    /// fetch of values still reads, and checks, the rows the ranges yield).
     var coveredByIndex = false
     var entityName: String
     /// What is still checked on each row the access path yields (`nil`: nothing).
@@ -39,16 +54,19 @@ struct QueryPlan: CustomStringConvertible {
     var offset: Int
 
     var description: String {
+        func text(_ index: IndexRange, _ direction: ScanDirection = .forward) -> String {
+            "IndexRange(\(index.label) \(index.bounds)\(direction == .reverse ? " reverse" : ""))"
+        }
         var steps: [String] = []
-        if let objectIDs {
+        switch access {
+        case .keys(let objectIDs):
             let keys = objectIDs.map { id in if case .integer(let key) = id.referenceObject { String(key) } else { id.description } }
             steps.append("KeyLookup(\(entityName) {\(keys.joined(separator: ", "))})")
-        } else if let index {
-            steps.append("IndexRange(\(index.label) \(index.bounds))")
-        } else if let join {
-            steps.append("Join(IndexRange(\(join.destination.label) \(join.destination.bounds)) → \(join.label))")
-        } else {
-            steps.append("Scan(\(entityName))")
+        case .index(let index): steps.append(text(index, direction))
+        case .union(let indexes): steps.append("Union(\(indexes.map { text($0) }.joined(separator: ", ")))")
+        case .intersection(let indexes): steps.append("Intersection(\(indexes.map { text($0) }.joined(separator: ", ")))")
+        case .join(let join): steps.append("Join(\(text(join.destination)) → \(join.label))")
+        case .scan: steps.append("Scan(\(entityName))")
         }
         if let predicate, !coveredByIndex { steps.append("Filter(\(predicate.predicateFormat))") }
         if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
@@ -56,12 +74,25 @@ struct QueryPlan: CustomStringConvertible {
         if limit > 0 { steps.append("Limit(\(limit))") }
         return steps.joined(separator: " → ")
     }
+
+    /// The index ranges the access path reads (none for a scan or key lookups).
+    var indexRanges: [IndexRange] {
+        switch access {
+        case .index(let index): [index]
+        case .union(let indexes), .intersection(let indexes): indexes
+        case .join(let join): [join.destination]
+        case .scan, .keys: []
+        }
+    }
 }
 
-/// Turns a fetch request into a ``QueryPlan``: comparisons of an indexed attribute with constants (`==`, `<`,
-/// `<=`, `>`, `>=`, `BETWEEN`, `BEGINSWITH`), alone or ANDed with other terms, become one range of the index whose
-/// first element is that attribute; everything else is a scan. The whole predicate is still evaluated on every row
-/// the range yields, so the range only has to be a superset of the matches.
+/// Turns a fetch request into a ``QueryPlan``. Comparisons of indexed attributes with constants (`==`, `<`, `<=`,
+/// `>`, `>=`, `BETWEEN`, `BEGINSWITH`, `IN`, `[c]`/`[cd]` on folded indexes) become index ranges; the candidate
+/// access paths — a compound index range, a range per indexed attribute, the intersection of the two smallest, a
+/// union for an OR of indexed terms, a join through a to-one, a scan — are costed with ``PlanStatistics`` (bounded
+/// probes of each range, LMDB's table sizes) and the cheapest is chosen; on equal cost, the first in that order.
+/// The whole predicate is still evaluated on every row an access path yields, so a path only has to give a superset
+/// of the matches.
 enum QueryPlanner {
     /// A comparison the planner can turn into a key range.
     struct Term {
@@ -73,7 +104,22 @@ enum QueryPlanner {
         var collation: FetchIndexElementDescription.Collation = .binary
     }
 
-    static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan {
+    /// One way to read the rows, with its estimated cost; `rank` breaks ties (lower first).
+    struct Candidate {
+        var access: QueryPlan.Access
+        var rank: Int
+        /// Estimated entries the access path yields.
+        var entries: Double = 0
+        /// The estimate was counted, not guessed.
+        var counted = true
+        var streams = false
+        var direction: ScanDirection = .forward
+        var covered = false
+        var cost: Double = 0
+    }
+
+    static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel,
+                     statistics: PlanStatistics = .unknown) -> QueryPlan {
         var plan = QueryPlan(entityName: request.entityName, predicate: request.predicate, sort: request.sortDescriptors,
                              limit: request.fetchLimit, offset: request.fetchOffset)
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName) else { return plan }
@@ -85,7 +131,7 @@ enum QueryPlanner {
         // `SELF == object` or `SELF IN objects`: read those rows by key, nothing else.
         for conjunct in conjuncts {
             if let ids = selfObjects(conjunct) {
-                plan.objectIDs = Array(Set(ids)).sorted()
+                plan.access = .keys(Array(Set(ids)).sorted())
                 // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
                 if conjuncts.count == 1 { plan.predicate = nil }
                 return plan
@@ -96,37 +142,107 @@ enum QueryPlanner {
         for conjunct in conjuncts {
             if let term = term(conjunct, entity: request.entityName, model: model) { terms.append(term) } else { allUsable = false }
         }
+        var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
+        var candidates: [Candidate] = []
         if let compound = compoundPlan(terms, entity: entity, request: request, model: model) {
-            plan.index = compound.index
-            plan.streamsInSortOrder = compound.streams
-            return plan
+            candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false))
         }
-        guard let best = singleIndexRange(terms, entity: entity) else {
-            plan.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
-            return plan
+        // One range per indexed attribute (and collation) the terms compare.
+        var singles: [(candidate: Candidate, keyPath: String)] = []
+        var attributes: [(String, FetchIndexElementDescription.Collation)] = []
+        for term in terms where !attributes.contains(where: { $0 == (term.keyPath, term.collation) }) {
+            attributes.append((term.keyPath, term.collation))
         }
-        plan.index = best.range
-        // String ranges can hold strings that merely start with the bound (an embedded NUL escapes as 0x00 0xFF), so
-        // string terms are always re-checked on the row.
-        let isString = model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type == .string
-        plan.coveredByIndex = allUsable && !isString && terms.allSatisfy { $0.keyPath == best.terms[0].keyPath } && best.chosen.count == best.terms.count
-            && (request.entityName == best.owner) && (request.includesSubentities || model.directSubentities(of: best.owner).isEmpty)
-        // Index order is the value order only for values whose keys are never cut: a string, URI or data value over the
-        // key limit is stored as a prefix and a digest, which sorts arbitrarily among values sharing the prefix.
-        let orderIsExact = keysAreNeverCut(model.attribute(named: best.terms[0].keyPath, in: request.entityName)?.type)
-        if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == best.terms[0].keyPath,
-           sort.ascending, sort.comparison == .default, orderIsExact {
-            plan.streamsInSortOrder = true
+        for (keyPath, collation) in attributes {
+            let own = terms.filter { $0.keyPath == keyPath && $0.collation == collation }
+            guard let single = singleIndexRange(own, entity: entity) else { continue }
+            let exact = isExact(single, request: request, model: model)
+            let covered = exact && allUsable && terms.allSatisfy { $0.keyPath == keyPath && $0.collation == collation }
+            // Index order is the value order only for values whose keys are never cut (a string, URI or data value
+            // over the key limit is stored as a prefix and a digest), and ties are in row-key order (as a sorted
+            // scan gives them) only in an index of that one attribute.
+            var streams = false
+            var direction = ScanDirection.forward
+            if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == keyPath,
+               sort.comparison == .default, single.elementCount == 1,
+               keysAreNeverCut(model.attribute(named: keyPath, in: request.entityName)?.type) {
+                streams = true
+                direction = sort.ascending ? .forward : .reverse
+            }
+            let candidate = estimator.index(single.range, rank: single.range.isEquality ? 1 : 2, streams: streams, direction: direction,
+                                            covered: covered)
+            singles.append((candidate, exact && allUsable ? keyPath : ""))
         }
+        candidates += singles.map(\.candidate)
+        // The two smallest ranges on different attributes, intersected by row key.
+        let bySize = singles.sorted { $0.candidate.entries < $1.candidate.entries }
+        if bySize.count >= 2, case .index(let first) = bySize[0].candidate.access, case .index(let second) = bySize[1].candidate.access {
+            // It answers the predicate when each range answers every term on its attribute and there are no others.
+            let exactPaths = [bySize[0].keyPath, bySize[1].keyPath]
+            let covered = !exactPaths.contains("") && terms.allSatisfy { exactPaths.contains($0.keyPath) }
+            candidates.append(estimator.intersection([first, second], sizes: (bySize[0].candidate, bySize[1].candidate), rank: 3, covered: covered))
+        }
+        if let join = join(conjuncts, entity: request.entityName, layout: layout, model: model) {
+            candidates.append(estimator.join(join, rank: 4))
+        }
+        for conjunct in conjuncts {
+            if let union = union(conjunct, entity: entity, request: request, model: model) {
+                candidates.append(estimator.union(union.ranges, rank: 5, covered: union.exact && conjuncts.count == 1))
+            }
+        }
+        candidates.append(estimator.scan(rank: 6))
+        let best = candidates.min { ($0.cost, $0.rank) < ($1.cost, $1.rank) }!
+        plan.access = best.access
+        plan.streamsInSortOrder = best.streams
+        plan.direction = best.direction
+        plan.coveredByIndex = best.covered
         return plan
     }
 
-    /// The best range of an index whose first element is an attribute with a usable term (equality first): the
-    /// range, the entity declaring the index, the terms the range was built from and every term on that attribute.
-    /// A set of values (IN, ORed equalities) is used alone; other terms on the attribute stay in the filter.
-    static func singleIndexRange(_ terms: [Term], entity: StoreLayout.EntityLayout)
-        -> (range: QueryPlan.IndexRange, owner: String, chosen: [Term], terms: [Term])?
+    /// Whether a single-attribute range answers every term on its attribute exactly: no term was left out of the
+    /// range, no string (whose long keys are cut) and no index shared with other entities' rows.
+    static func isExact(_ single: SingleRange, request: FetchRequest, model: ManagedObjectModel) -> Bool {
+        let isString = model.attribute(named: single.terms[0].keyPath, in: request.entityName)?.type == .string
+        return !isString && single.chosen.count == single.terms.count && request.entityName == single.owner
+            && (request.includesSubentities || model.directSubentities(of: single.owner).isEmpty)
+    }
+
+    /// A union for an OR whose operands each have an index range (an OR on one attribute is an `IN` range, not a
+    /// union): the operands' ranges, and whether each answers its operand exactly.
+    static func union(_ conjunct: PredicateNode, entity: StoreLayout.EntityLayout, request: FetchRequest, model: ManagedObjectModel)
+        -> (ranges: [QueryPlan.IndexRange], exact: Bool)?
     {
+        guard case .or(let operands) = conjunct, term(conjunct, entity: request.entityName, model: model) == nil else { return nil }
+        var unsorted = request
+        unsorted.sortDescriptors = []
+        var ranges: [QueryPlan.IndexRange] = []
+        var exact = true
+        for operand in operands {
+            let parts: [PredicateNode]
+            if case .and(let nested) = operand { parts = nested } else { parts = [operand] }
+            let terms = parts.compactMap { term($0, entity: request.entityName, model: model) }
+            if let compound = compoundPlan(terms, entity: entity, request: unsorted, model: model) {
+                ranges.append(compound.index)
+                exact = false
+            } else if let single = singleIndexRange(terms, entity: entity) {
+                ranges.append(single.range)
+                exact = exact && terms.count == parts.count && terms.allSatisfy { $0.keyPath == single.terms[0].keyPath }
+                    && isExact(single, request: request, model: model)
+            } else {
+                return nil
+            }
+        }
+        return (ranges, exact)
+    }
+
+    /// A range of one index over one attribute: the range, the entity declaring the index, the terms the range was
+    /// built from, every term on that attribute, and how many elements the index has.
+    typealias SingleRange = (range: QueryPlan.IndexRange, owner: String, chosen: [Term], terms: [Term], elementCount: Int)
+
+    /// The best range of an index whose first element is an attribute with a usable term (equality first, then the
+    /// index with fewest elements). A set of values (IN, ORed equalities) is used alone; other terms on the
+    /// attribute stay in the filter.
+    static func singleIndexRange(_ terms: [Term], entity: StoreLayout.EntityLayout) -> SingleRange? {
         var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool)?
         for (owner, index) in entity.indexes {
             guard let first = index.elements.first, first.isAscending else { continue }
@@ -142,14 +258,19 @@ enum QueryPlanner {
             }
             guard !matching.isEmpty else { continue }
             let equality = matching.contains { $0.op == .equal }
-            if best == nil || (equality && !best!.equality) { best = (owner, index, matching, equality) }
+            if let current = best {
+                guard equality != current.equality ? equality : index.elements.count < current.index.elements.count else { continue }
+            }
+            best = (owner, index, matching, equality)
         }
         guard let best else { return nil }
         let chosen = best.terms.first { $0.op == .in }.map { [$0] } ?? best.terms
         guard let range = range(for: chosen) else { return nil }
-        return (QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
-                                     label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
-                                     ranges: range.ranges, bounds: range.text), best.owner, chosen, best.terms)
+        var indexRange = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
+                                              label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
+                                              ranges: range.ranges, bounds: range.text)
+        indexRange.isEquality = chosen.contains { $0.op == .equal || $0.op == .in }
+        return (indexRange, best.owner, chosen, best.terms, best.index.elements.count)
     }
 
     /// A join for the first AND-term that compares an indexed attribute of a to-one's destination with a constant
@@ -182,9 +303,9 @@ enum QueryPlanner {
     /// elements, then (optionally) a range on the next one — the index with the most constrained elements wins. The
     /// whole predicate is still checked on each row.
     static func compoundPlan(_ terms: [Term], entity: StoreLayout.EntityLayout, request: FetchRequest, model: ManagedObjectModel)
-        -> (index: QueryPlan.IndexRange, streams: Bool)?
+        -> (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection)?
     {
-        var best: (score: Int, plan: QueryPlan.IndexRange, streams: Bool)?
+        var best: (score: Int, plan: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection)?
         for (owner, index) in entity.indexes where index.elements.count >= 2 {
             // Keys longer than the limit are cut per element at this share: only shorter values can be matched exactly.
             let share = IndexEntries.maxKeyWithoutSuffix / index.elements.count
@@ -220,24 +341,29 @@ enum QueryPlanner {
                     constrained += 1
                 }
             }
-            // The order after the equalities is the next element's, when its keys are never cut.
+            // The order after the equalities is the next element's (walked backwards for the other direction), when
+            // its keys are never cut and it is the last element, so ties are in row-key order as a sorted scan gives.
             var streams = false
-            if let next, next.isAscending, next.collation == .binary,
+            var direction = ScanDirection.forward
+            if let next, position + 1 == index.elements.count, next.collation == .binary,
                let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == next.propertyName,
-               sort.ascending, sort.comparison == .default,
+               sort.comparison == .default,
                keysAreNeverCut(model.attribute(named: next.propertyName, in: request.entityName)?.type) {
                 streams = true
+                direction = next.isAscending == sort.ascending ? .forward : .reverse
             }
             // Worth more than the one-attribute plans only when it constrains two elements or yields the sort order.
             guard constrained >= 2 || streams else { continue }
             let score = constrained * 2 + (constrained > position ? 0 : 1) + (streams ? 1 : 0)
             if best == nil || score > best!.score {
-                best = (score, QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
-                                                    label: "\(owner).\(index.name)", keyPath: index.elements[0].propertyName,
-                                                    ranges: [range], bounds: "[" + bounds + "]"), streams)
+                var indexRange = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
+                                                      label: "\(owner).\(index.name)", keyPath: index.elements[0].propertyName,
+                                                      ranges: [range], bounds: "[" + bounds + "]")
+                indexRange.isEquality = constrained == position
+                best = (score, indexRange, streams, direction)
             }
         }
-        return best.map { ($0.plan, $0.streams) }
+        return best.map { ($0.plan, $0.streams, $0.direction) }
     }
 
     /// The predicate with NOT moved inward as far as the answers stay the same, and ANDs flattened — only for

@@ -1,0 +1,148 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+/// What planning may ask of the data, inside the fetch's own read transaction.
+struct PlanStatistics {
+    /// The entries of a named table (LMDB keeps the count: nothing is walked).
+    var entries: (_ database: String) -> Int
+    /// The entries of an index range, counted up to `limit` (a probe: it stops there).
+    var probe: (_ range: QueryPlan.IndexRange, _ limit: Int) -> Int
+
+    /// Nothing known: every count is 0, every candidate costs nothing, and the planner's order of preference
+    /// alone decides (what `explain` shows for an empty store).
+    static var unknown: PlanStatistics { PlanStatistics(entries: { _ in 0 }, probe: { _, _ in 0 }) }
+}
+
+/// Estimates what each candidate access path costs, in units of one row read by key and checked.
+///
+/// Sizes come from bounded probes: each candidate range is counted entry by entry up to a cap — a sixteenth of the
+/// table (at least 4 096 entries), and no more than ten times the smallest range counted so far (a range that
+/// much larger cannot win, except as the larger side of an intersection) or, for a range that streams in sort
+/// order, a few times the rows the limit needs. A range that reaches its cap is guessed at a share of its index
+/// (a tenth for equalities, a third for other ranges). LMDB keeps no counts per key range, so this is the
+/// cheapest exact evidence there is; a probe costs at most a fraction of reading the rows it counts.
+struct CostEstimator {
+    /// A row read by its key through the B-tree, decoded as far as the predicate needs.
+    static let rowRead = 1.0
+    /// A row met by a scan in key order (neighbouring rows share pages).
+    static let scannedRow = 0.25
+    /// An index entry stepped over by a cursor.
+    static let indexEntry = 0.05
+    /// Per row and comparison level of a sort.
+    static let sortStep = 0.01
+
+    let request: FetchRequest
+    let statistics: PlanStatistics
+    /// Rows in the entity's root table.
+    let rows: Double
+    /// The smallest range counted or guessed so far.
+    private var smallest: Double?
+
+    init(request: FetchRequest, statistics: PlanStatistics, rows: Int) {
+        self.request = request
+        self.statistics = statistics
+        self.rows = Double(rows)
+    }
+
+    /// The rows the fetch hands out: offset + limit, or all.
+    private var wanted: Double? { request.windowEnd.map(Double.init) }
+
+    /// Whether a path whose ranges answer the predicate exactly needs no row: a count, or object IDs (or faults)
+    /// in key order or in the index's own order.
+    private func answeredByEntries(covered: Bool, streams: Bool) -> Bool {
+        guard covered else { return false }
+        switch request.resultType {
+        case .count: return true
+        case .managedObjectID: return request.sortDescriptors.isEmpty || streams
+        case .managedObject: return request.returnsObjectsAsFaults && (request.sortDescriptors.isEmpty || streams)
+        default: return false
+        }
+    }
+
+    private func sortCost(_ matches: Double, streams: Bool) -> Double {
+        guard !request.sortDescriptors.isEmpty, !streams, matches > 1 else { return 0 }
+        return matches * log2(matches) * Self.sortStep
+    }
+
+    /// The entries of `range`: probed, or guessed past the probe's cap.
+    mutating func entries(of range: QueryPlan.IndexRange, streams: Bool = false) -> (entries: Double, counted: Bool) {
+        var cap = max(4096, Int(rows) / 16)
+        if let smallest { cap = min(cap, Int(smallest) * 10 + 100) }
+        if streams, let wanted { cap = min(cap, Int(wanted) * 4 + 16) }
+        let counted = statistics.probe(range, cap)
+        let estimate = counted < cap
+            ? Double(counted)
+            : max(Double(cap), Double(statistics.entries(range.database)) * (range.isEquality ? 0.1 : 0.33))
+        if counted < cap || !streams { smallest = min(smallest ?? estimate, estimate) }
+        return (estimate, counted < cap)
+    }
+
+    /// One index range: its entries, then a row each (fewer when it streams in sort order and a limit stops it).
+    mutating func index(_ range: QueryPlan.IndexRange, rank: Int, streams: Bool, direction: ScanDirection, covered: Bool) -> QueryPlanner.Candidate {
+        let (entries, counted) = entries(of: range, streams: streams)
+        var candidate = QueryPlanner.Candidate(access: .index(range), rank: rank, entries: entries, counted: counted,
+                                               streams: streams, direction: direction, covered: covered)
+        if answeredByEntries(covered: covered, streams: streams) {
+            let stepped = streams && request.resultType != .count ? min(entries, wanted ?? entries) : entries
+            candidate.cost = stepped * Self.indexEntry
+        } else {
+            // A residual rejects some rows: assume half of them when the range does not answer the predicate.
+            let read = streams ? min(entries, (wanted ?? entries) * (covered ? 1 : 2)) : entries
+            candidate.cost = read * (Self.rowRead + Self.indexEntry) + sortCost(entries, streams: streams)
+        }
+        return candidate
+    }
+
+    /// Two ranges whose common row keys are read: both walked, then the rows in both (guessed as if the two
+    /// conditions were independent).
+    func intersection(_ ranges: [QueryPlan.IndexRange], sizes: (QueryPlanner.Candidate, QueryPlanner.Candidate), rank: Int,
+                      covered: Bool) -> QueryPlanner.Candidate {
+        let (first, second) = sizes
+        let both = rows > 0 ? first.entries * second.entries / rows : 0
+        let walked = (first.entries + second.entries) * Self.indexEntry
+        var candidate = QueryPlanner.Candidate(access: .intersection(ranges), rank: rank, entries: both,
+                                               counted: first.counted && second.counted, streams: request.sortDescriptors.isEmpty,
+                                               covered: covered)
+        candidate.cost = walked + (answeredByEntries(covered: covered, streams: false) ? 0 : both * Self.rowRead)
+            + sortCost(both, streams: candidate.streams)
+        return candidate
+    }
+
+    /// The ranges of an OR's operands: each walked, and every row in any of them read once.
+    mutating func union(_ ranges: [QueryPlan.IndexRange], rank: Int, covered: Bool) -> QueryPlanner.Candidate {
+        var total = 0.0
+        var counted = true
+        for range in ranges {
+            let estimate = entries(of: range)
+            total += estimate.entries
+            counted = counted && estimate.counted
+        }
+        let read = min(total, rows)
+        var candidate = QueryPlanner.Candidate(access: .union(ranges), rank: rank, entries: read, counted: counted,
+                                               streams: request.sortDescriptors.isEmpty, covered: covered)
+        candidate.cost = total * Self.indexEntry + (answeredByEntries(covered: covered, streams: false) ? 0 : read * Self.rowRead)
+            + sortCost(read, streams: candidate.streams)
+        return candidate
+    }
+
+    /// A range of the destination's index, then the rows pointing at each destination (as many per destination as
+    /// the to-one table holds on average).
+    mutating func join(_ join: QueryPlan.Join, rank: Int) -> QueryPlanner.Candidate {
+        let (destinations, counted) = entries(of: join.destination)
+        let fanout = Double(statistics.entries(join.toOneDatabase)) / Double(max(1, statistics.entries(join.destination.database)))
+        let pointing = destinations * fanout
+        var candidate = QueryPlanner.Candidate(access: .join(join), rank: rank, entries: pointing, counted: counted)
+        candidate.cost = destinations * Self.indexEntry + pointing * (Self.rowRead + Self.indexEntry) + sortCost(pointing, streams: false)
+        return candidate
+    }
+
+    /// Every row of the root table, in key order (which is the result order when nothing is sorted, so a limit
+    /// stops it early).
+    func scan(rank: Int) -> QueryPlanner.Candidate {
+        let streams = request.sortDescriptors.isEmpty
+        var candidate = QueryPlanner.Candidate(access: .scan, rank: rank, entries: rows, streams: streams)
+        candidate.cost = rows * Self.scannedRow + sortCost(smallest ?? rows, streams: streams)
+        return candidate
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+@testable import LMDBStore
+import ObjectGraph
+import Testing
+
+/// Plans chosen by cost on a store with data: bounded probes of each candidate range against a scan, intersections,
+/// unions, backward walks for descending sorts, and counts and IDs answered from index entries alone.
+@Suite struct CostBasedPlanningTests {
+    /// 3 000 people: `age` is n mod 60 (50 per age), `score` spread evenly over [-100, 100), `city` one of three.
+    func loaded(_ coordinator: PersistentStoreCoordinator) throws {
+        let context = ManagedObjectContext(coordinator: coordinator)
+        for n in 0..<3000 {
+            let person = try context.insertNewObject(forEntityName: n % 10 == 0 ? "Student" : "Person")
+            try person.setValue("P\(n)", forKey: "name")
+            try person.setValue(Int32(n % 60), forKey: "age")
+            try person.setValue(Double((n * 37) % 2000 - 1000) / 10, forKey: "score")
+            try person.setValue(["Oslo", "Lima", "Pune"][n % 3], forKey: "city")
+        }
+        try context.save()
+    }
+
+    func stores() throws -> (folder: StoreFolder, lmdb: PersistentStoreCoordinator, store: LMDBIncrementalStore, memory: PersistentStoreCoordinator) {
+        let folder = StoreFolder()
+        let (lmdb, store) = try folder.coordinator(plannerModel)
+        let memory = PersistentStoreCoordinator(managedObjectModel: plannerModel)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        try loaded(lmdb)
+        try loaded(memory)
+        return (folder, lmdb, store, memory)
+    }
+
+    func request(_ format: String, sort: [FetchSortDescriptor] = [], limit: Int = 0, values: Bool = false) throws -> FetchRequest {
+        FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: format), sortDescriptors: sort).with {
+            $0.fetchLimit = limit
+            $0.returnsObjectsAsFaults = !values
+        }
+    }
+
+    @Test func theCheapestAccessPathIsChosen() throws {
+        let (_, lmdb, store, memory) = try stores()
+        let cases: [(FetchRequest, String)] = [
+            // Every row is in the range: reading them by key costs more than one pass over the table, but faults
+            // come from the index entries alone, which cost less than the pass.
+            (try request("age >= 0", values: true), "Scan(Person) → Filter(age >= 0)"),
+            (try request("age >= 0"), "IndexRange(Person.byAge [0, +inf))"),
+            (try request("age == 30"), "IndexRange(Person.byAge [30, 30])"),
+            // 500 and 750 entries, about 125 rows in both: walking both ranges and reading those rows wins.
+            (try request("age < 10 AND score < -50"), "Intersection(IndexRange(Person.byAge (-inf, 10)), IndexRange(Person.byScore (-inf, -50.0)))"),
+            (try request("age < 10 AND score < -50 AND name BEGINSWITH 'P1'"),
+             "Intersection(IndexRange(Person.byAge (-inf, 10)), IndexRange(Person.byScore (-inf, -50.0))) → Filter(age < 10 AND score < -50 AND name BEGINSWITH \"P1\")"),
+            // An OR of terms on two indexes: each range once, every row once.
+            (try request("age == 30 OR score >= 99"), "Union(IndexRange(Person.byAge [30, 30]), IndexRange(Person.byScore [99.0, +inf)))"),
+            (try request("age >= 1 OR score >= 99", values: true), "Scan(Person) → Filter(age >= 1 OR score >= 99)"),
+            // A descending sort on an ascending index walks it backwards and stops after the limit.
+            (try request("age >= 50", sort: [FetchSortDescriptor(keyPath: "age", ascending: false)], limit: 7),
+             "IndexRange(Person.byAge [50, +inf) reverse) → Limit(7)"),
+            (try request("age > 5", sort: [FetchSortDescriptor(keyPath: "age")], limit: 10), "IndexRange(Person.byAge (5, +inf)) → Limit(10)"),
+            (try request("city == 'Oslo'", sort: [FetchSortDescriptor(keyPath: "age", ascending: false)], limit: 7),
+             "IndexRange(Person.byCityAge [\"Oslo\"] reverse) → Filter(city == \"Oslo\") → Limit(7)"),
+        ]
+        for (request, expected) in cases {
+            assertPlan(store, request, expected)
+            let mine = try ManagedObjectContext(coordinator: lmdb).fetchObjectIDs(request).map(\.referenceObject)
+            let theirs = try ManagedObjectContext(coordinator: memory).fetchObjectIDs(request).map(\.referenceObject)
+            #expect(mine == theirs, "\(expected)")
+            #expect(!mine.isEmpty, "\(expected) finds something")
+            #expect(try ManagedObjectContext(coordinator: lmdb).count(for: request) == theirs.count, "count: \(expected)")
+        }
+    }
+
+    /// Ties on the sort key come in key order, as a scan then a stable sort gives them, also when the index is
+    /// walked backwards (each run of equal values is reversed) and the limit falls inside a run.
+    @Test func backwardWalksKeepTiesInKeyOrder() throws {
+        let (_, lmdb, store, memory) = try stores()
+        for limit in [1, 7, 50, 51, 120] {
+            for offset in [0, 3, 49] {
+                var request = try request("age >= 40", sort: [FetchSortDescriptor(keyPath: "age", ascending: false)], limit: limit)
+                request.fetchOffset = offset
+                #expect(store.explain(request).contains(" reverse)"))
+                for resultType in [FetchRequestResultType.managedObjectID, .managedObject] {
+                    request.resultType = resultType
+                    let mine = try ManagedObjectContext(coordinator: lmdb).fetch(request).map(\.objectID.referenceObject)
+                    let theirs = try ManagedObjectContext(coordinator: memory).fetch(request).map(\.objectID.referenceObject)
+                    #expect(mine == theirs, "limit \(limit) offset \(offset) \(resultType)")
+                }
+            }
+        }
+    }
+
+    /// When the ranges answer the whole predicate, counts and object IDs come from index entries: with every row
+    /// damaged they still answer, while a fetch that needs a row fails naming it.
+    @Test func coveredCountsAndIDsReadNoRow() throws {
+        let (_, lmdb, store, memory) = try stores()
+        let covered = [try request("age == 30"), try request("age < 10 AND score < -50"), try request("age == 30 OR score >= 99")]
+        let expected = try covered.map { try ManagedObjectContext(coordinator: memory).fetchObjectIDs($0).map(\.referenceObject) }
+        let state = try store.open
+        let rows = store.database("rows/Person", in: state)
+        try state.environment.write { transaction in
+            var keys: [[UInt8]] = []
+            try rows.withCursor(in: transaction) { cursor in try cursor.forEach { keys.append($0.keyBytes); return true } }
+            for key in keys {
+                var blob = try rows.value(forKey: key, in: transaction)!
+                blob[blob.count - 1] ^= 0xFF
+                try rows.put(blob, forKey: key, in: transaction)
+            }
+        }
+        let context = ManagedObjectContext(coordinator: lmdb)
+        for (request, ids) in zip(covered, expected) {
+            #expect(!store.explain(request).contains("Filter"))
+            #expect(try context.count(for: request) == ids.count)
+            #expect(try context.fetchObjectIDs(request).map(\.referenceObject) == ids)
+        }
+        var values = covered[1]
+        values.returnsObjectsAsFaults = false
+        #expect(throws: ManagedObjectContextError.self) { try context.fetch(values) }
+    }
+}
