@@ -17,14 +17,7 @@ extension LMDBIncrementalStore {
     func plan(_ request: FetchRequest, state: OpenState, transaction: Transaction) -> QueryPlan {
         let statistics = PlanStatistics(
             entries: { name in (try? self.database(name, in: state).statistics(in: transaction).entries) ?? 0 },
-            probe: { index, limit in
-                var count = 0
-                _ = try? self.forEachRow(in: index, state: state, transaction: transaction) { _, _, _ in
-                    count += 1
-                    return count < limit
-                }
-                return count
-            })
+            probe: { index, limit in (try? self.countEntries(in: index, upTo: limit, state: state, transaction: transaction)) ?? 0 })
         return QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics)
     }
 
@@ -45,7 +38,7 @@ extension LMDBIncrementalStore {
                 // Every term is answered by the index ranges: count their entries, read no row.
                 var count = 0
                 if case .index(let index) = plan.access {
-                    try forEachRow(in: index, state: state, transaction: transaction) { _, _, _ in count += 1; return true }
+                    count = try countEntries(in: index, state: state, transaction: transaction)
                 } else {
                     count = try rowKeys(plan.access, family: family, state: state, transaction: transaction).count
                 }
@@ -88,6 +81,18 @@ extension LMDBIncrementalStore {
                 }
             })
         }
+    }
+
+    /// The entries of `index`'s ranges, counted up to `limit`.
+    func countEntries(in index: QueryPlan.IndexRange, upTo limit: Int = .max, state: OpenState, transaction: Transaction) throws -> Int {
+        var count = 0
+        try database(index.database, in: state).withCursor(in: transaction) { cursor in
+            for range in index.ranges where count < limit {
+                var entries = cursor.entries(in: range)
+                while count < limit, try entries.next() != nil { count += 1 }
+            }
+        }
+        return count
     }
 
     /// Calls `body` with the row key, entity tag and entry of each entry of `index` (its ranges in turn, each walked

@@ -16,12 +16,13 @@ struct PlanStatistics {
 
 /// Estimates what each candidate access path costs, in units of one row read by key and checked.
 ///
-/// Sizes come from bounded probes: each candidate range is counted entry by entry up to a cap — a sixteenth of the
-/// table (at least 4 096 entries), and no more than ten times the smallest range counted so far (a range that
-/// much larger cannot win, except as the larger side of an intersection) or, for a range that streams in sort
-/// order, a few times the rows the limit needs. A range that reaches its cap is guessed at a share of its index
-/// (a tenth for equalities, a third for other ranges). LMDB keeps no counts per key range, so this is the
-/// cheapest exact evidence there is; a probe costs at most a fraction of reading the rows it counts.
+/// Sizes come from bounded probes: each candidate range is counted entry by entry up to a cap — the entries past
+/// which reading a row per entry costs more than scanning the table (about a quarter of it), no more than ten
+/// times the smallest range counted so far (a range that much larger cannot win, except as the larger side of an
+/// intersection) and, for a range that streams in sort order, a few times the rows the limit needs. A range that
+/// reaches its cap is guessed at no less than the cap and a share of its index (a tenth for equalities, a third
+/// for other ranges). LMDB keeps no counts per key range, so this is the cheapest exact evidence there is: a probe
+/// steps over at most a quarter of the table's entries, about 5 % of what a scan costs.
 struct CostEstimator {
     /// A row read by its key through the B-tree, decoded as far as the predicate needs.
     static let rowRead = 1.0
@@ -50,7 +51,7 @@ struct CostEstimator {
 
     /// Whether a path whose ranges answer the predicate exactly needs no row: a count, or object IDs (or faults)
     /// in key order or in the index's own order.
-    private func answeredByEntries(covered: Bool, streams: Bool) -> Bool {
+    func answeredByEntries(covered: Bool, streams: Bool) -> Bool {
         guard covered else { return false }
         switch request.resultType {
         case .count: return true
@@ -67,7 +68,8 @@ struct CostEstimator {
 
     /// The entries of `range`: probed, or guessed past the probe's cap.
     mutating func entries(of range: QueryPlan.IndexRange, streams: Bool = false) -> (entries: Double, counted: Bool) {
-        var cap = max(4096, Int(rows) / 16)
+        // Past this many entries, reading a row per entry costs more than scanning the table.
+        var cap = max(256, Int(rows * Self.scannedRow / (Self.rowRead + Self.indexEntry)) + 1)
         if let smallest { cap = min(cap, Int(smallest) * 10 + 100) }
         if streams, let wanted { cap = min(cap, Int(wanted) * 4 + 16) }
         let counted = statistics.probe(range, cap)

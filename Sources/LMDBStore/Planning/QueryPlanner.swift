@@ -142,13 +142,10 @@ enum QueryPlanner {
         for conjunct in conjuncts {
             if let term = term(conjunct, entity: request.entityName, model: model) { terms.append(term) } else { allUsable = false }
         }
-        var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
-        var candidates: [Candidate] = []
-        if let compound = compoundPlan(terms, entity: entity, request: request, model: model) {
-            candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false))
-        }
-        // One range per indexed attribute (and collation) the terms compare.
-        var singles: [(candidate: Candidate, keyPath: String)] = []
+        let compound = compoundPlan(terms, entity: entity, request: request, model: model)
+        // One range per indexed attribute (and collation) the terms compare; `exactPath` is its attribute when the
+        // range answers every term on it (and all terms are usable), else empty.
+        var singles: [(range: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, covered: Bool, exactPath: String)] = []
         var attributes: [(String, FetchIndexElementDescription.Collation)] = []
         for term in terms where !attributes.contains(where: { $0 == (term.keyPath, term.collation) }) {
             attributes.append((term.keyPath, term.collation))
@@ -169,34 +166,47 @@ enum QueryPlanner {
                 streams = true
                 direction = sort.ascending ? .forward : .reverse
             }
-            let candidate = estimator.index(single.range, rank: single.range.isEquality ? 1 : 2, streams: streams, direction: direction,
-                                            covered: covered)
-            singles.append((candidate, exact && allUsable ? keyPath : ""))
+            singles.append((single.range, streams, direction, covered, exact && allUsable ? keyPath : ""))
         }
-        candidates += singles.map(\.candidate)
+        let joined = join(conjuncts, entity: request.entityName, layout: layout, model: model)
+        let unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
+
+        var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
+        func chosen(_ best: Candidate) -> QueryPlan {
+            plan.access = best.access
+            plan.streamsInSortOrder = best.streams
+            plan.direction = best.direction
+            plan.coveredByIndex = best.covered
+            return plan
+        }
+        // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
+        if compound == nil, joined == nil, unions.isEmpty, singles.count == 1, let only = singles.first,
+           estimator.answeredByEntries(covered: only.covered, streams: only.streams) {
+            return chosen(Candidate(access: .index(only.range), rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
+        }
+        var candidates: [Candidate] = []
+        if let compound {
+            candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false))
+        }
+        let sized = singles.map { single in
+            (candidate: estimator.index(single.range, rank: single.range.isEquality ? 1 : 2, streams: single.streams,
+                                        direction: single.direction, covered: single.covered), exactPath: single.exactPath)
+        }
+        candidates += sized.map(\.candidate)
         // The two smallest ranges on different attributes, intersected by row key.
-        let bySize = singles.sorted { $0.candidate.entries < $1.candidate.entries }
+        let bySize = sized.sorted { $0.candidate.entries < $1.candidate.entries }
         if bySize.count >= 2, case .index(let first) = bySize[0].candidate.access, case .index(let second) = bySize[1].candidate.access {
             // It answers the predicate when each range answers every term on its attribute and there are no others.
-            let exactPaths = [bySize[0].keyPath, bySize[1].keyPath]
+            let exactPaths = [bySize[0].exactPath, bySize[1].exactPath]
             let covered = !exactPaths.contains("") && terms.allSatisfy { exactPaths.contains($0.keyPath) }
             candidates.append(estimator.intersection([first, second], sizes: (bySize[0].candidate, bySize[1].candidate), rank: 3, covered: covered))
         }
-        if let join = join(conjuncts, entity: request.entityName, layout: layout, model: model) {
-            candidates.append(estimator.join(join, rank: 4))
-        }
-        for conjunct in conjuncts {
-            if let union = union(conjunct, entity: entity, request: request, model: model) {
-                candidates.append(estimator.union(union.ranges, rank: 5, covered: union.exact && conjuncts.count == 1))
-            }
+        if let joined { candidates.append(estimator.join(joined, rank: 4)) }
+        for union in unions {
+            candidates.append(estimator.union(union.ranges, rank: 5, covered: union.exact && conjuncts.count == 1))
         }
         candidates.append(estimator.scan(rank: 6))
-        let best = candidates.min { ($0.cost, $0.rank) < ($1.cost, $1.rank) }!
-        plan.access = best.access
-        plan.streamsInSortOrder = best.streams
-        plan.direction = best.direction
-        plan.coveredByIndex = best.covered
-        return plan
+        return chosen(candidates.min { ($0.cost, $0.rank) < ($1.cost, $1.rank) }!)
     }
 
     /// Whether a single-attribute range answers every term on its attribute exactly: no term was left out of the
