@@ -135,8 +135,33 @@ extension LMDBIncrementalStore {
                 if let tag = found[key] { keys.append((key, tag)) }
                 return true
             }
-        default:
-            preconditionFailure("row keys are gathered for unions and intersections only")
+        case .toManyJoin(let join):
+            try forEachRow(in: join.destination, state: state, transaction: transaction) { destinationKey, _, _ in
+                switch join.owners {
+                case .link(let name):
+                    // The inverse's members of this destination: its owners, with their entity tags.
+                    try database(name, in: state).withCursor(in: transaction) { cursor in
+                        try cursor.forEach(in: KeyRange.prefix(Self.keyBytes(destinationKey))) { entry in
+                            let tag = UInt16(entry.value[8]) << 8 | UInt16(entry.value[9])
+                            if family.contains(tag) { found[TupleEncoding.readBigEndianUInt64(entry.value, at: 0)] = tag }
+                            return true
+                        }
+                    }
+                case .toOneField(let name, let rowsName):
+                    let naming = "with key \(destinationKey) in \(rowsName)"
+                    guard let row = try encodedRow(key: destinationKey, in: database(rowsName, in: state), transaction: transaction, naming: naming),
+                          let field = row.entity.fieldIndex[name] else { return true }
+                    do {
+                        if case .reference(let owner)? = try row.field(field), family.contains(owner.entityTag) { found[owner.key] = owner.entityTag }
+                    } catch let error as RowDecodingError {
+                        throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming) cannot be read: \(error.reason); the store file is corrupted")
+                    }
+                }
+                return true
+            }
+            keys = found.map { ($0.key, $0.value) }
+        case .scan, .keys, .index, .join:
+            preconditionFailure("row keys are gathered for unions, intersections and to-many joins only")
         }
         keys.sort { $0.key < $1.key }
         return keys
@@ -198,7 +223,7 @@ extension LMDBIncrementalStore {
                 return corrupted == nil && (reverse || matches.count < wanted)
             }
             if reverse { matches[runStart...].reverse() }
-        case .union, .intersection:
+        case .union, .intersection, .toManyJoin:
             for (key, tag) in try rowKeys(plan.access, family: family, state: state, transaction: transaction)
             where matches.count < wanted && corrupted == nil {
                 if let view = try consider(key: key, tag: tag) { matches.append(view) }
@@ -241,7 +266,7 @@ extension LMDBIncrementalStore {
         case .index, .join, .keys:
             // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
             if !plan.streamsInSortOrder { matches.sort { $0.key < $1.key } }
-        case .union, .intersection, .scan:
+        case .union, .intersection, .toManyJoin, .scan:
             break
         }
         if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {

@@ -37,6 +37,8 @@ struct CostEstimator {
     let statistics: PlanStatistics
     /// Rows in the entity's root table.
     let rows: Double
+    /// What checking the predicate costs per row beyond reading it: the related rows it reads.
+    var residual = 0.0
     /// The smallest range counted or guessed so far.
     private var smallest: Double?
 
@@ -91,7 +93,7 @@ struct CostEstimator {
         } else {
             // A residual rejects some rows: assume half of them when the range does not answer the predicate.
             let read = streams ? min(entries, (wanted ?? entries) * (covered ? 1 : 2)) : entries
-            candidate.cost = read * (Self.rowRead + Self.indexEntry) + sortCost(entries, streams: streams)
+            candidate.cost = read * (Self.rowRead + Self.indexEntry + residual) + sortCost(entries, streams: streams)
         }
         return candidate
     }
@@ -106,7 +108,7 @@ struct CostEstimator {
         var candidate = QueryPlanner.Candidate(access: .intersection(ranges), rank: rank, entries: both,
                                                counted: first.counted && second.counted, streams: request.sortDescriptors.isEmpty,
                                                covered: covered)
-        candidate.cost = walked + (answeredByEntries(covered: covered, streams: false) ? 0 : both * Self.rowRead)
+        candidate.cost = walked + (answeredByEntries(covered: covered, streams: false) ? 0 : both * (Self.rowRead + residual))
             + sortCost(both, streams: candidate.streams)
         return candidate
     }
@@ -123,7 +125,7 @@ struct CostEstimator {
         let read = min(total, rows)
         var candidate = QueryPlanner.Candidate(access: .union(ranges), rank: rank, entries: read, counted: counted,
                                                streams: request.sortDescriptors.isEmpty, covered: covered)
-        candidate.cost = total * Self.indexEntry + (answeredByEntries(covered: covered, streams: false) ? 0 : read * Self.rowRead)
+        candidate.cost = total * Self.indexEntry + (answeredByEntries(covered: covered, streams: false) ? 0 : read * (Self.rowRead + residual))
             + sortCost(read, streams: candidate.streams)
         return candidate
     }
@@ -135,7 +137,24 @@ struct CostEstimator {
         let fanout = Double(statistics.entries(join.toOneDatabase)) / Double(max(1, statistics.entries(join.destination.database)))
         let pointing = destinations * fanout
         var candidate = QueryPlanner.Candidate(access: .join(join), rank: rank, entries: pointing, counted: counted)
-        candidate.cost = destinations * Self.indexEntry + pointing * (Self.rowRead + Self.indexEntry) + sortCost(pointing, streams: false)
+        candidate.cost = destinations * Self.indexEntry + pointing * (Self.rowRead + Self.indexEntry + residual) + sortCost(pointing, streams: false)
+        return candidate
+    }
+
+    /// A range of a to-many's destination index, each destination's owners found through the inverse (a link-table
+    /// prefix, or the destination row's to-one field), then each owner read once.
+    mutating func toManyJoin(_ join: QueryPlan.ToManyJoin, rank: Int) -> QueryPlanner.Candidate {
+        let (destinations, counted) = entries(of: join.destination)
+        let perDestination: Double
+        switch join.owners {
+        case .link: perDestination = Self.indexEntry
+        case .toOneField: perDestination = Self.rowRead
+        }
+        let owners = min(destinations, rows)
+        var candidate = QueryPlanner.Candidate(access: .toManyJoin(join), rank: rank, entries: owners, counted: counted,
+                                               streams: request.sortDescriptors.isEmpty)
+        candidate.cost = destinations * (Self.indexEntry + perDestination) + owners * (Self.rowRead + residual)
+            + sortCost(owners, streams: candidate.streams)
         return candidate
     }
 
@@ -144,7 +163,7 @@ struct CostEstimator {
     func scan(rank: Int) -> QueryPlanner.Candidate {
         let streams = request.sortDescriptors.isEmpty
         var candidate = QueryPlanner.Candidate(access: .scan, rank: rank, entries: rows, streams: streams)
-        candidate.cost = rows * Self.scannedRow + sortCost(smallest ?? rows, streams: streams)
+        candidate.cost = rows * (Self.scannedRow + residual) + sortCost(smallest ?? rows, streams: streams)
         return candidate
     }
 }

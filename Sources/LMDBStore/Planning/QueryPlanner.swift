@@ -24,6 +24,21 @@ struct QueryPlan: CustomStringConvertible {
         let label: String
     }
 
+    /// `ANY toMany.attr op constant` (`ANY employees.salary > 100`): a range of the destination's index gives the
+    /// destinations, and each destination's owners come from the inverse's link table (many-to-many) or from the
+    /// destination row's inverse to-one field (one-to-many). Owners without a matching destination are never met.
+    struct ToManyJoin {
+        enum Owners {
+            /// `link/<Destination>/<inverse>`: a prefix of destination key, values of owner key + tag.
+            case link(database: String)
+            /// The inverse to-one, read from each destination row of this root table.
+            case toOneField(name: String, rows: String)
+        }
+        let destination: IndexRange
+        let owners: Owners
+        let label: String
+    }
+
     /// Where the candidate rows come from.
     enum Access {
         /// Every row of the entity's root table.
@@ -37,6 +52,8 @@ struct QueryPlan: CustomStringConvertible {
         /// An AND of terms on two indexed attributes: the rows in both ranges, in key order.
         case intersection([IndexRange])
         case join(Join)
+        /// The owners of the destinations in a range, each once, in key order.
+        case toManyJoin(ToManyJoin)
     }
 
     var access: Access = .scan
@@ -66,6 +83,7 @@ struct QueryPlan: CustomStringConvertible {
         case .union(let indexes): steps.append("Union(\(indexes.map { text($0) }.joined(separator: ", ")))")
         case .intersection(let indexes): steps.append("Intersection(\(indexes.map { text($0) }.joined(separator: ", ")))")
         case .join(let join): steps.append("Join(\(text(join.destination)) → \(join.label))")
+        case .toManyJoin(let join): steps.append("AnyJoin(\(text(join.destination)) → \(join.label))")
         case .scan: steps.append("Scan(\(entityName))")
         }
         if let predicate, !coveredByIndex { steps.append("Filter(\(predicate.predicateFormat))") }
@@ -81,6 +99,7 @@ struct QueryPlan: CustomStringConvertible {
         case .index(let index): [index]
         case .union(let indexes), .intersection(let indexes): indexes
         case .join(let join): [join.destination]
+        case .toManyJoin(let join): [join.destination]
         case .scan, .keys: []
         }
     }
@@ -170,8 +189,10 @@ enum QueryPlanner {
         }
         let joined = join(conjuncts, entity: request.entityName, layout: layout, model: model)
         let unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
+        let toMany = toManyJoin(conjuncts, entity: request.entityName, layout: layout, model: model)
 
         var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
+        estimator.residual = relationshipReads(predicate.node, entity: entity, layout: layout, model: model, statistics: statistics)
         func chosen(_ best: Candidate) -> QueryPlan {
             plan.access = best.access
             plan.streamsInSortOrder = best.streams
@@ -180,7 +201,7 @@ enum QueryPlanner {
             return plan
         }
         // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
-        if compound == nil, joined == nil, unions.isEmpty, singles.count == 1, let only = singles.first,
+        if compound == nil, joined == nil, unions.isEmpty, toMany == nil, singles.count == 1, let only = singles.first,
            estimator.answeredByEntries(covered: only.covered, streams: only.streams) {
             return chosen(Candidate(access: .index(only.range), rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
         }
@@ -202,11 +223,57 @@ enum QueryPlanner {
             candidates.append(estimator.intersection([first, second], sizes: (bySize[0].candidate, bySize[1].candidate), rank: 3, covered: covered))
         }
         if let joined { candidates.append(estimator.join(joined, rank: 4)) }
+        if let toMany { candidates.append(estimator.toManyJoin(toMany, rank: 5)) }
         for union in unions {
-            candidates.append(estimator.union(union.ranges, rank: 5, covered: union.exact && conjuncts.count == 1))
+            candidates.append(estimator.union(union.ranges, rank: 6, covered: union.exact && conjuncts.count == 1))
         }
-        candidates.append(estimator.scan(rank: 6))
+        candidates.append(estimator.scan(rank: 7))
         return chosen(candidates.min { ($0.cost, $0.rank) < ($1.cost, $1.rank) }!)
+    }
+
+    /// The rows evaluating `node` reads per row, in ``CostEstimator/rowRead`` units: one per to-one it follows,
+    /// and for each to-many the relationship's average size (its link or to-one table's entries per row).
+    static func relationshipReads(_ node: PredicateNode, entity: StoreLayout.EntityLayout, layout: StoreLayout, model: ManagedObjectModel,
+                                  statistics: PlanStatistics) -> Double {
+        var names = Set<String>()
+        func visit(_ expression: ExpressionNode) {
+            switch expression {
+            case .keyPath(let path): names.insert(String(path.prefix { $0 != "." }))
+            case .member(let base, _), .negate(let base), .index(let base, _), .subquery(let base, _, _): visit(base)
+            case .aggregate(let items), .function(_, let items): items.forEach(visit)
+            case .method(let base, _, let arguments): visit(base); arguments.forEach(visit)
+            case .arithmetic(_, let left, let right): visit(left); visit(right)
+            case .assignment(_, let value): visit(value)
+            case .ternary(let condition, let yes, let no): visit(condition); visit(yes); visit(no)
+            case .constant, .evaluatedObject, .variable: break
+            }
+        }
+        func visit(_ node: PredicateNode) {
+            switch node {
+            case .comparison(let comparison): visit(comparison.lhs); visit(comparison.rhs)
+            case .and(let operands), .or(let operands): operands.forEach(visit)
+            case .not(let operand): visit(operand)
+            case .constant: break
+            }
+        }
+        visit(node)
+        let rows = Double(max(1, statistics.entries(StoreLayout.rowsDatabase(root: entity.root))))
+        var reads = 0.0
+        for name in names {
+            guard let relationship = model.relationship(named: name, in: entity.name) else { continue }
+            guard relationship.isToMany else { reads += 1; continue }
+            let table: String
+            if StoreLayout.needsLinkTable(relationship, model) {
+                table = StoreLayout.linkDatabase(entity: layout.declaringEntity(of: name, in: entity.name), relationship: name)
+            } else if let inverse = model.inverse(of: relationship) {
+                table = StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: inverse.name, in: relationship.destinationEntityName),
+                                                  relationship: inverse.name)
+            } else {
+                continue
+            }
+            reads += Double(statistics.entries(table)) / rows
+        }
+        return reads * CostEstimator.rowRead
     }
 
     /// Whether a single-attribute range answers every term on its attribute exactly: no term was left out of the
@@ -305,6 +372,34 @@ enum QueryPlanner {
                                   toOneDatabase: StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: relationship.name, in: entity),
                                                                           relationship: relationship.name),
                                   label: "\(entity).\(relationship.name)")
+        }
+        return nil
+    }
+
+    /// A join for the first AND-term `ANY toMany.attr op constant` whose destination attribute has an index and
+    /// whose relationship has an inverse (its link table, or its to-one field, leads back to the owners): an
+    /// owner matches only through a destination in the range, so their owners are a superset of the matches.
+    static func toManyJoin(_ conjuncts: [PredicateNode], entity: String, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan.ToManyJoin? {
+        for conjunct in conjuncts {
+            guard case .comparison(var comparison) = conjunct, comparison.modifier == .any else { continue }
+            let path: String
+            switch (comparison.lhs, comparison.rhs) {
+            case (.keyPath(let key), .constant): path = key
+            case (.constant, .keyPath(let key)): path = key
+            default: continue
+            }
+            let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, let relationship = model.relationship(named: parts[0], in: entity), relationship.isToMany,
+                  let inverse = model.inverse(of: relationship), let destination = layout.entity(relationship.destinationEntityName)
+            else { continue }
+            comparison.modifier = .direct
+            if case .keyPath = comparison.lhs { comparison.lhs = .keyPath(parts[1]) } else { comparison.rhs = .keyPath(parts[1]) }
+            guard let term = term(.comparison(comparison), entity: destination.name, model: model),
+                  let choice = singleIndexRange([term], entity: destination) else { continue }
+            let owners: QueryPlan.ToManyJoin.Owners = inverse.isToMany
+                ? .link(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name), relationship: inverse.name))
+                : .toOneField(name: inverse.name, rows: StoreLayout.rowsDatabase(root: destination.root))
+            return QueryPlan.ToManyJoin(destination: choice.range, owners: owners, label: "\(entity).\(relationship.name)")
         }
         return nil
     }
