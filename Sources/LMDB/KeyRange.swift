@@ -121,6 +121,26 @@ public struct CursorRangeIterator {
         }
     }
 
+    /// Counts the entries of a walk that has not started, up to `limit`. A forward walk of a
+    /// ``DatabaseOptions/dupSort`` database moves a key at a time and takes each key's value count from LMDB
+    /// (`mdb_cursor_count`, which reads it from the key's page or sub-database header), so it costs one step per
+    /// distinct key, not per entry; anything else steps entry by entry.
+    mutating func countAll(upTo limit: Int) throws -> Int {
+        var count = 0
+        guard direction == .forward, !started, cursor.database.options.contains(.dupSort) else {
+            while count < limit, try next() != nil { count += 1 }
+            return count
+        }
+        started = true
+        finished = true
+        var entry = try positionAtLowerBound()
+        while count < limit, let current = entry, isWithinFarBound(current.key) {
+            count += try cursor.duplicateCount()
+            entry = try cursor.get(MDB_NEXT_NODUP)
+        }
+        return min(count, limit)
+    }
+
     /// Whether `key` has not yet passed the bound the walk moves toward.
     @inline(__always)
     private func isWithinFarBound(_ key: UnsafeRawBufferPointer) -> Bool {
@@ -157,6 +177,16 @@ extension Cursor {
     /// ```
     public func entries(in range: KeyRange = .all, direction: ScanDirection = .forward) -> CursorRangeIterator {
         CursorRangeIterator(cursor: self, range: range, direction: direction)
+    }
+
+    /// The number of entries whose keys lie in `range`, counting stops at `limit`. In a ``DatabaseOptions/dupSort``
+    /// database this steps once per distinct key (each key's values are counted by `mdb_cursor_count`), so a
+    /// range of few keys with many values each is counted without visiting the values.
+    ///
+    /// - Throws: ``LMDBError`` if LMDB fails.
+    public func count(in range: KeyRange = .all, upTo limit: Int = .max) throws -> Int {
+        var iterator = entries(in: range)
+        return try iterator.countAll(upTo: limit)
     }
 
     /// Calls `body` with each entry whose key lies in `range`, walked in `direction`; `body` returns `false` to stop.

@@ -56,11 +56,11 @@ extension LMDBIncrementalStore {
                     var run: [UInt8] = []
                     var runStart = 0
                     try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
-                        if plan.direction == .reverse, !run.elementsEqual(entry.key.prefix(entry.key.count - 8)) {
+                        if plan.direction == .reverse, !run.elementsEqual(entry.key) {
                             ids[runStart...].reverse()
                             runStart = ids.count
                             if ids.count >= wanted { return false }
-                            run = Array(entry.key.prefix(entry.key.count - 8))
+                            run = Array(entry.key)
                         }
                         if family.contains(tag) { ids.append((key, tag)) }
                         return plan.direction == .reverse || ids.count < wanted
@@ -83,14 +83,12 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// The entries of `index`'s ranges, counted up to `limit`.
+    /// The entries of `index`'s ranges, counted up to `limit` — a step per distinct value, LMDB counting each
+    /// value's rows.
     func countEntries(in index: QueryPlan.IndexRange, upTo limit: Int = .max, state: OpenState, transaction: Transaction) throws -> Int {
         var count = 0
         try database(index.database, in: state).withCursor(in: transaction) { cursor in
-            for range in index.ranges where count < limit {
-                var entries = cursor.entries(in: range)
-                while count < limit, try entries.next() != nil { count += 1 }
-            }
+            for range in index.ranges where count < limit { count += try cursor.count(in: range, upTo: limit - count) }
         }
         return count
     }
@@ -103,8 +101,9 @@ extension LMDBIncrementalStore {
             var going = true
             for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
                 try cursor.forEach(in: range, direction: direction) { entry in
-                    let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
-                    going = try body(TupleEncoding.readBigEndianUInt64(entry.key, at: entry.key.count - 8), tag, entry)
+                    // Each value: the row key, then its entity tag.
+                    let tag = UInt16(entry.value[8]) << 8 | UInt16(entry.value[9])
+                    going = try body(TupleEncoding.readBigEndianUInt64(entry.value, at: 0), tag, entry)
                     return going
                 }
             }
@@ -212,11 +211,11 @@ extension LMDBIncrementalStore {
             var run: [UInt8] = []
             var runStart = 0
             try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
-                if reverse, !run.elementsEqual(entry.key.prefix(entry.key.count - 8)) {
+                if reverse, !run.elementsEqual(entry.key) {
                     matches[runStart...].reverse()
                     runStart = matches.count
                     if matches.count >= wanted { return false }
-                    run = Array(entry.key.prefix(entry.key.count - 8))
+                    run = Array(entry.key)
                 }
                 guard family.contains(tag) else { return true }
                 if let view = try consider(key: key, tag: tag) { matches.append(view) }
@@ -231,12 +230,13 @@ extension LMDBIncrementalStore {
         case .join(let join):
             // Each destination in the range, then every row pointing at it (a prefix of the to-one table).
             try database(join.toOneDatabase, in: state).withCursor(in: transaction) { pointers in
-                try forEachRow(in: join.destination, state: state, transaction: transaction) { _, _, destination in
-                    let prefix = KeyRange.prefix(Array(destination.key.suffix(8)))
-                    try pointers.forEach(in: prefix) { entry in
-                        let tag = UInt16(entry.value[0]) << 8 | UInt16(entry.value[1])
+                try forEachRow(in: join.destination, state: state, transaction: transaction) { destination, _, _ in
+                    // The rows pointing at this destination: the values of its key in the to-one table.
+                    let key = Self.keyBytes(destination)
+                    try pointers.forEach(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
+                        let tag = UInt16(entry.value[8]) << 8 | UInt16(entry.value[9])
                         guard family.contains(tag) else { return true }
-                        if let view = try consider(key: TupleEncoding.readBigEndianUInt64(entry.key, at: 8), tag: tag) { matches.append(view) }
+                        if let view = try consider(key: TupleEncoding.readBigEndianUInt64(entry.value, at: 0), tag: tag) { matches.append(view) }
                         return corrupted == nil
                     }
                     return corrupted == nil
@@ -284,8 +284,8 @@ extension LMDBIncrementalStore {
 
 extension LMDBIncrementalStore: DictionaryFetchingStore {
     /// `count` per value of a to-one relationship over a whole row table (no predicate), from the relationship's
-    /// `toone/…` table alone: its entries run in destination-key order, so each group is one run, and the rows
-    /// without a destination are the table's row count less the entries. No row is read. `nil` when the request
+    /// `toone/…` table alone: one key per destination, whose values LMDB counts, and the rows without a
+    /// destination are the table's row count less the entries. No row is read. `nil` when the request
     /// is not of that shape. Groups come in destination-key order, the NULL group first.
     func groupCountsFromToOneIndex(_ request: FetchRequest, entity: StoreLayout.EntityLayout, properties: [FetchedProperty],
                                    state: OpenState) throws -> [[String: PredicateValue]]? {
@@ -306,10 +306,11 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         return try state.environment.read { transaction in
             var groups: [(key: UInt64, count: Int)] = []
             try index.withCursor(in: transaction) { cursor in
-                try cursor.forEach { entry in
-                    let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
-                    if let last = groups.indices.last, groups[last].key == key { groups[last].count += 1 } else { groups.append((key, 1)) }
-                    return true
+                // One step per destination: LMDB counts the rows pointing at it.
+                var entry = try cursor.first()
+                while let current = entry {
+                    groups.append((TupleEncoding.readBigEndianUInt64(current.key, at: 0), try cursor.duplicateCount()))
+                    entry = try cursor.nextKey()
                 }
             }
             let unset = try rows.statistics(in: transaction).entries - groups.reduce(0) { $0 + $1.count }

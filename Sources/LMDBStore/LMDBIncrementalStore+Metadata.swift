@@ -47,10 +47,16 @@ extension LMDBIncrementalStore {
             try create(environment, stored)
         } else {
             try check(stored, path: path)
+            if stored[MetaKey.format] == "1" {
+                try upgradeFromFormat1(environment, path: path)
+                stored[MetaKey.format] = String(Self.formatVersion)
+            }
         }
         var databases: [String: Database] = [:]
         do {
-            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name, create: false) }
+            for name in layout.databaseNames {
+                databases[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false)
+            }
         } catch {
             throw storeError(error, "the store lacks a table its model needs")
         }
@@ -81,10 +87,68 @@ extension LMDBIncrementalStore {
         }
     }
 
+    /// Upgrades a format-1 file: format 1 kept each indexed row under its own key (tuple + row key → entity tag),
+    /// format 2 keeps a key's rows as its duplicate values (tuple → row key + entity tag). The `index/…` and
+    /// `toone/…` tables are dropped and rebuilt from the rows, which both formats share and which are not touched;
+    /// the new format is recorded in the transaction that writes the entries. Interrupted, the file stays at
+    /// format 1 (its index tables gone or empty) and the next open starts over.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/storeUnusable`` naming a row
+    ///   that cannot be decoded (nothing is recorded; the rows stay as they were).
+    private func upgradeFromFormat1(_ environment: Environment, path: String) throws {
+        let rebuilt = layout.databaseNames.filter { !StoreLayout.options(for: $0).isEmpty }
+        do {
+            // 1. Drop the old tables, whichever flags an interrupted upgrade left them with.
+            var old: [Database] = []
+            for name in rebuilt {
+                do {
+                    old.append(try environment.openDatabase(named: name, create: false))
+                } catch LMDBError.incompatible {
+                    old.append(try environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false))
+                } catch LMDBError.notFound {
+                    continue
+                }
+            }
+            try environment.write { transaction in for database in old { try database.drop(in: transaction) } }
+            // 2. Create them with duplicate values, then fill them from every row and record the format.
+            var tables: [String: Database] = [:]
+            for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
+            let roots = Set(layout.entities.values.map(\.root)).sorted()
+            let rowTables = try roots.map { try environment.openDatabase(named: StoreLayout.rowsDatabase(root: $0)) }
+            let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
+            let maintainer = IndexEntries(layout: layout)
+            try environment.write { transaction in
+                for (root, rows) in zip(roots, rowTables) {
+                    try rows.withCursor(in: transaction) { cursor in
+                        try cursor.forEach { entry in
+                            let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                            let row: StoredRow
+                            do {
+                                row = try RowCodec.decode(entry.value, layout: layout)
+                            } catch let error as RowDecodingError {
+                                throw ManagedObjectContextError(.storeUnusable, message: "\(path): the row with key \(key) in \(root)'s table cannot be read while upgrading the file from format 1: \(error.reason)")
+                            }
+                            guard let entity = layout.entity(tag: row.entityTag) else { return true }
+                            for index in maintainer.entries(for: row, key: key, entity: entity).indexes {
+                                try tables[index.database]!.put(index.value, forKey: index.key, in: transaction)
+                            }
+                            return true
+                        }
+                    }
+                }
+                try meta.put(Array(String(Self.formatVersion).utf8), forKey: Array(MetaKey.format.utf8), in: transaction)
+            }
+        } catch let error as ManagedObjectContextError {
+            throw error
+        } catch {
+            throw storeError(error, "cannot upgrade \(path) from format 1")
+        }
+    }
+
     private func create(_ environment: Environment, _ stored: [String: String]) throws {
         do {
             var databases: [String: Database] = [:]
-            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name) }
+            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
             let meta = databases[StoreLayout.metadataDatabase]!
             var values = stored
             let tags = Dictionary(uniqueKeysWithValues: layout.entityNamesByTag.map { (String($0.key), $0.value) })

@@ -55,7 +55,11 @@ extension LMDBIncrementalStore {
                 for (id, entries) in oldEntries {
                     let keep = Set((newEntries[id]?.indexes ?? []) + (newEntries[id]?.uniques ?? []))
                     for entry in entries.indexes + entries.uniques where !keep.contains(entry) {
-                        try database(entry.database, in: state).delete(key: entry.key, in: transaction)
+                        if entry.isDuplicate {
+                            try database(entry.database, in: state).delete(key: entry.key, value: entry.value, in: transaction)
+                        } else {
+                            try database(entry.database, in: state).delete(key: entry.key, in: transaction)
+                        }
                     }
                 }
                 for (id, entries) in newEntries.sorted(by: { $0.key < $1.key }) {

@@ -17,7 +17,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The type string the store is registered under.
     public static let storeType = "LMDB"
     /// The version of the file format this code writes; it reads this version and older.
-    public static let formatVersion = 1
+    public static let formatVersion = 2
 
     /// The store's type string.
     public let type = LMDBIncrementalStore.storeType
@@ -183,9 +183,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             let index = database(StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: inverse.name, in: relationship.destinationEntityName),
                                                            relationship: inverse.name), in: state)
             try index.withCursor(in: transaction) { cursor in
+                // The destination's key holds one value per source: source key + entity tag.
                 try cursor.forEach(in: prefix) { entry in
-                    result.append(StoredRow.Reference(entityTag: UInt16(entry.value[0]) << 8 | UInt16(entry.value[1]),
-                                                      key: TupleEncoding.readBigEndianUInt64(entry.key, at: 8)))
+                    result.append(StoredRow.Reference(entityTag: UInt16(entry.value[8]) << 8 | UInt16(entry.value[9]),
+                                                      key: TupleEncoding.readBigEndianUInt64(entry.value, at: 0)))
                     return true
                 }
             }

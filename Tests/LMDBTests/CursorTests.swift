@@ -77,6 +77,11 @@ import Testing
                             if direction == .reverse { expected.reverse() }
                             #expect(seen == expected, "lower \(String(describing: lower)) upper \(String(describing: upper)) \(direction)")
                         }
+                        // Counting (a key at a time with dupSort) agrees with the walk, and stops at its limit.
+                        let range = KeyRange(lower: lower, upper: upper)
+                        let all = expectedEntries.filter { contains($0.0, lower, upper) }.count
+                        #expect(try cursor.count(in: range) == all, "count, lower \(String(describing: lower)) upper \(String(describing: upper))")
+                        #expect(try cursor.count(in: range, upTo: 3) == min(all, 3))
                     }
                 }
             }

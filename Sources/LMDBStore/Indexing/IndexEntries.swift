@@ -1,11 +1,15 @@
 import Foundation
 import ObjectGraph
 
-/// One entry a row contributes to a secondary table.
+/// One entry a row contributes to a secondary table: in `index/…` and `toone/…` tables (``DatabaseOptions/dupSort``)
+/// one of the key's values, in `unique/…` tables the key's only value.
 struct IndexEntry: Hashable {
     let database: String
     let key: [UInt8]
     let value: [UInt8]
+
+    /// Whether the entry is one value among the key's duplicates (removed by key and value, not by key).
+    var isDuplicate: Bool { !database.hasPrefix("unique/") }
 }
 
 /// Computes the secondary entries of a row (fetch indexes, uniqueness constraints, to-one indexes). Saving a row
@@ -14,8 +18,9 @@ struct IndexEntry: Hashable {
 struct IndexEntries {
     let layout: StoreLayout
 
-    /// LMDB's key limit, less the 8-byte row key suffix every index key ends with.
-    static let maxKeyWithoutSuffix = 511 - 8
+    /// The longest index tuple kept whole: LMDB's 511-byte key limit less 8 (format 1 ended each index key with
+    /// the row key; format 2 keeps the same cut so that long values are cut where they always were).
+    static let maxTupleBytes = 511 - 8
 
     func entries(for row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout) -> (indexes: [IndexEntry], uniques: [IndexEntry]) {
         var indexes: [IndexEntry] = []
@@ -29,7 +34,7 @@ struct IndexEntries {
                 return bytes
             }
             indexes.append(IndexEntry(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
-                                      key: Self.fit(elements) + rowKey, value: tag))
+                                      key: Self.fit(elements), value: rowKey + tag))
         }
         for (owner, number, constraint) in entity.uniques {
             let values = constraint.propertyNames.map { value($0, row) }
@@ -42,7 +47,7 @@ struct IndexEntries {
             guard let reference = row.toOne[relationship.name] else { continue }
             indexes.append(IndexEntry(database: StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: relationship.name, in: entity.name),
                                                                            relationship: relationship.name),
-                                      key: LMDBIncrementalStore.keyBytes(reference.key) + rowKey, value: tag))
+                                      key: LMDBIncrementalStore.keyBytes(reference.key), value: rowKey + tag))
         }
         return (indexes, uniques)
     }
@@ -69,13 +74,13 @@ struct IndexEntries {
         }
     }
 
-    /// Joins elements into a key of at most ``maxKeyWithoutSuffix`` bytes: when they are too long, each element
+    /// Joins elements into a key of at most ``maxTupleBytes`` bytes: when they are too long, each element
     /// longer than its share is cut to that share and ended with 0x00 0x02 and an 8-byte FNV-1a digest of the whole
     /// element, so equal values still give equal keys and the order of the cut prefixes is kept.
     static func fit(_ elements: [[UInt8]]) -> [UInt8] {
         let total = elements.reduce(0) { $0 + $1.count }
-        guard total > maxKeyWithoutSuffix else { return elements.flatMap { $0 } }
-        let share = maxKeyWithoutSuffix / elements.count
+        guard total > maxTupleBytes else { return elements.flatMap { $0 } }
+        let share = maxTupleBytes / elements.count
         var key: [UInt8] = []
         for element in elements {
             guard element.count > share else { key += element; continue }
@@ -84,7 +89,7 @@ struct IndexEntries {
             key += [0x00, 0x02]
             key += ElementDigest.digest(element).prefix(8)
         }
-        return Array(key.prefix(maxKeyWithoutSuffix))
+        return Array(key.prefix(maxTupleBytes))
     }
 }
 

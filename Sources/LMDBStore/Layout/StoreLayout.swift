@@ -1,3 +1,4 @@
+import LMDB
 import ObjectGraph
 
 /// How a model maps onto named databases, entity tags and row field numbers (specified in `Docs/FORMAT.md`).
@@ -120,6 +121,12 @@ struct StoreLayout: Sendable {
     static func uniqueDatabase(entity: String, number: Int) -> String { "unique/\(entity)/\(number)" }
     static func toOneDatabase(entity: String, relationship: String) -> String { "toone/\(entity)/\(relationship)" }
     static func linkDatabase(entity: String, relationship: String) -> String { "link/\(entity)/\(relationship)" }
+
+    /// The LMDB flags a table is created with: fetch indexes and to-one indexes keep their rows as sorted, fixed-size
+    /// duplicate values of each key (row key + entity tag), so LMDB counts a key's rows without visiting them.
+    static func options(for database: String) -> DatabaseOptions {
+        database.hasPrefix("index/") || database.hasPrefix("toone/") ? [.dupSort, .dupFixed] : []
+    }
 
     /// The entity that declares a relationship (the first in the ancestry that has it).
     func declaringEntity(of relationship: String, in entityName: String) -> String {

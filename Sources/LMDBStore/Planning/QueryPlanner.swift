@@ -325,7 +325,7 @@ enum QueryPlanner {
             guard let first = index.elements.first, first.isAscending else { continue }
             let collation = first.collation == .rTree ? .binary : first.collation
             // Keys over the limit are cut per element at this share: a value that long cannot be matched exactly.
-            let share = IndexEntries.maxKeyWithoutSuffix / index.elements.count
+            let share = IndexEntries.maxTupleBytes / index.elements.count
             let matching = terms.filter { term in
                 term.keyPath == first.propertyName && term.collation == collation && term.values.allSatisfy { value in
                     var bytes: [UInt8] = []
@@ -413,7 +413,7 @@ enum QueryPlanner {
         var best: (score: Int, plan: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection)?
         for (owner, index) in entity.indexes where index.elements.count >= 2 {
             // Keys longer than the limit are cut per element at this share: only shorter values can be matched exactly.
-            let share = IndexEntries.maxKeyWithoutSuffix / index.elements.count
+            let share = IndexEntries.maxTupleBytes / index.elements.count
             var prefix: [UInt8] = []
             var texts: [String] = []
             var position = 0

@@ -1,0 +1,116 @@
+import Foundation
+import LMDB
+@testable import LMDBStore
+import ObjectGraph
+import Testing
+
+/// Files written in format 1 (each index row under its own key) are upgraded to format 2 (a key's rows as its
+/// duplicate values) when a store opens them; the rows are never touched.
+@Suite struct FormatUpgradeTests {
+    let books = ToManyJoinTests()
+
+    /// A store of `books`' data whose `index/…` and `toone/…` tables are laid out as format 1 laid them out, with
+    /// format 1 recorded; `damage` runs last, in the same write transaction.
+    func formatOneStore(_ folder: StoreFolder, damage: (Environment, [String: Database], Transaction) throws -> Void = { _, _, _ in })
+        throws -> (rowCount: Int, indexEntries: Int)
+    {
+        let (coordinator, store) = try folder.coordinator(books.model)
+        try books.load(coordinator)
+        let state = try store.open
+        let environment = state.environment
+        let names = state.databases.keys.filter { $0.hasPrefix("index/") || $0.hasPrefix("toone/") }.sorted()
+        let entries: [String: [(key: [UInt8], value: [UInt8])]] = try environment.read { transaction in
+            var entries: [String: [(key: [UInt8], value: [UInt8])]] = [:]
+            for name in names {
+                try store.database(name, in: state).withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entries[name, default: []].append(($0.keyBytes, $0.valueBytes)); return true }
+                }
+            }
+            return entries
+        }
+        try environment.write { transaction in for name in names { try store.database(name, in: state).drop(in: transaction) } }
+        var tables: [String: Database] = [:]
+        for name in names { tables[name] = try environment.openDatabase(named: name) }
+        let meta = try environment.openDatabase(named: "meta")
+        let rows = try environment.openDatabase(named: "rows/Book")
+        try environment.write { transaction in
+            for (name, list) in entries {
+                // Format 1: tuple (or destination key) + row key → entity tag.
+                for entry in list { try tables[name]!.put(Array(entry.value[8..<10]), forKey: entry.key + entry.value[0..<8], in: transaction) }
+            }
+            try meta.put(Array("1".utf8), forKey: Array("format".utf8), in: transaction)
+            try damage(environment, tables.merging(["rows/Book": rows]) { $1 }, transaction)
+        }
+        let rowCount = try environment.read { try rows.statistics(in: $0).entries }
+        return (rowCount, entries.values.reduce(0) { $0 + $1.count })
+    }
+
+    @Test func aFormatOneFileIsUpgradedWhenOpened() throws {
+        let folder = StoreFolder()
+        let before = try formatOneStore(folder)
+        let (coordinator, store) = try folder.coordinator(books.model)
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "2")
+        #expect(try store.verify().isEmpty, "every index entry was rebuilt from the rows")
+        let state = try store.open
+        #expect(throws: Never.self) { try state.environment.openDatabase(named: "index/Book/byYear", options: [.dupSort, .dupFixed], create: false) }
+        let rebuilt = try state.environment.read { transaction in
+            try state.databases.filter { $0.key.hasPrefix("index/") || $0.key.hasPrefix("toone/") }.values.reduce(0) { $0 + (try $1.statistics(in: transaction).entries) }
+        }
+        #expect(rebuilt == before.indexEntries)
+        // The upgraded indexes answer as a fresh store's do.
+        let memory = PersistentStoreCoordinator(managedObjectModel: books.model)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        try books.load(memory)
+        for (entity, format) in [("Shelf", "ANY books.year == 1960"), ("Book", "year BETWEEN {1960, 1965}"), ("Book", "ANY authors.name == 'Cy 3'"),
+                                 ("Author", "ANY books.title BEGINSWITH 'Dune'")] {
+            let request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format))
+            #expect(!store.explain(request).hasPrefix("Scan("), "\(format) uses an index")
+            #expect(try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(request).map(\.referenceObject)
+                == ManagedObjectContext(coordinator: memory).fetchObjectIDs(request).map(\.referenceObject), "\(format)")
+        }
+    }
+
+    /// An upgrade interrupted after dropping the old tables left format 1 and no index tables: the next open
+    /// finishes it.
+    @Test func anInterruptedUpgradeIsFinishedByTheNextOpen() throws {
+        let folder = StoreFolder()
+        _ = try formatOneStore(folder) { _, tables, transaction in
+            for (name, table) in tables where name.hasPrefix("index/") { try table.drop(in: transaction) }
+        }
+        let (_, store) = try folder.coordinator(books.model)
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "2")
+        #expect(try store.verify().isEmpty)
+    }
+
+    /// A row that cannot be decoded stops the upgrade with an error naming it; format 1 stays recorded and no row
+    /// is lost.
+    @Test func anUndecodableRowStopsTheUpgradeNamingIt() throws {
+        let folder = StoreFolder()
+        var damagedKey: UInt64 = 0
+        let before = try formatOneStore(folder) { _, tables, transaction in
+            let rows = tables["rows/Book"]!
+            let (key, blob) = try rows.withCursor(in: transaction) { cursor in
+                let entry = try #require(try cursor.first())
+                return (entry.keyBytes, entry.valueBytes)
+            }
+            damagedKey = key.reduce(0) { $0 << 8 | UInt64($1) }
+            var damaged = blob
+            damaged[damaged.count / 2] ^= 0xFF
+            try rows.put(damaged, forKey: key, in: transaction)
+        }
+        do {
+            _ = try folder.coordinator(books.model)
+            Issue.record("a file with a damaged row was upgraded")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .storeUnusable)
+            #expect(error.message.contains("key \(damagedKey)") && error.message.contains("format 1"), "\(error.message)")
+        }
+        let environment = try Environment.open(at: folder.file().path)
+        let meta = try environment.openDatabase(named: "meta", create: false)
+        let rows = try environment.openDatabase(named: "rows/Book", create: false)
+        try environment.read { transaction throws in
+            #expect(try meta.value(forKey: Array("format".utf8), in: transaction) == Array("1".utf8))
+            #expect(try rows.statistics(in: transaction).entries == before.rowCount)
+        }
+    }
+}
