@@ -28,12 +28,22 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "Durability for both systems: full (fsync every commit) or relaxed (LMDB noSync, SQLite synchronous=OFF).")
     var durability: String = "relaxed"
 
+    @Flag(help: "Also run every smaller size from 10k up by factors of ten (--objects 1m --scale: 10k, 100k and 1m), so the report shows how each system scales.")
+    var scale = false
+
     var sizes: [Int] {
         get throws {
-            try objects.split(separator: ",").map { text in
+            let given = try objects.split(separator: ",").map { text in
                 guard let size = parseSize(String(text)), size > 0 else { throw ValidationError("--objects: \"\(text)\" is not a size like 10k or 1m") }
                 return size
             }
+            guard scale else { return given }
+            var ladder = Set(given)
+            for size in given {
+                var step = 10_000
+                while step < size { ladder.insert(step); step *= 10 }
+            }
+            return ladder.sorted()
         }
     }
 
@@ -72,7 +82,7 @@ struct Run: ParsableCommand {
     @Option(help: "Write a Markdown report with an SVG chart to this folder.")
     var report: String?
 
-    @Option(help: "Run only these workloads (comma-separated, matched against the step names: point faults, indexed equality, range + sort + limit, count, unindexed filter, to-many traversal, group-by, update batch, delete batch, mixed).")
+    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, range + sort + limit, count, unindexed filter, to-many traversal, group-by, update batch, delete batch, mixed).")
     var only: String?
 
     func validate() throws {
@@ -82,7 +92,7 @@ struct Run: ParsableCommand {
         }
     }
 
-    static let stepNames = ["point faults", "indexed equality", "range + sort + limit", "count", "unindexed filter", "to-many traversal",
+    static let stepNames = ["cold point faults", "point faults", "indexed equality", "range + sort + limit", "count", "unindexed filter", "to-many traversal",
                             "group-by", "update batch", "delete batch", "mixed"]
 
     var selectedSteps: [String]? {
@@ -93,7 +103,8 @@ struct Run: ParsableCommand {
         var all: [Measurement] = []
         var notes: [String] = []
         for size in try options.sizes {
-            let prepared = try Preparation.prepare(size: size, options: options)
+            let cold = selectedSteps.map { $0.contains("cold point faults") } ?? true
+            let prepared = try Preparation.prepare(size: size, options: options, coldFaults: cold ? seconds : nil)
             notes.append(prepared.summary)
             all += prepared.loadMeasurements
             var workloads = Workloads(lmdb: prepared.lmdb, grdb: prepared.grdb, raw: RawSide(store: prepared.lmdb.store),
@@ -105,6 +116,7 @@ struct Run: ParsableCommand {
                 ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
                 ("delete batch", { try $0.insertAndDeleteBatch() }), ("mixed", { [readers] in try $0.mixedReadWrite(readers: readers) }),
             ]
+            // "cold point faults" ran in `prepare`, before the stores were opened for these steps.
             let chosen = steps.filter { step in selectedSteps.map { $0.contains(step.0) } ?? true }
             for (index, (label, step)) in chosen.enumerated() {
                 Progress.show("\(size) objects: \(label)", fraction: Double(index) / Double(chosen.count))
@@ -140,7 +152,9 @@ struct Preparation {
     var loadMeasurements: [Measurement] = []
     var summary: String
 
-    static func prepare(size: Int, options: CommonOptions) throws -> Preparation {
+    /// Generates the dataset unless `--data` holds it; with `coldFaults` (a time budget), measures point faults on
+    /// a cold cache before opening both systems for the other workloads.
+    static func prepare(size: Int, options: CommonOptions, coldFaults: Double? = nil) throws -> Preparation {
         let dataset = Dataset(employees: size, seed: options.seed)
         let folder = URL(fileURLWithPath: options.data).appendingPathComponent("\(size)-\(options.seed)-\(options.durability)")
         let marker = folder.appendingPathComponent("complete")
@@ -149,28 +163,38 @@ struct Preparation {
             try? FileManager.default.removeItem(at: folder)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         }
-        let lmdb = try LMDBSide(url: folder.appendingPathComponent("store.lmdb"), durability: options.durability == "full" ? "full" : "noSync")
-        let grdb = try GRDBSide(url: folder.appendingPathComponent("store.sqlite"), durability: options.durability)
-        var prepared = Preparation(dataset: dataset, lmdb: lmdb, grdb: grdb, summary: "")
-        if reuse {
-            prepared.summary = "\(size) objects: reusing the dataset in \(folder.path)."
-            return prepared
+        let lmdbURL = folder.appendingPathComponent("store.lmdb"), grdbURL = folder.appendingPathComponent("store.sqlite")
+        let lmdbDurability = options.durability == "full" ? "full" : "noSync"
+        var measurements: [Measurement] = []
+        if !reuse {
+            // Loaded in a scope of their own: both systems are closed afterwards, so nothing of them stays mapped.
+            let lmdb = try LMDBSide(url: lmdbURL, durability: lmdbDurability)
+            let grdb = try GRDBSide(url: grdbURL, durability: options.durability)
+            let total = size + dataset.departments + dataset.projects
+            for (system, load) in [("LMDBStore", { (progress: (Int) -> Void) in try lmdb.load(dataset, batchSize: options.batch, progress: progress) }),
+                                   ("GRDB", { (progress: (Int) -> Void) in try grdb.load(dataset, batchSize: options.batch, progress: progress) })] {
+                let clock = ContinuousClock()
+                let start = clock.now
+                try load { done in Progress.show("\(size) objects: loading \(system)", fraction: Double(min(done, size)) / Double(size)) }
+                let elapsed = clock.now - start
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                measurements.append(Measurement(workload: "bulk load (batches of \(options.batch), two indexes)", system: system,
+                                                objects: size, operations: total, seconds: seconds, p50: .nan, p99: .nan, p999: .nan))
+            }
+            Progress.finish()
+            try Data().write(to: marker)
         }
-        let total = size + dataset.departments + dataset.projects
-        for (system, load) in [("LMDBStore", { (progress: (Int) -> Void) in try lmdb.load(dataset, batchSize: options.batch, progress: progress) }),
-                               ("GRDB", { (progress: (Int) -> Void) in try grdb.load(dataset, batchSize: options.batch, progress: progress) })] {
-            let clock = ContinuousClock()
-            let start = clock.now
-            try load { done in Progress.show("\(size) objects: loading \(system)", fraction: Double(min(done, size)) / Double(size)) }
-            let elapsed = clock.now - start
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            prepared.loadMeasurements.append(Measurement(workload: "bulk load (batches of \(options.batch), two indexes)", system: system,
-                                                         objects: size, operations: total, seconds: seconds, p50: .nan, p99: .nan, p999: .nan))
+        if let budget = coldFaults {
+            Progress.show("\(size) objects: cold point faults", fraction: 0)
+            measurements += try ColdFaults(dataset: dataset, lmdbURL: lmdbURL, grdbURL: grdbURL, lmdbDurability: lmdbDurability,
+                                           grdbDurability: options.durability, budget: budget).run()
+            Progress.finish()
         }
-        Progress.finish()
-        try Data().write(to: marker)
-        prepared.summary = "\(size) objects: generated in \(folder.path) (\(dataset.departments) departments, \(dataset.projects) projects)."
-        return prepared
+        let lmdb = try LMDBSide(url: lmdbURL, durability: lmdbDurability)
+        let grdb = try GRDBSide(url: grdbURL, durability: options.durability)
+        return Preparation(dataset: dataset, lmdb: lmdb, grdb: grdb, loadMeasurements: measurements,
+                           summary: reuse ? "\(size) objects: reusing the dataset in \(folder.path)."
+                               : "\(size) objects: generated in \(folder.path) (\(dataset.departments) departments, \(dataset.projects) projects).")
     }
 }
 

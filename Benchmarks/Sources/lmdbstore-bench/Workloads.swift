@@ -77,7 +77,7 @@ struct Workloads {
     func key(_ n: Int) -> Int { 1 + Int(UInt64(truncatingIfNeeded: n &* 2_654_435_761) % UInt64(dataset.employees)) }
 
     mutating func pointFaults() throws {
-        let name = "point fault by random ID"
+        let name = "point fault by random ID (warm)"
         for n in 0..<20 {
             let k = key(n * 7919)
             lmdb.resetContext()
@@ -90,8 +90,6 @@ struct Workloads {
             if n % 1000 == 0 { context = ManagedObjectContext(coordinator: lmdb.coordinator) }
             _ = context.object(with: lmdb.id("Employee", key(n))).value(forKey: "name")
         })
-        let statement = try grdb.queue.read { db in try db.makeStatement(sql: "SELECT * FROM employee WHERE id = ?") }
-        _ = statement
         record(try grdb.queue.read { db in
             let select = try db.cachedStatement(sql: "SELECT * FROM employee WHERE id = ?")
             return try measure(name, "GRDB", objects: dataset.employees, budget: budget, maximum: 200_000) { n in
