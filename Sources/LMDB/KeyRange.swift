@@ -121,6 +121,29 @@ public struct CursorRangeIterator {
         }
     }
 
+    /// The next distinct key of a forward walk, with how many values it holds — counted by LMDB
+    /// (`mdb_cursor_count`) in a ``DatabaseOptions/dupSort`` database, not visited; 1 elsewhere. The entry is the
+    /// key's first value. Do not mix with ``next()`` on one walk.
+    ///
+    /// - Precondition: the walk is forward.
+    /// - Throws: ``LMDBError`` if LMDB fails.
+    public mutating func nextKey() throws -> (entry: CursorEntry, count: Int)? {
+        precondition(direction == .forward, "keys are counted walking forward")
+        guard !finished else { return nil }
+        let entry: CursorEntry?
+        if started {
+            entry = try cursor.get(MDB_NEXT_NODUP)
+        } else {
+            started = true
+            entry = try positionAtLowerBound()
+        }
+        guard let entry, isWithinFarBound(entry.key) else {
+            finished = true
+            return nil
+        }
+        return (entry, cursor.database.options.contains(.dupSort) ? try cursor.duplicateCount() : 1)
+    }
+
     /// Counts the entries of a walk that has not started, up to `limit`. A forward walk of a
     /// ``DatabaseOptions/dupSort`` database moves a key at a time and takes each key's value count from LMDB
     /// (`mdb_cursor_count`, which reads it from the key's page or sub-database header), so it costs one step per
@@ -131,13 +154,7 @@ public struct CursorRangeIterator {
             while count < limit, try next() != nil { count += 1 }
             return count
         }
-        started = true
-        finished = true
-        var entry = try positionAtLowerBound()
-        while count < limit, let current = entry, isWithinFarBound(current.key) {
-            count += try cursor.duplicateCount()
-            entry = try cursor.get(MDB_NEXT_NODUP)
-        }
+        while count < limit, let key = try nextKey() { count += key.count }
         return min(count, limit)
     }
 

@@ -327,6 +327,56 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         }
     }
 
+    /// `count` per value of an attribute that has an index of its own (one binary element), over the whole entity or
+    /// over a range of that index that answers the predicate: one step per distinct value, LMDB counting its rows
+    /// (no row, no entry visited). Groups come in index order, NULL first for an ascending index. `nil` when the
+    /// request is not of that shape or a value in the index cannot be decoded (a string cut to fit the key limit, a
+    /// type the key decoder leaves out).
+    func groupCountsFromAttributeIndex(_ request: FetchRequest, entity: StoreLayout.EntityLayout, properties: [FetchedProperty],
+                                       state: OpenState) throws -> [[String: PredicateValue]]? {
+        guard request.propertiesToGroupBy.count == 1, let name = request.propertiesToGroupBy.first,
+              let attribute = model.attribute(named: name, in: entity.name), !attribute.isTransient,
+              properties.allSatisfy({ $0.function == nil ? $0.keyPath == name : $0.function == .count && ($0.keyPath == "SELF" || $0.keyPath == "*") }),
+              let (owner, index) = entity.indexes.first(where: { entry in
+                  entry.index.elements.count == 1 && entry.index.elements[0].propertyName == name && entry.index.elements[0].collation == .binary
+              }),
+              owner == entity.name, request.includesSubentities || model.directSubentities(of: owner).isEmpty
+        else { return nil }
+        let indexName = StoreLayout.indexDatabase(entity: owner, index: index.name)
+        let ascending = index.elements[0].isAscending
+        return try state.environment.read { transaction -> [[String: PredicateValue]]? in
+            var ranges = [KeyRange.all]
+            if request.predicate != nil {
+                let plan = plan(DictionaryResults.rowRequest(for: request), state: state, transaction: transaction)
+                guard plan.coveredByIndex, case .index(let range) = plan.access, range.database == indexName else { return nil }
+                ranges = range.ranges
+            }
+            var results: [[String: PredicateValue]] = []
+            var undecodable = false
+            var inverted: [UInt8] = []
+            try database(indexName, in: state).withCursor(in: transaction) { cursor in
+                for range in ranges {
+                    var keys = cursor.entries(in: range)
+                    while let (entry, count) = try keys.nextKey() {
+                        let decoded: AttributeValue??
+                        if ascending {
+                            decoded = TupleEncoding.decodeElement(entry.key, as: attribute.type)
+                        } else {
+                            inverted = entry.key.map { ~$0 }
+                            decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: attribute.type) }
+                        }
+                        guard let value = decoded else { undecodable = true; return }
+                        let group = value.map(PredicateValue.init) ?? .null
+                        var result: [String: PredicateValue] = [:]
+                        for property in properties { result[property.name] = property.function == nil ? group : .integer(Int64(count)) }
+                        results.append(result)
+                    }
+                }
+            }
+            return undecodable ? nil : results
+        }
+    }
+
     /// Dictionary results computed from the rows in one read transaction, reading only the fields the request names,
     /// with no managed object made: when every fetched, grouped and aggregated key is a plain attribute or to-one
     /// relationship of the entity (`SELF` for counts). Anything else (key paths through relationships, to-many
@@ -339,7 +389,8 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         }
         guard request.propertiesToGroupBy.allSatisfy({ entity.fieldIndex[$0] != nil }) else { return nil }
         let state = try open
-        if let counted = try groupCountsFromToOneIndex(request, entity: entity, properties: properties, state: state) {
+        if let counted = try groupCountsFromToOneIndex(request, entity: entity, properties: properties, state: state)
+            ?? groupCountsFromAttributeIndex(request, entity: entity, properties: properties, state: state) {
             return try DictionaryResults.finish(counted, for: request, havingApplied: false)
         }
         let rowRequest = DictionaryResults.rowRequest(for: request)

@@ -75,6 +75,45 @@ import Testing
         }
     }
 
+    /// Keys of one element decode back to the value (strings as stored: NFC; -0.0 as 0.0), for the types the key
+    /// decoder reads; anything that is not exactly one element of the asked type decodes to nothing.
+    @Test(arguments: [AttributeType.integer64, .double, .float, .string, .boolean, .date, .uuid])
+    func oneElementKeysDecodeBackToTheirValue(type: AttributeType) {
+        var random = SplitMix64(seed: UInt64(type.hashValue & 0xFFFF) ^ 0xDEC0)
+        for trial in 0..<2000 {
+            let value = Self.randomValue(type, &random)
+            var key: [UInt8] = []
+            TupleEncoding.append(value, to: &key)
+            let decoded = key.withUnsafeBytes { TupleEncoding.decodeElement($0, as: type) }
+            var expected = value
+            if case .string(let text) = value { expected = .string(text.precomposedStringWithCanonicalMapping) }
+            if case .double(let number) = value, number == 0 { expected = .double(0) }
+            if case .date(let date) = value, date.timeIntervalSinceReferenceDate == 0 { expected = .date(Date(timeIntervalSinceReferenceDate: 0)) }
+            #expect(decoded == .some(expected), "trial \(trial): \(value) encoded \(key)")
+            // With a byte more, or read as another type, it is not one element of this type.
+            #expect((key + [0]).withUnsafeBytes { TupleEncoding.decodeElement($0, as: type) } == nil)
+            let other: AttributeType = type == .string ? .integer64 : .string
+            #expect(key.withUnsafeBytes { TupleEncoding.decodeElement($0, as: other) } == nil)
+        }
+        var null: [UInt8] = []
+        TupleEncoding.append(nil, to: &null)
+        #expect(null.withUnsafeBytes { TupleEncoding.decodeElement($0, as: type) } == .some(nil))
+    }
+
+    @Test func cutAndUndecodedElementsDecodeToNothing() {
+        var long: [UInt8] = []
+        TupleEncoding.append(.string(String(repeating: "x", count: 600)), to: &long)
+        let cut = IndexEntries.fit([long])
+        #expect(cut.count <= IndexEntries.maxTupleBytes)
+        #expect(cut.withUnsafeBytes { TupleEncoding.decodeElement($0, as: .string) } == nil)
+        var decimal: [UInt8] = []
+        TupleEncoding.append(.decimal(12.5), to: &decimal)
+        #expect(decimal.withUnsafeBytes { TupleEncoding.decodeElement($0, as: .decimal) } == nil)
+        let invalidUTF8: [UInt8] = [TupleEncoding.Tag.string, 0xC3, 0x00]
+        #expect(invalidUTF8.withUnsafeBytes { TupleEncoding.decodeElement($0, as: .string) } == nil)
+        #expect([UInt8]().withUnsafeBytes { TupleEncoding.decodeElement($0, as: .string) } == nil)
+    }
+
     @Test func nullSortsBeforeEveryValue() {
         var null: [UInt8] = []
         TupleEncoding.append(nil, to: &null)

@@ -18,6 +18,7 @@ import Testing
             AttributeDescription("salary", .double, isOptional: true)
             RelationshipDescription("department", destination: "Department", inverse: "employees")
             FetchIndexDescription("byAge", properties: ["age"])
+            FetchIndexDescription("byName", properties: ["name"])
         }
         EntityDescription("Manager", parent: "Employee") {
             AttributeDescription("level", .integer16, defaultValue: 1)
@@ -160,6 +161,48 @@ import Testing
             let mine = try comparable(lmdb.fetchDictionaries(other), lmdb)
             #expect(Set(mine) == Set(try comparable(memory.fetchDictionaries(other), memory)), "\(other)")
         }
+    }
+
+    @Test func countsPerIndexedAttributeComeFromItsIndexAlone() throws {
+        let (lmdb, memory, folder) = try stores()
+        let (_, store) = try folder.coordinator(model)
+        func counted(_ request: FetchRequest) throws -> Bool {
+            try store.groupCountsFromAttributeIndex(request, entity: store.layout.entity(request.entityName)!,
+                                                    properties: request.propertiesToFetch, state: store.open) != nil
+        }
+        let byAge = request {
+            $0.propertiesToGroupBy = ["age"]
+            $0.propertiesToFetch = [.keyPath("age"), .aggregate(.count, of: "SELF", as: "n")]
+        }
+        let shapes = [
+            byAge,
+            byAge.with { $0.predicate = try! FetchPredicate(format: "age >= 30 AND age < 45") },
+            byAge.with { $0.predicate = try! FetchPredicate(format: "age IN {22, 31, 58}"); $0.sortDescriptors = [FetchSortDescriptor(keyPath: "n")] },
+            byAge.with { $0.havingPredicate = try! FetchPredicate(format: "n > 8"); $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age", ascending: false)]; $0.fetchLimit = 4 },
+            request { $0.propertiesToGroupBy = ["name"]; $0.propertiesToFetch = [.keyPath("name"), .aggregate(.count, of: "*", as: "n")] },
+        ]
+        for shape in shapes {
+            #expect(try counted(shape), "\(shape)")
+            let mine = try lmdb.fetchDictionaries(shape), theirs = try memory.fetchDictionaries(shape)
+            #expect(!mine.isEmpty && (shape.sortDescriptors.isEmpty ? Set(mine) == Set(theirs) : mine == theirs), "\(shape)")
+        }
+        // Shapes the index cannot answer alone: a predicate it does not answer, an attribute without an index of its
+        // own, another aggregate, a sub-entity or a family the index does not match.
+        for other in [byAge.with { $0.predicate = try! FetchPredicate(format: "salary > 1000") },
+                      byAge.with { $0.predicate = try! FetchPredicate(format: "age > 30 AND name BEGINSWITH 'A'") },
+                      request { $0.propertiesToGroupBy = ["salary"]; $0.propertiesToFetch = [.keyPath("salary"), .aggregate(.count, of: "SELF", as: "n")] },
+                      byAge.with { $0.propertiesToFetch.append(.aggregate(.sum, of: "salary", as: "total")) },
+                      byAge.with { $0.entityName = "Manager" }, byAge.with { $0.includesSubentities = false }] {
+            #expect(try !counted(other), "\(other)")
+            #expect(Set(try lmdb.fetchDictionaries(other)) == Set(try memory.fetchDictionaries(other)), "\(other)")
+        }
+        // A name too long for the key is cut in the index: the counts come from the rows instead, and agree.
+        for context in [lmdb, memory] {
+            try context.insertNewObject(forEntityName: "Employee").setValue(String(repeating: "N", count: 600), forKey: "name")
+            try context.save()
+        }
+        #expect(try !counted(shapes[4]))
+        #expect(Set(try lmdb.fetchDictionaries(shapes[4])) == Set(try memory.fetchDictionaries(shapes[4])))
     }
 
     @Test func keyPathsThroughRelationshipsAreLeftToTheContext() throws {

@@ -21,7 +21,12 @@ enum Table {
                 let raw = rows.first { $0.system == "raw LMDB" }
                 for row in rows.sorted(by: { systems.firstIndex(of: $0.system)! < systems.firstIndex(of: $1.system)! }) {
                     let versusGRDB = row.system == "LMDBStore" ? grdb.map { ratio(row.opsPerSecond / $0.opsPerSecond) } ?? "" : ""
-                    let versusRaw = row.system == "LMDBStore" ? raw.map { "\(ratio($0.opsPerSecond / row.opsPerSecond)) slower" } ?? "" : ""
+                    // How many times raw LMDB's throughput LMDBStore's is below it (or above, when a run's cache
+                    // state favoured LMDBStore).
+                    let versusRaw = row.system == "LMDBStore" ? raw.map { raw in
+                        let factor = raw.opsPerSecond / row.opsPerSecond
+                        return factor >= 1 ? String(format: "%.2f× slower", factor) : String(format: "%.2f× faster", 1 / factor)
+                    } ?? "" : ""
                     lines.append("| \(row.system == (mine?.system ?? "") || rows.first?.system == row.system ? workload : "") | \(row.system) | "
                                  + "\(rate(row.opsPerSecond)) | \(latency(row.p50)) | \(latency(row.p99)) | \(latency(row.p999)) | \(versusGRDB) | \(versusRaw) |")
                 }

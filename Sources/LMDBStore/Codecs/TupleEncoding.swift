@@ -54,6 +54,55 @@ enum TupleEncoding {
         }
     }
 
+    /// The value of a key that is exactly one element of `type` (NULL is `.some(nil)`); `nil` when the bytes are
+    /// not one whole element of that type — a different tag, trailing bytes, an element cut to fit the key limit,
+    /// invalid UTF-8 — or the type is not decoded here (decimals, data, URIs, object IDs, transformables). Strings
+    /// come back as stored: precomposed (NFC).
+    static func decodeElement(_ key: UnsafeRawBufferPointer, as type: AttributeType) -> AttributeValue?? {
+        guard let tag = key.first else { return nil }
+        func double() -> Double {
+            let bits = readBigEndianUInt64(key, at: 1)
+            return Double(bitPattern: bits & (1 << 63) != 0 ? bits ^ (1 << 63) : ~bits)
+        }
+        switch tag {
+        case Tag.null:
+            return key.count == 1 ? .some(nil) : nil
+        case Tag.integer where type.isInteger && key.count == 9:
+            return .integer(Int64(bitPattern: readBigEndianUInt64(key, at: 1) ^ (1 << 63)))
+        case Tag.double where type == .double && key.count == 9:
+            return .double(double())
+        case Tag.double where type == .float && key.count == 9:
+            return .float(Float(double()))
+        case Tag.date where type == .date && key.count == 9:
+            return .date(Date(timeIntervalSinceReferenceDate: double()))
+        case Tag.boolean where type == .boolean && key.count == 2 && key[1] <= 1:
+            return .boolean(key[1] == 1)
+        case Tag.uuid where type == .uuid && key.count == 17:
+            return .uuid(UUID(uuid: UnsafeRawBufferPointer(rebasing: key[1...]).loadUnaligned(as: uuid_t.self)))
+        case Tag.string where type == .string:
+            var bytes: [UInt8] = []
+            var position = 1
+            while position < key.count {
+                let byte = key[position]
+                if byte == 0 {
+                    if position + 1 < key.count, key[position + 1] == 0xFF {
+                        bytes.append(0)
+                        position += 2
+                        continue
+                    }
+                    // The terminator must end the key (a cut element continues with 0x02 and a digest).
+                    guard position == key.count - 1, let text = String(validating: bytes, as: UTF8.self) else { return nil }
+                    return .string(text)
+                }
+                bytes.append(byte)
+                position += 1
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+
     static func appendBigEndian(_ value: UInt64, to key: inout [UInt8]) {
         withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
     }
