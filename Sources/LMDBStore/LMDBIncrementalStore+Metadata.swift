@@ -22,11 +22,23 @@ extension LMDBIncrementalStore {
     public func loadMetadata() throws {
         let path = url!.path
         var environmentOptions = Environment.Options()
-        if let mapSize = options["mapSize"].flatMap(Int.init) { environmentOptions.mapSize = mapSize }
+        func refuse(_ key: String, _ expected: String) -> ManagedObjectContextError {
+            ManagedObjectContextError(.wrongValueType, message: "the store option \"\(key)\" is \"\(options[key]!)\"; it must be \(expected)")
+        }
+        if let text = options["mapSize"] {
+            guard let mapSize = Int(text), mapSize > 0 else { throw refuse("mapSize", "a positive number of bytes") }
+            environmentOptions.mapSize = mapSize
+        }
         switch options["durability"] {
+        case nil, "full": break
         case "noSync": environmentOptions.durability = .noSync
         case "skipMetaSync": environmentOptions.durability = .skipMetaSync
-        default: break
+        default: throw refuse("durability", "full, skipMetaSync or noSync")
+        }
+        switch options["readAhead"] {
+        case nil, "true": break
+        case "false": environmentOptions.readsAhead = false
+        default: throw refuse("readAhead", "true or false")
         }
         environmentOptions.maxDatabases = max(64, layout.databaseNames.count + 8)
         let environment: Environment

@@ -58,7 +58,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     }
 
     /// Creates a store; used by the coordinator. Options: `"mapSize"` (bytes), `"durability"` (`full`,
-    /// `skipMetaSync`, `noSync`).
+    /// `skipMetaSync`, `noSync`), `"readAhead"` (`true`, or `false` for random access to a store much larger than
+    /// memory: the kernel then reads only the pages asked for). A known option with another value fails to open
+    /// with ``ManagedObjectContextError/Code/wrongValueType`` naming it.
     public init(description: PersistentStoreCoordinator.StoreDescription) throws {
         guard let url = description.url, url.isFileURL else {
             throw ManagedObjectContextError(.storeUnusable, message: "the LMDB store needs a file URL")

@@ -41,6 +41,26 @@ import Testing
         #expect(try Data(contentsOf: folder.file()) == before, "nothing was written")
     }
 
+    /// A known store option with a value it cannot take is refused by name, before the file is created.
+    @Test func badStoreOptionsAreRefusedByName() throws {
+        let folder = StoreFolder()
+        LMDBIncrementalStore.register()
+        for (key, value) in [("durability", "sometimes"), ("mapSize", "-5"), ("mapSize", "lots"), ("readAhead", "yes")] {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            do {
+                _ = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file("\(key).lmdb"), options: [key: value])
+                Issue.record("\(key) = \(value) was accepted")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .wrongValueType && error.message.contains("\"\(key)\"") && error.message.contains(value), "\(error)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: folder.file("\(key).lmdb").path))
+        }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(),
+                                                       options: ["readAhead": "false", "durability": "noSync", "mapSize": "67108864"])
+        #expect(store is LMDBIncrementalStore)
+    }
+
     @Test func foreignFilesNewerFormatsAndOtherStoreTypesAreRefused() throws {
         let folder = StoreFolder()
         try Data(String(repeating: "not a store ", count: 900).utf8).write(to: folder.file("text.lmdb"))

@@ -28,6 +28,14 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "Durability for both systems: full (fsync every commit) or relaxed (LMDB noSync, SQLite synchronous=OFF).")
     var durability: String = "relaxed"
 
+    @Option(help: "LMDB read-ahead: on (the default), or off (MDB_NORDAHEAD: the kernel reads only the pages asked for, for random access to a store much larger than memory).")
+    var readAhead: String = "on"
+
+    /// The LMDB store's options for this run.
+    var lmdbOptions: [String: String] {
+        ["durability": durability == "full" ? "full" : "noSync", "readAhead": readAhead == "off" ? "false" : "true"]
+    }
+
     @Flag(help: "Also run every smaller size from 10k up by factors of ten (--objects 1m --scale: 10k, 100k and 1m), so the report shows how each system scales.")
     var scale = false
 
@@ -51,6 +59,7 @@ struct CommonOptions: ParsableArguments {
         _ = try sizes
         guard ["full", "relaxed"].contains(durability) else { throw ValidationError("--durability must be full or relaxed") }
         guard batch > 0 else { throw ValidationError("--batch must be positive") }
+        guard ["on", "off"].contains(readAhead) else { throw ValidationError("--read-ahead must be on or off") }
     }
 }
 
@@ -138,7 +147,7 @@ struct Run: ParsableCommand {
     }
 
     var settings: String {
-        "LMDBStore: LMDB \(options.durability == "full" ? "fully durable" : "noSync"); \(GRDBSide.settings(durability: options.durability)); "
+        "LMDBStore: LMDB \(options.durability == "full" ? "fully durable" : "noSync")\(options.readAhead == "off" ? ", no read-ahead" : ""); \(GRDBSide.settings(durability: options.durability)); "
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(formatBytes(Int(ProcessInfo.processInfo.physicalMemory))) memory; "
             + "seed \(options.seed), load batches of \(options.batch)."
     }
@@ -164,11 +173,10 @@ struct Preparation {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         }
         let lmdbURL = folder.appendingPathComponent("store.lmdb"), grdbURL = folder.appendingPathComponent("store.sqlite")
-        let lmdbDurability = options.durability == "full" ? "full" : "noSync"
         var measurements: [Measurement] = []
         if !reuse {
             // Loaded in a scope of their own: both systems are closed afterwards, so nothing of them stays mapped.
-            let lmdb = try LMDBSide(url: lmdbURL, durability: lmdbDurability)
+            let lmdb = try LMDBSide(url: lmdbURL, options: options.lmdbOptions)
             let grdb = try GRDBSide(url: grdbURL, durability: options.durability)
             let total = size + dataset.departments + dataset.projects
             for (system, load) in [("LMDBStore", { (progress: (Int) -> Void) in try lmdb.load(dataset, batchSize: options.batch, progress: progress) }),
@@ -186,11 +194,11 @@ struct Preparation {
         }
         if let budget = coldFaults {
             Progress.show("\(size) objects: cold point faults", fraction: 0)
-            measurements += try ColdFaults(dataset: dataset, lmdbURL: lmdbURL, grdbURL: grdbURL, lmdbDurability: lmdbDurability,
+            measurements += try ColdFaults(dataset: dataset, lmdbURL: lmdbURL, grdbURL: grdbURL, lmdbOptions: options.lmdbOptions,
                                            grdbDurability: options.durability, budget: budget).run()
             Progress.finish()
         }
-        let lmdb = try LMDBSide(url: lmdbURL, durability: lmdbDurability)
+        let lmdb = try LMDBSide(url: lmdbURL, options: options.lmdbOptions)
         let grdb = try GRDBSide(url: grdbURL, durability: options.durability)
         return Preparation(dataset: dataset, lmdb: lmdb, grdb: grdb, loadMeasurements: measurements,
                            summary: reuse ? "\(size) objects: reusing the dataset in \(folder.path)."

@@ -11,7 +11,7 @@ struct ColdFaults {
     let dataset: Dataset
     let lmdbURL: URL
     let grdbURL: URL
-    let lmdbDurability: String
+    let lmdbOptions: [String: String]
     let grdbDurability: String
     let budget: Double
 
@@ -25,7 +25,7 @@ struct ColdFaults {
         var results: [Measurement] = []
         do {
             evict([lmdbURL])
-            let lmdb = try LMDBSide(url: lmdbURL, durability: lmdbDurability)
+            let lmdb = try LMDBSide(url: lmdbURL, options: lmdbOptions)
             let context = ManagedObjectContext(coordinator: lmdb.coordinator)
             results.append(measure(Self.name, "LMDBStore", objects: dataset.employees, budget: budget, maximum: Self.maximum) { n in
                 _ = context.object(with: lmdb.id("Employee", key(n))).value(forKey: "name")
@@ -43,7 +43,7 @@ struct ColdFaults {
         }
         do {
             evict([lmdbURL])
-            let lmdb = try LMDBSide(url: lmdbURL, durability: lmdbDurability)
+            let lmdb = try LMDBSide(url: lmdbURL, options: lmdbOptions)
             let raw = RawSide(store: lmdb.store)
             results.append(try measure(Self.name, "raw LMDB", objects: dataset.employees, budget: budget, maximum: Self.maximum) { n in
                 _ = try raw.pointRead(key(n))

@@ -11,11 +11,12 @@ final class LMDBSide: @unchecked Sendable {
     let url: URL
     var context: ManagedObjectContext
 
-    init(url: URL, durability: String) throws {
+    /// Opens the store at `url` with the store options the run chose (`durability`, `readAhead`).
+    init(url: URL, options: [String: String]) throws {
         LMDBIncrementalStore.register()
         self.url = url
         coordinator = PersistentStoreCoordinator(managedObjectModel: BenchModel.model)
-        store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: url, options: ["durability": durability])
+        store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: url, options: options)
             as! LMDBIncrementalStore
         context = ManagedObjectContext(coordinator: coordinator)
     }
