@@ -34,6 +34,21 @@ extension LMDBIncrementalStore {
             .compactMap { layout.entity($0)?.tag })
         return try state.environment.read { transaction -> PersistentStoreResult in
             let plan = plan(request, state: state, transaction: transaction)
+            if request.resultType == .count, let elements = plan.entryElements, case .index(let index) = plan.access, let predicate = request.predicate {
+                // Every value the predicate reads is in the index keys: count the entries that match, read no row
+                // (unless a key cannot tell).
+                let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+                var count = 0
+                try forEachRow(in: index, state: state, transaction: transaction) { key, tag, entry in
+                    if family.contains(tag),
+                       try entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, rows: rows, state: state, transaction: transaction) {
+                        count += 1
+                    }
+                    return true
+                }
+                count = max(0, count - request.fetchOffset)
+                return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
+            }
             if request.resultType == .count, plan.coveredByIndex {
                 // Every term is answered by the index ranges: count their entries, read no row.
                 var count = 0
@@ -45,13 +60,15 @@ extension LMDBIncrementalStore {
                 count = max(0, count - request.fetchOffset)
                 return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
             }
-            if plan.coveredByIndex, request.resultType == .managedObjectID
+            if plan.coveredByIndex || plan.entryElements != nil, request.resultType == .managedObjectID
                 || (request.resultType == .managedObject && request.returnsObjectsAsFaults),
                request.sortDescriptors.isEmpty || plan.streamsInSortOrder {
                 // The index entries answer the whole predicate: object IDs straight from them, no row read.
                 var ids: [(key: UInt64, tag: UInt16)] = []
                 if case .index(let index) = plan.access {
                     let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
+                    let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+                    let residual = plan.entryElements.flatMap { elements in request.predicate.map { (elements, $0) } }
                     // Walking backwards, ties (equal values) come in descending key order: each run is reversed.
                     var run: [UInt8] = []
                     var runStart = 0
@@ -62,7 +79,14 @@ extension LMDBIncrementalStore {
                             if ids.count >= wanted { return false }
                             run = Array(entry.key)
                         }
-                        if family.contains(tag) { ids.append((key, tag)) }
+                        if family.contains(tag) {
+                            if let (elements, predicate) = residual,
+                               try !entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, rows: rows,
+                                                      state: state, transaction: transaction) {
+                                return true
+                            }
+                            ids.append((key, tag))
+                        }
                         return plan.direction == .reverse || ids.count < wanted
                     }
                     if plan.direction == .reverse { ids[runStart...].reverse() }
@@ -91,6 +115,36 @@ extension LMDBIncrementalStore {
             for range in index.ranges where count < limit { count += try cursor.count(in: range, upTo: limit - count) }
         }
         return count
+    }
+
+    /// Whether an entry's row matches `predicate`, decided from the entry's key alone (`elements` read back in
+    /// order); `nil` when the key cannot decide it and the row must: an element that does not decode (cut to fit the
+    /// key), non-ASCII text (the key holds it precomposed, the row as written, and some operators can tell them
+    /// apart), or a predicate that fails to evaluate (the row's check then reports it).
+    func entryMatches(_ key: UnsafeRawBufferPointer, elements: [QueryPlan.EntryElement], predicate: FetchPredicate) -> Bool? {
+        var values: [String: PredicateValue] = [:]
+        var offset = 0
+        for element in elements {
+            guard let (value, end) = TupleEncoding.decodeElement(key, at: offset, as: element.type, inverted: element.inverted) else { return nil }
+            if case .string(let text)? = value, !text.utf8.allSatisfy({ $0 < 0x80 }) { return nil }
+            values[element.name] = value.map(PredicateValue.init) ?? .null
+            offset = end
+        }
+        return try? predicate.evaluate(with: values)
+    }
+
+    /// Whether the row of an index entry matches, from the entry when it can tell (``entryMatches(_:elements:predicate:)``),
+    /// else from the row.
+    func entryOrRowMatches(_ entry: CursorEntry, key: UInt64, tag: UInt16, elements: [QueryPlan.EntryElement], predicate: FetchPredicate,
+                           rows: Database, state: OpenState, transaction: Transaction) throws -> Bool {
+        if let decided = entryMatches(entry.key, elements: elements, predicate: predicate) { return decided }
+        guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key)") else { return false }
+        let view = RowView(store: self, state: state, transaction: transaction, id: objectID(entityTag: tag, key: key, in: state), row: row)
+        let matched = try predicate.evaluate(with: view)
+        if let failure = view.failure {
+            throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) cannot be read: \(failure.reason); the store file is corrupted")
+        }
+        return matched
     }
 
     /// Calls `body` with the row key, entity tag and entry of each entry of `index` (its ranges in turn, each walked
@@ -218,6 +272,11 @@ extension LMDBIncrementalStore {
                     run = Array(entry.key)
                 }
                 guard family.contains(tag) else { return true }
+                // An entry whose key already shows the row does not match is passed over without reading the row.
+                if let elements = plan.entryElements, let predicate = request.predicate,
+                   entryMatches(entry.key, elements: elements, predicate: predicate) == false {
+                    return true
+                }
                 if let view = try consider(key: key, tag: tag) { matches.append(view) }
                 return corrupted == nil && (reverse || matches.count < wanted)
             }

@@ -101,13 +101,14 @@ extension LMDBIncrementalStore {
 
     /// Upgrades a format-1 file: format 1 kept each indexed row under its own key (tuple + row key → entity tag),
     /// format 2 keeps a key's rows as its duplicate values (tuple → row key + entity tag). The `index/…` and
-    /// `toone/…` tables are dropped and rebuilt from the rows, which both formats share and which are not touched;
-    /// the new format is recorded in the transaction that writes the entries. Interrupted, the file stays at
-    /// format 1 (its index tables gone or empty) and the next open starts over.
+    /// `toone/…` tables are dropped and rebuilt from the rows, which both formats share and which are not touched,
+    /// `rowsPerTransaction` rows to a write transaction (so a large store never needs one enormous transaction);
+    /// the new format is recorded once every entry is written. Interrupted, the file stays at format 1 (its index
+    /// tables gone or partly filled) and the next open starts over.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/storeUnusable`` naming a row
     ///   that cannot be decoded (nothing is recorded; the rows stay as they were).
-    private func upgradeFromFormat1(_ environment: Environment, path: String) throws {
+    func upgradeFromFormat1(_ environment: Environment, path: String, rowsPerTransaction: Int = 50_000) throws {
         let rebuilt = layout.databaseNames.filter { !StoreLayout.options(for: $0).isEmpty }
         do {
             // 1. Drop the old tables, whichever flags an interrupted upgrade left them with.
@@ -122,32 +123,45 @@ extension LMDBIncrementalStore {
                 }
             }
             try environment.write { transaction in for database in old { try database.drop(in: transaction) } }
-            // 2. Create them with duplicate values, then fill them from every row and record the format.
+            // 2. Create them with duplicate values, then fill them from every row, a batch of rows at a time.
             var tables: [String: Database] = [:]
             for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
             let roots = Set(layout.entities.values.map(\.root)).sorted()
             let rowTables = try roots.map { try environment.openDatabase(named: StoreLayout.rowsDatabase(root: $0)) }
             let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
             let maintainer = IndexEntries(layout: layout)
-            try environment.write { transaction in
-                for (root, rows) in zip(roots, rowTables) {
-                    try rows.withCursor(in: transaction) { cursor in
-                        try cursor.forEach { entry in
-                            let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
-                            let row: StoredRow
-                            do {
-                                row = try RowCodec.decode(entry.value, layout: layout)
-                            } catch let error as RowDecodingError {
-                                throw ManagedObjectContextError(.storeUnusable, message: "\(path): the row with key \(key) in \(root)'s table cannot be read while upgrading the file from format 1: \(error.reason)")
+            for (root, rows) in zip(roots, rowTables) {
+                var resume: [UInt8]? = []
+                while let start = resume {
+                    resume = nil
+                    try environment.write { transaction in
+                        try rows.withCursor(in: transaction) { cursor in
+                            var done = 0
+                            try cursor.forEach(in: start.isEmpty ? .all : KeyRange(lower: .inclusive(start))) { entry in
+                                guard done < rowsPerTransaction else {
+                                    resume = entry.keyBytes
+                                    return false
+                                }
+                                done += 1
+                                let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                                let row: StoredRow
+                                do {
+                                    row = try RowCodec.decode(entry.value, layout: layout)
+                                } catch let error as RowDecodingError {
+                                    throw ManagedObjectContextError(.storeUnusable, message: "\(path): the row with key \(key) in \(root)'s table cannot be read while upgrading the file from format 1: \(error.reason)")
+                                }
+                                guard let entity = layout.entity(tag: row.entityTag) else { return true }
+                                for index in maintainer.entries(for: row, key: key, entity: entity).indexes {
+                                    try tables[index.database]!.put(index.value, forKey: index.key, in: transaction)
+                                }
+                                return true
                             }
-                            guard let entity = layout.entity(tag: row.entityTag) else { return true }
-                            for index in maintainer.entries(for: row, key: key, entity: entity).indexes {
-                                try tables[index.database]!.put(index.value, forKey: index.key, in: transaction)
-                            }
-                            return true
                         }
                     }
                 }
+            }
+            // 3. Record the new format.
+            try environment.write { transaction in
                 try meta.put(Array(String(Self.formatVersion).utf8), forKey: Array(MetaKey.format.utf8), in: transaction)
             }
         } catch let error as ManagedObjectContextError {

@@ -70,6 +70,23 @@ import Testing
         }
     }
 
+    /// Rows are re-indexed a batch at a time: with batches of 7 rows, every row's entries are still written once.
+    @Test func theUpgradeRebuildsTheIndexesInBatches() throws {
+        let folder = StoreFolder()
+        let before = try formatOneStore(folder)
+        let (_, store) = try folder.coordinator(ToManyJoinTests().model, "other.lmdb")
+        let environment = try Environment.open(at: folder.file().path)
+        try store.upgradeFromFormat1(environment, path: folder.file().path, rowsPerTransaction: 7)
+        let (_, upgraded) = try folder.coordinator(books.model)
+        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "2")
+        #expect(try upgraded.verify().isEmpty)
+        let state = try upgraded.open
+        let entries = try state.environment.read { transaction in
+            try state.databases.filter { $0.key.hasPrefix("index/") || $0.key.hasPrefix("toone/") }.values.reduce(0) { $0 + (try $1.statistics(in: transaction).entries) }
+        }
+        #expect(entries == before.indexEntries)
+    }
+
     /// An upgrade interrupted after dropping the old tables left format 1 and no index tables: the next open
     /// finishes it.
     @Test func anInterruptedUpgradeIsFinishedByTheNextOpen() throws {

@@ -59,42 +59,63 @@ enum TupleEncoding {
     /// invalid UTF-8 — or the type is not decoded here (decimals, data, URIs, object IDs, transformables). Strings
     /// come back as stored: precomposed (NFC).
     static func decodeElement(_ key: UnsafeRawBufferPointer, as type: AttributeType) -> AttributeValue?? {
-        guard let tag = key.first else { return nil }
-        func double() -> Double {
-            let bits = readBigEndianUInt64(key, at: 1)
+        guard let (value, end) = decodeElement(key, at: 0, as: type), end == key.count else { return nil }
+        return .some(value)
+    }
+
+    /// The element of `type` that starts at `start` (its bytes inverted when `inverted`, as a descending index
+    /// element stores them) and the offset just past it; `nil` as for ``decodeElement(_:as:)``. A cut element (its
+    /// prefix, then 0x00 0x02 and a digest) does not decode: 0x02 is no element's tag.
+    static func decodeElement(_ key: UnsafeRawBufferPointer, at start: Int, as type: AttributeType, inverted: Bool = false)
+        -> (value: AttributeValue?, end: Int)?
+    {
+        let mask: UInt8 = inverted ? 0xFF : 0
+        @inline(__always) func byte(_ offset: Int) -> UInt8 { key[offset] ^ mask }
+        func u64(_ offset: Int) -> UInt64 {
+            var value: UInt64 = 0
+            for index in offset..<offset + 8 { value = value << 8 | UInt64(byte(index)) }
+            return value
+        }
+        func double(_ offset: Int) -> Double {
+            let bits = u64(offset)
             return Double(bitPattern: bits & (1 << 63) != 0 ? bits ^ (1 << 63) : ~bits)
         }
+        guard start < key.count else { return nil }
+        let tag = byte(start)
+        let body = start + 1
+        let fixed = key.count - body
         switch tag {
         case Tag.null:
-            return key.count == 1 ? .some(nil) : nil
-        case Tag.integer where type.isInteger && key.count == 9:
-            return .integer(Int64(bitPattern: readBigEndianUInt64(key, at: 1) ^ (1 << 63)))
-        case Tag.double where type == .double && key.count == 9:
-            return .double(double())
-        case Tag.double where type == .float && key.count == 9:
-            return .float(Float(double()))
-        case Tag.date where type == .date && key.count == 9:
-            return .date(Date(timeIntervalSinceReferenceDate: double()))
-        case Tag.boolean where type == .boolean && key.count == 2 && key[1] <= 1:
-            return .boolean(key[1] == 1)
-        case Tag.uuid where type == .uuid && key.count == 17:
-            return .uuid(UUID(uuid: UnsafeRawBufferPointer(rebasing: key[1...]).loadUnaligned(as: uuid_t.self)))
+            return (nil, body)
+        case Tag.integer where type.isInteger && fixed >= 8:
+            return (.integer(Int64(bitPattern: u64(body) ^ (1 << 63))), body + 8)
+        case Tag.double where type == .double && fixed >= 8:
+            return (.double(double(body)), body + 8)
+        case Tag.double where type == .float && fixed >= 8:
+            return (.float(Float(double(body))), body + 8)
+        case Tag.date where type == .date && fixed >= 8:
+            return (.date(Date(timeIntervalSinceReferenceDate: double(body))), body + 8)
+        case Tag.boolean where type == .boolean && fixed >= 1 && byte(body) <= 1:
+            return (.boolean(byte(body) == 1), body + 1)
+        case Tag.uuid where type == .uuid && fixed >= 16:
+            var bytes = [UInt8](repeating: 0, count: 16)
+            for index in 0..<16 { bytes[index] = byte(body + index) }
+            return (.uuid(bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }), body + 16)
         case Tag.string where type == .string:
             var bytes: [UInt8] = []
-            var position = 1
+            var position = body
             while position < key.count {
-                let byte = key[position]
-                if byte == 0 {
-                    if position + 1 < key.count, key[position + 1] == 0xFF {
+                let current = byte(position)
+                if current == 0 {
+                    if position + 1 < key.count, byte(position + 1) == 0xFF {
                         bytes.append(0)
                         position += 2
                         continue
                     }
-                    // The terminator must end the key (a cut element continues with 0x02 and a digest).
-                    guard position == key.count - 1, let text = String(validating: bytes, as: UTF8.self) else { return nil }
-                    return .string(text)
+                    guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+                    return (.string(text), position + 1)
                 }
-                bytes.append(byte)
+                bytes.append(current)
                 position += 1
             }
             return nil

@@ -16,13 +16,13 @@ struct PlanStatistics {
 
 /// Estimates what each candidate access path costs, in units of one row read by key and checked.
 ///
-/// Sizes come from bounded probes: each candidate range is counted entry by entry up to a cap — the entries past
-/// which reading a row per entry costs more than scanning the table (about a quarter of it), no more than ten
-/// times the smallest range counted so far (a range that much larger cannot win, except as the larger side of an
-/// intersection) and, for a range that streams in sort order, a few times the rows the limit needs. A range that
-/// reaches its cap is guessed at no less than the cap and a share of its index (a tenth for equalities, a third
-/// for other ranges). LMDB keeps no counts per key range, so this is the cheapest exact evidence there is: a probe
-/// steps over at most a quarter of the table's entries, about 5 % of what a scan costs.
+/// Sizes come from bounded probes: each candidate range is counted up to a cap — the entries past which reading a
+/// row per entry costs more than scanning the table (about a quarter of it), or ten times the smallest range so far
+/// when that is more (the larger side of an intersection can be that much larger and still pay), and, for a range
+/// that streams in sort order, a few times the rows the limit needs. Counting takes a step per distinct value (the
+/// index keeps each value's rows as counted duplicates), so a probe costs at most a fraction of a scan and usually
+/// far less. A range that reaches its cap is guessed at no less than the cap and a share of its index (a tenth for
+/// equalities, a third for other ranges); intersections are only considered between ranges that were counted.
 struct CostEstimator {
     /// A row read by its key through the B-tree, decoded as far as the predicate needs.
     static let rowRead = 1.0
@@ -70,9 +70,10 @@ struct CostEstimator {
 
     /// The entries of `range`: probed, or guessed past the probe's cap.
     mutating func entries(of range: QueryPlan.IndexRange, streams: Bool = false) -> (entries: Double, counted: Bool) {
-        // Past this many entries, reading a row per entry costs more than scanning the table.
+        // Past this many entries, reading a row per entry costs more than scanning the table; a range up to ten
+        // times the smallest one is still worth counting, as the larger side of an intersection.
         var cap = max(256, Int(rows * Self.scannedRow / (Self.rowRead + Self.indexEntry)) + 1)
-        if let smallest { cap = min(cap, Int(smallest) * 10 + 100) }
+        if let smallest { cap = max(cap, min(Int(rows), Int(smallest) * 10 + 100)) }
         if streams, let wanted { cap = min(cap, Int(wanted) * 4 + 16) }
         let counted = statistics.probe(range, cap)
         let estimate = counted < cap
@@ -82,18 +83,23 @@ struct CostEstimator {
         return (estimate, counted < cap)
     }
 
-    /// One index range: its entries, then a row each (fewer when it streams in sort order and a limit stops it).
-    mutating func index(_ range: QueryPlan.IndexRange, rank: Int, streams: Bool, direction: ScanDirection, covered: Bool) -> QueryPlanner.Candidate {
+    /// One index range: its entries, then a row each (fewer when it streams in sort order and a limit stops it, or
+    /// when the residual is checked on the entries — `entryChecked` — and rejects some before their rows are read).
+    mutating func index(_ range: QueryPlan.IndexRange, rank: Int, streams: Bool, direction: ScanDirection, covered: Bool,
+                        entryChecked: Bool = false) -> QueryPlanner.Candidate {
         let (entries, counted) = entries(of: range, streams: streams)
         var candidate = QueryPlanner.Candidate(access: .index(range), rank: rank, entries: entries, counted: counted,
                                                streams: streams, direction: direction, covered: covered)
-        if answeredByEntries(covered: covered, streams: streams) {
-            let stepped = streams && request.resultType != .count ? min(entries, wanted ?? entries) : entries
-            candidate.cost = stepped * Self.indexEntry
+        // A residual rejects some rows: assume half of them when the range does not answer the predicate.
+        let kept = covered ? 1.0 : 0.5
+        if answeredByEntries(covered: covered || entryChecked, streams: streams) {
+            let stepped = streams && request.resultType != .count ? min(entries, (wanted ?? entries) / kept) : entries
+            candidate.cost = stepped * Self.indexEntry * (covered ? 1 : 2)
         } else {
-            // A residual rejects some rows: assume half of them when the range does not answer the predicate.
-            let read = streams ? min(entries, (wanted ?? entries) * (covered ? 1 : 2)) : entries
-            candidate.cost = read * (Self.rowRead + Self.indexEntry + residual) + sortCost(entries, streams: streams)
+            let stepped = streams ? min(entries, (wanted ?? entries) / kept) : entries
+            let read = entryChecked ? stepped * kept : stepped
+            candidate.cost = stepped * Self.indexEntry * (entryChecked ? 2 : 1) + read * (Self.rowRead + residual)
+                + sortCost(entries, streams: streams)
         }
         return candidate
     }

@@ -14,6 +14,16 @@ struct QueryPlan: CustomStringConvertible {
         let bounds: String
         /// `==` and `IN` ranges, which hold a small share of the index when they hold more than a probe counts.
         var isEquality = false
+        /// The index's elements, in key order.
+        var elements: [FetchIndexElementDescription] = []
+    }
+
+    /// One element of an index key, as the predicate reads it back from an entry.
+    struct EntryElement {
+        let name: String
+        let type: AttributeType
+        /// A descending element: its bytes are stored inverted.
+        let inverted: Bool
     }
 
     /// A comparison through a to-one (`department.name == "R&D"`): a range of the destination's index gives the
@@ -63,6 +73,9 @@ struct QueryPlan: CustomStringConvertible {
     /// Every term of the predicate is answered exactly by the index ranges: counts and object IDs read no row (a
     /// fetch of values still reads, and checks, the rows the ranges yield).
     var coveredByIndex = false
+    /// Every value the predicate reads is an element of the index range's keys (these, decoded in order): it is
+    /// checked on each entry before any row is read, and counts and object IDs read no row.
+    var entryElements: [EntryElement]?
     var entityName: String
     /// What is still checked on each row the access path yields (`nil`: nothing).
     var predicate: FetchPredicate?
@@ -86,7 +99,9 @@ struct QueryPlan: CustomStringConvertible {
         case .toManyJoin(let join): steps.append("AnyJoin(\(text(join.destination)) → \(join.label))")
         case .scan: steps.append("Scan(\(entityName))")
         }
-        if let predicate, !coveredByIndex { steps.append("Filter(\(predicate.predicateFormat))") }
+        if let predicate, !coveredByIndex {
+            steps.append("Filter(\(predicate.predicateFormat))" + (entryElements != nil ? " on index entries" : ""))
+        }
         if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
         if offset > 0 { steps.append("Offset(\(offset))") }
         if limit > 0 { steps.append("Limit(\(limit))") }
@@ -198,6 +213,9 @@ enum QueryPlanner {
             plan.streamsInSortOrder = best.streams
             plan.direction = best.direction
             plan.coveredByIndex = best.covered
+            if case .index(let range) = best.access, !best.covered {
+                plan.entryElements = entryElements(range, predicate: predicate.node, entity: request.entityName, model: model)
+            }
             return plan
         }
         // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
@@ -206,17 +224,25 @@ enum QueryPlanner {
             return chosen(Candidate(access: .index(only.range), rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
         }
         var candidates: [Candidate] = []
+        func checkedOnEntries(_ range: QueryPlan.IndexRange) -> Bool {
+            entryElements(range, predicate: predicate.node, entity: request.entityName, model: model) != nil
+        }
         if let compound {
-            candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false))
+            candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false,
+                                              entryChecked: checkedOnEntries(compound.index)))
         }
         let sized = singles.map { single in
             (candidate: estimator.index(single.range, rank: single.range.isEquality ? 1 : 2, streams: single.streams,
-                                        direction: single.direction, covered: single.covered), exactPath: single.exactPath)
+                                        direction: single.direction, covered: single.covered,
+                                        entryChecked: !single.covered && checkedOnEntries(single.range)),
+             exactPath: single.exactPath)
         }
         candidates += sized.map(\.candidate)
-        // The two smallest ranges on different attributes, intersected by row key.
+        // The two smallest ranges on different attributes, intersected by row key — when both were counted (past a
+        // probe's cap, a range's size is a guess, and so would be the intersection's).
         let bySize = sized.sorted { $0.candidate.entries < $1.candidate.entries }
-        if bySize.count >= 2, case .index(let first) = bySize[0].candidate.access, case .index(let second) = bySize[1].candidate.access {
+        if bySize.count >= 2, bySize[0].candidate.counted, bySize[1].candidate.counted,
+           case .index(let first) = bySize[0].candidate.access, case .index(let second) = bySize[1].candidate.access {
             // It answers the predicate when each range answers every term on its attribute and there are no others.
             let exactPaths = [bySize[0].exactPath, bySize[1].exactPath]
             let covered = !exactPaths.contains("") && terms.allSatisfy { exactPaths.contains($0.keyPath) }
@@ -229,6 +255,49 @@ enum QueryPlanner {
         }
         candidates.append(estimator.scan(rank: 7))
         return chosen(candidates.min { ($0.cost, $0.rank) < ($1.cost, $1.rank) }!)
+    }
+
+    /// How to read back, from an entry of `range`'s index, every value `node` reads — the elements up to the last
+    /// one it names, each a plain attribute of a type the key decoder reads, held unfolded — or `nil` when the
+    /// predicate reads anything else (a key path through a relationship, `SELF`, a variable, a subquery) or an
+    /// element it needs cannot be read back.
+    static func entryElements(_ range: QueryPlan.IndexRange, predicate node: PredicateNode, entity: String, model: ManagedObjectModel)
+        -> [QueryPlan.EntryElement]?
+    {
+        var names = Set<String>()
+        var plain = true
+        func visit(_ expression: ExpressionNode) {
+            switch expression {
+            case .keyPath(let path):
+                if path.contains(".") { plain = false } else { names.insert(path) }
+            case .evaluatedObject, .variable, .subquery, .assignment: plain = false
+            case .member(let base, _), .negate(let base), .index(let base, _): visit(base)
+            case .aggregate(let items), .function(_, let items): items.forEach(visit)
+            case .method(let base, _, let arguments): visit(base); arguments.forEach(visit)
+            case .arithmetic(_, let left, let right): visit(left); visit(right)
+            case .ternary(let condition, let yes, let no): visit(condition); visit(yes); visit(no)
+            case .constant: break
+            }
+        }
+        func visit(_ node: PredicateNode) {
+            switch node {
+            case .comparison(let comparison): visit(comparison.lhs); visit(comparison.rhs)
+            case .and(let operands), .or(let operands): operands.forEach(visit)
+            case .not(let operand): visit(operand)
+            case .constant: break
+            }
+        }
+        visit(node)
+        guard plain, !names.isEmpty else { return nil }
+        let decodable: Set<AttributeType> = [.integer16, .integer32, .integer64, .double, .float, .date, .boolean, .uuid, .string]
+        var elements: [QueryPlan.EntryElement] = []
+        for element in range.elements where !names.isEmpty {
+            guard element.collation == .binary, let attribute = model.attribute(named: element.propertyName, in: entity),
+                  !attribute.isTransient, decodable.contains(attribute.type) else { return nil }
+            elements.append(QueryPlan.EntryElement(name: element.propertyName, type: attribute.type, inverted: !element.isAscending))
+            names.remove(element.propertyName)
+        }
+        return names.isEmpty ? elements : nil
     }
 
     /// The rows evaluating `node` reads per row, in ``CostEstimator/rowRead`` units: one per to-one it follows,
@@ -347,6 +416,7 @@ enum QueryPlanner {
                                               label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
                                               ranges: range.ranges, bounds: range.text)
         indexRange.isEquality = chosen.contains { $0.op == .equal || $0.op == .in }
+        indexRange.elements = best.index.elements
         return (indexRange, best.owner, chosen, best.terms, best.index.elements.count)
     }
 
@@ -465,6 +535,7 @@ enum QueryPlanner {
                                                       label: "\(owner).\(index.name)", keyPath: index.elements[0].propertyName,
                                                       ranges: [range], bounds: "[" + bounds + "]")
                 indexRange.isEquality = constrained == position
+                indexRange.elements = index.elements
                 best = (score, indexRange, streams, direction)
             }
         }
