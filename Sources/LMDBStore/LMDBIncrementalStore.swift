@@ -199,8 +199,15 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// Many rows in one read transaction; see ``IncrementalStore/newValuesForObjects(with:)``.
     public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
         let state = try open
+        // Read in row-key order (neighbouring keys share pages), handed back in the order asked for.
+        func rowKey(_ id: ManagedObjectID) -> Int64 { if case .integer(let key) = id.referenceObject { key } else { 0 } }
+        let order = objectIDs.indices.sorted { (objectIDs[$0].entityName, rowKey(objectIDs[$0])) < (objectIDs[$1].entityName, rowKey(objectIDs[$1])) }
         return try state.environment.read { transaction in
-            try objectIDs.compactMap { id in try readRow(id, state: state, transaction: transaction).map { node(id, $0, in: state) } }
+            var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
+            for index in order {
+                nodes[index] = try readRow(objectIDs[index], state: state, transaction: transaction).map { node(objectIDs[index], $0, in: state) }
+            }
+            return nodes.compactMap { $0 }
         }
     }
 

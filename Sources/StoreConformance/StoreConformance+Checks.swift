@@ -33,8 +33,10 @@ extension StoreConformance {
         }
         let ids = items.map(\.objectID)
         let missing = ManagedObjectID(entityName: "Item", storeIdentifier: store.identifier, referenceObject: .integer(9_999_999))
-        let batched = try store.newValuesForObjects(with: ids + [missing])
-        try h.require(batched.map(\.objectID) == ids, "a batched read returned other objects (or kept a missing one)")
+        // Asked in an order of their own (not the store's), with a missing object among them.
+        let asked = Array(ids.reversed())
+        let batched = try store.newValuesForObjects(with: Array(asked.prefix(2)) + [missing] + asked.dropFirst(2))
+        try h.require(batched.map(\.objectID) == asked, "a batched read returned other objects, kept a missing one or changed the order")
         for node in batched {
             try h.require(node == (try store.newValuesForObject(with: node.objectID)), "\(node.objectID): batched and single reads differ")
         }
