@@ -13,12 +13,28 @@ extension LMDBIncrementalStore {
     }
 
     /// The ``QueryPlanner``'s plan for `request`, costed with bounded probes of the candidate ranges and LMDB's
-    /// table sizes, read in `transaction`.
+    /// table sizes, read in `transaction`. The candidate paths of a request shape are worked out once and kept
+    /// (up to 512 shapes; not for predicates holding objects); the costs, which follow the data, are worked out
+    /// every time.
     func plan(_ request: FetchRequest, state: OpenState, transaction: Transaction) -> QueryPlan {
+        let shape = PlanShape(entityName: request.entityName, includesSubentities: request.includesSubentities,
+                              predicate: request.predicate, sort: request.sortDescriptors)
+        var analysis = lock.withLock { () -> QueryPlanner.Analysis? in
+            let cached = planShapes[shape]
+            if cached != nil { planShapeHits += 1 }
+            return cached
+        }
+        if analysis == nil, let fresh = QueryPlanner.analyze(request, layout: layout, model: model) {
+            analysis = fresh
+            if QueryPlanner.isCacheable(request.predicate) { lock.withLock {
+                if planShapes.count >= 512 { planShapes.removeAll(keepingCapacity: true) }
+                planShapes[shape] = fresh
+            } }
+        }
         let statistics = PlanStatistics(
             entries: { name in (try? self.database(name, in: state).statistics(in: transaction).entries) ?? 0 },
             probe: { index, limit in (try? self.countEntries(in: index, upTo: limit, state: state, transaction: transaction)) ?? 0 })
-        return QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics)
+        return QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics, analysis: analysis)
     }
 
     /// A fetch, in one read transaction, following the ``QueryPlanner``'s plan: rows from key lookups, index

@@ -32,6 +32,18 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     let lock = NSLock()
     var state: OpenState?
     var metadataStorage: [String: String] = [:]
+    /// The planner's analysis of each request shape seen lately (guarded by `lock`); emptied when it fills up.
+    var planShapes: [PlanShape: QueryPlanner.Analysis] = [:]
+    /// How many plans reused a cached analysis (for tests).
+    var planShapeHits = 0
+
+    /// What a plan's candidate paths depend on: everything in a request but the window, result type and batching.
+    struct PlanShape: Hashable {
+        let entityName: String
+        let includesSubentities: Bool
+        let predicate: FetchPredicate?
+        let sort: [FetchSortDescriptor]
+    }
 
     /// A class: every row view and fetch keeps it, and sharing it costs one retain.
     final class OpenState {

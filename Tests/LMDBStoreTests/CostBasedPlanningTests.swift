@@ -68,6 +68,25 @@ import Testing
         }
     }
 
+    /// A request shape's candidate paths are worked out once; which one wins is costed on every fetch, so the plan
+    /// follows the data. Predicates holding objects are not kept.
+    @Test func cachedShapesAreCostedAgainstTheCurrentData() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(plannerModel)
+        let shape = try request("age < 10 AND score < -50", values: true)
+        #expect(store.explain(shape) == "IndexRange(Person.byAge (-inf, 10)) → Filter(age < 10 AND score < -50)")
+        let hits = store.lock.withLock { store.planShapeHits }
+        try loaded(coordinator)
+        #expect(store.explain(shape) == "Intersection(IndexRange(Person.byAge (-inf, 10)), IndexRange(Person.byScore (-inf, -50.0)))")
+        #expect(store.lock.withLock { store.planShapeHits } == hits + 1, "the second plan reused the shape's analysis")
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let someone = try #require(try context.fetch(FetchRequest(entityName: "Person")).first)
+        let withObject = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "SELF == %@ OR age == 3", someone))
+        _ = try context.fetch(withObject)
+        _ = try context.fetch(withObject)
+        #expect(store.lock.withLock { store.planShapes.keys.contains { $0.predicate == withObject.predicate } } == false)
+    }
+
     /// Ties on the sort key come in key order, as a scan then a stable sort gives them, also when the index is
     /// walked backwards (each run of equal values is reversed) and the limit falls inside a run.
     @Test func backwardWalksKeepTiesInKeyOrder() throws {

@@ -152,34 +152,59 @@ enum QueryPlanner {
         var cost: Double = 0
     }
 
-    static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel,
-                     statistics: PlanStatistics = .unknown) -> QueryPlan {
-        var plan = QueryPlan(entityName: request.entityName, predicate: request.predicate, sort: request.sortDescriptors,
-                             limit: request.fetchLimit, offset: request.fetchOffset)
-        guard let predicate = request.predicate, let entity = layout.entity(request.entityName) else { return plan }
+    /// What a request's shape — entity, sub-entities, predicate, sort — tells the planner before any data is
+    /// consulted: the candidate access paths and what each answers. The store caches it per shape; the costs, which
+    /// depend on the data, are worked out for every fetch (``plan(_:layout:model:statistics:analysis:)``).
+    struct Analysis {
+        struct Single {
+            let range: QueryPlan.IndexRange
+            let streams: Bool
+            let direction: ScanDirection
+            let covered: Bool
+            /// The range's attribute when the range answers every term on it (and all terms are usable), else empty.
+            let exactPath: String
+            let checkedOnEntries: Bool
+        }
+        /// `SELF == x` / `SELF IN xs`: the rows to read by key, and whether that answers the whole predicate.
+        var keys: (ids: [ManagedObjectID], answersAll: Bool)?
+        var compound: (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, checkedOnEntries: Bool)?
+        var singles: [Single] = []
+        var join: QueryPlan.Join?
+        var toMany: QueryPlan.ToManyJoin?
+        var unions: [(ranges: [QueryPlan.IndexRange], exact: Bool)] = []
+        var terms: [Term] = []
+        var conjunctCount = 0
+    }
+
+    /// The candidate access paths for `request`'s shape (`nil` without a predicate or for an unknown entity).
+    static func analyze(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel) -> Analysis? {
+        guard let predicate = request.predicate, let entity = layout.entity(request.entityName) else { return nil }
+        var analysis = Analysis()
         let conjuncts: [PredicateNode]
         switch normalized(predicate.node, entity: request.entityName, model: model) {
         case .and(let operands): conjuncts = operands
         case let node: conjuncts = [node]
         }
+        analysis.conjunctCount = conjuncts.count
         // `SELF == object` or `SELF IN objects`: read those rows by key, nothing else.
         for conjunct in conjuncts {
             if let ids = selfObjects(conjunct) {
-                plan.access = .keys(Array(Set(ids)).sorted())
-                // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
-                if conjuncts.count == 1 { plan.predicate = nil }
-                return plan
+                analysis.keys = (Array(Set(ids)).sorted(), conjuncts.count == 1)
+                return analysis
             }
         }
-        var terms: [Term] = []
         var allUsable = true
         for conjunct in conjuncts {
-            if let term = term(conjunct, entity: request.entityName, model: model) { terms.append(term) } else { allUsable = false }
+            if let term = term(conjunct, entity: request.entityName, model: model) { analysis.terms.append(term) } else { allUsable = false }
         }
-        let compound = compoundPlan(terms, entity: entity, request: request, model: model)
-        // One range per indexed attribute (and collation) the terms compare; `exactPath` is its attribute when the
-        // range answers every term on it (and all terms are usable), else empty.
-        var singles: [(range: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, covered: Bool, exactPath: String)] = []
+        let terms = analysis.terms
+        func checkedOnEntries(_ range: QueryPlan.IndexRange) -> Bool {
+            entryElements(range, predicate: predicate.node, entity: request.entityName, model: model) != nil
+        }
+        if let compound = compoundPlan(terms, entity: entity, request: request, model: model) {
+            analysis.compound = (compound.index, compound.streams, compound.direction, checkedOnEntries(compound.index))
+        }
+        // One range per indexed attribute (and collation) the terms compare.
         var attributes: [(String, FetchIndexElementDescription.Collation)] = []
         for term in terms where !attributes.contains(where: { $0 == (term.keyPath, term.collation) }) {
             attributes.append((term.keyPath, term.collation))
@@ -200,12 +225,30 @@ enum QueryPlanner {
                 streams = true
                 direction = sort.ascending ? .forward : .reverse
             }
-            singles.append((single.range, streams, direction, covered, exact && allUsable ? keyPath : ""))
+            analysis.singles.append(Analysis.Single(range: single.range, streams: streams, direction: direction, covered: covered,
+                                                    exactPath: exact && allUsable ? keyPath : "",
+                                                    checkedOnEntries: !covered && checkedOnEntries(single.range)))
         }
-        let joined = join(conjuncts, entity: request.entityName, layout: layout, model: model)
-        let unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
-        let toMany = toManyJoin(conjuncts, entity: request.entityName, layout: layout, model: model)
+        analysis.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
+        analysis.unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
+        analysis.toMany = toManyJoin(conjuncts, entity: request.entityName, layout: layout, model: model)
+        return analysis
+    }
 
+    /// The plan for `request`: its shape's candidate paths (`analysis`, or analysed now), costed with `statistics`,
+    /// the cheapest chosen.
+    static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel,
+                     statistics: PlanStatistics = .unknown, analysis given: Analysis? = nil) -> QueryPlan {
+        var plan = QueryPlan(entityName: request.entityName, predicate: request.predicate, sort: request.sortDescriptors,
+                             limit: request.fetchLimit, offset: request.fetchOffset)
+        guard let predicate = request.predicate, let entity = layout.entity(request.entityName),
+              let analysis = given ?? analyze(request, layout: layout, model: model) else { return plan }
+        if let keys = analysis.keys {
+            plan.access = .keys(keys.ids)
+            // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
+            if keys.answersAll { plan.predicate = nil }
+            return plan
+        }
         var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
         estimator.residual = relationshipReads(predicate.node, entity: entity, layout: layout, model: model, statistics: statistics)
         func chosen(_ best: Candidate) -> QueryPlan {
@@ -219,22 +262,18 @@ enum QueryPlanner {
             return plan
         }
         // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
-        if compound == nil, joined == nil, unions.isEmpty, toMany == nil, singles.count == 1, let only = singles.first,
-           estimator.answeredByEntries(covered: only.covered, streams: only.streams) {
+        if analysis.compound == nil, analysis.join == nil, analysis.unions.isEmpty, analysis.toMany == nil, analysis.singles.count == 1,
+           let only = analysis.singles.first, estimator.answeredByEntries(covered: only.covered, streams: only.streams) {
             return chosen(Candidate(access: .index(only.range), rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
         }
         var candidates: [Candidate] = []
-        func checkedOnEntries(_ range: QueryPlan.IndexRange) -> Bool {
-            entryElements(range, predicate: predicate.node, entity: request.entityName, model: model) != nil
-        }
-        if let compound {
+        if let compound = analysis.compound {
             candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false,
-                                              entryChecked: checkedOnEntries(compound.index)))
+                                              entryChecked: compound.checkedOnEntries))
         }
-        let sized = singles.map { single in
+        let sized = analysis.singles.map { single in
             (candidate: estimator.index(single.range, rank: single.range.isEquality ? 1 : 2, streams: single.streams,
-                                        direction: single.direction, covered: single.covered,
-                                        entryChecked: !single.covered && checkedOnEntries(single.range)),
+                                        direction: single.direction, covered: single.covered, entryChecked: single.checkedOnEntries),
              exactPath: single.exactPath)
         }
         candidates += sized.map(\.candidate)
@@ -245,13 +284,13 @@ enum QueryPlanner {
            case .index(let first) = bySize[0].candidate.access, case .index(let second) = bySize[1].candidate.access {
             // It answers the predicate when each range answers every term on its attribute and there are no others.
             let exactPaths = [bySize[0].exactPath, bySize[1].exactPath]
-            let covered = !exactPaths.contains("") && terms.allSatisfy { exactPaths.contains($0.keyPath) }
+            let covered = !exactPaths.contains("") && analysis.terms.allSatisfy { exactPaths.contains($0.keyPath) }
             candidates.append(estimator.intersection([first, second], sizes: (bySize[0].candidate, bySize[1].candidate), rank: 3, covered: covered))
         }
-        if let joined { candidates.append(estimator.join(joined, rank: 4)) }
-        if let toMany { candidates.append(estimator.toManyJoin(toMany, rank: 5)) }
-        for union in unions {
-            candidates.append(estimator.union(union.ranges, rank: 6, covered: union.exact && conjuncts.count == 1))
+        if let joined = analysis.join { candidates.append(estimator.join(joined, rank: 4)) }
+        if let toMany = analysis.toMany { candidates.append(estimator.toManyJoin(toMany, rank: 5)) }
+        for union in analysis.unions {
+            candidates.append(estimator.union(union.ranges, rank: 6, covered: union.exact && analysis.conjunctCount == 1))
         }
         candidates.append(estimator.scan(rank: 7))
         return chosen(candidates.min { ($0.cost, $0.rank) < ($1.cost, $1.rank) }!)
@@ -266,28 +305,13 @@ enum QueryPlanner {
     {
         var names = Set<String>()
         var plain = true
-        func visit(_ expression: ExpressionNode) {
+        forEachExpression(in: node) { expression in
             switch expression {
-            case .keyPath(let path):
-                if path.contains(".") { plain = false } else { names.insert(path) }
+            case .keyPath(let path): if path.contains(".") { plain = false } else { names.insert(path) }
             case .evaluatedObject, .variable, .subquery, .assignment: plain = false
-            case .member(let base, _), .negate(let base), .index(let base, _): visit(base)
-            case .aggregate(let items), .function(_, let items): items.forEach(visit)
-            case .method(let base, _, let arguments): visit(base); arguments.forEach(visit)
-            case .arithmetic(_, let left, let right): visit(left); visit(right)
-            case .ternary(let condition, let yes, let no): visit(condition); visit(yes); visit(no)
-            case .constant: break
+            default: break
             }
         }
-        func visit(_ node: PredicateNode) {
-            switch node {
-            case .comparison(let comparison): visit(comparison.lhs); visit(comparison.rhs)
-            case .and(let operands), .or(let operands): operands.forEach(visit)
-            case .not(let operand): visit(operand)
-            case .constant: break
-            }
-        }
-        visit(node)
         guard plain, !names.isEmpty else { return nil }
         let decodable: Set<AttributeType> = [.integer16, .integer32, .integer64, .double, .float, .date, .boolean, .uuid, .string]
         var elements: [QueryPlan.EntryElement] = []
@@ -300,21 +324,18 @@ enum QueryPlanner {
         return names.isEmpty ? elements : nil
     }
 
-    /// The rows evaluating `node` reads per row, in ``CostEstimator/rowRead`` units: one per to-one it follows,
-    /// and for each to-many the relationship's average size (its link or to-one table's entries per row).
-    static func relationshipReads(_ node: PredicateNode, entity: StoreLayout.EntityLayout, layout: StoreLayout, model: ManagedObjectModel,
-                                  statistics: PlanStatistics) -> Double {
-        var names = Set<String>()
+    /// Calls `body` with every expression of `node`, nested ones included (a subquery's collection, not its own
+    /// predicate, whose key paths start at its variable).
+    static func forEachExpression(in node: PredicateNode, _ body: (ExpressionNode) -> Void) {
         func visit(_ expression: ExpressionNode) {
+            body(expression)
             switch expression {
-            case .keyPath(let path): names.insert(String(path.prefix { $0 != "." }))
-            case .member(let base, _), .negate(let base), .index(let base, _), .subquery(let base, _, _): visit(base)
+            case .member(let base, _), .negate(let base), .index(let base, _), .subquery(let base, _, _), .assignment(_, let base): visit(base)
             case .aggregate(let items), .function(_, let items): items.forEach(visit)
             case .method(let base, _, let arguments): visit(base); arguments.forEach(visit)
             case .arithmetic(_, let left, let right): visit(left); visit(right)
-            case .assignment(_, let value): visit(value)
             case .ternary(let condition, let yes, let no): visit(condition); visit(yes); visit(no)
-            case .constant, .evaluatedObject, .variable: break
+            case .constant, .evaluatedObject, .variable, .keyPath: break
             }
         }
         func visit(_ node: PredicateNode) {
@@ -326,6 +347,35 @@ enum QueryPlanner {
             }
         }
         visit(node)
+    }
+
+    /// Whether a request's analysis may be kept: not when its predicate holds objects (a cache must not keep
+    /// managed objects, and their contexts, alive).
+    static func isCacheable(_ predicate: FetchPredicate?) -> Bool {
+        guard let predicate else { return true }
+        func holdsObjects(_ value: PredicateValue) -> Bool {
+            switch value {
+            case .object: true
+            case .array(let items): items.contains(where: holdsObjects)
+            case .dictionary(let items): items.values.contains(where: holdsObjects)
+            default: false
+            }
+        }
+        var cacheable = true
+        forEachExpression(in: predicate.node) { expression in
+            if case .constant(let value) = expression, holdsObjects(value) { cacheable = false }
+        }
+        return cacheable
+    }
+
+    /// The rows evaluating `node` reads per row, in ``CostEstimator/rowRead`` units: one per to-one it follows,
+    /// and for each to-many the relationship's average size (its link or to-one table's entries per row).
+    static func relationshipReads(_ node: PredicateNode, entity: StoreLayout.EntityLayout, layout: StoreLayout, model: ManagedObjectModel,
+                                  statistics: PlanStatistics) -> Double {
+        var names = Set<String>()
+        forEachExpression(in: node) { expression in
+            if case .keyPath(let path) = expression { names.insert(String(path.prefix { $0 != "." })) }
+        }
         let rows = Double(max(1, statistics.entries(StoreLayout.rowsDatabase(root: entity.root))))
         var reads = 0.0
         for name in names {
