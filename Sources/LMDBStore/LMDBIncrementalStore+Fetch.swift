@@ -78,7 +78,7 @@ extension LMDBIncrementalStore {
             }
             if plan.coveredByIndex || plan.entryElements != nil, request.resultType == .managedObjectID
                 || (request.resultType == .managedObject && request.returnsObjectsAsFaults),
-               request.sortDescriptors.isEmpty || plan.streamsInSortOrder {
+               request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && !plan.resortsLongKeys) {
                 // The index entries answer the whole predicate: object IDs straight from them, no row read.
                 var ids: [(key: UInt64, tag: UInt16)] = []
                 if case .index(let index) = plan.access {
@@ -275,17 +275,28 @@ extension LMDBIncrementalStore {
                 if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
             }
         case .index(let index):
-            // Walking backwards, ties (equal values) come in descending key order: each run is reversed, and the
-            // walk stops only between runs.
+            // Entries come in runs: of equal keys, or — where text is streamed in sort order — of keys sharing the
+            // prefix a value too long for the key is cut to (such values sort among themselves by digest, so the run
+            // is sorted by the rows' full values). Walking backwards, a run comes in descending key order and is
+            // reversed first, so ties stay in key order. The walk stops only between runs.
             let reverse = plan.direction == .reverse
+            let cutPrefix = plan.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
             var run: [UInt8] = []
             var runStart = 0
+            func closeRun() {
+                if reverse { matches[runStart...].reverse() }
+                if run.count >= cutPrefix, matches.count - runStart > 1 {
+                    let sorted = FetchSortDescriptor.sorted(Array(matches[runStart...]), using: request.sortDescriptors)
+                    matches.replaceSubrange(runStart..., with: sorted)
+                }
+                runStart = matches.count
+            }
             try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
-                if reverse, !run.elementsEqual(entry.key) {
-                    matches[runStart...].reverse()
-                    runStart = matches.count
+                let runKey = entry.key.prefix(cutPrefix)
+                if (reverse || plan.resortsLongKeys), !run.elementsEqual(runKey) {
+                    closeRun()
                     if matches.count >= wanted { return false }
-                    run = Array(entry.key)
+                    run = Array(runKey)
                 }
                 guard family.contains(tag) else { return true }
                 // An entry whose key already shows the row does not match is passed over without reading the row.
@@ -294,9 +305,9 @@ extension LMDBIncrementalStore {
                     return true
                 }
                 if let view = try consider(key: key, tag: tag) { matches.append(view) }
-                return corrupted == nil && (reverse || matches.count < wanted)
+                return corrupted == nil && (reverse || plan.resortsLongKeys || matches.count < wanted)
             }
-            if reverse { matches[runStart...].reverse() }
+            if reverse || plan.resortsLongKeys { closeRun() }
         case .union, .intersection, .toManyJoin:
             for (key, tag) in try rowKeys(plan.access, family: family, state: state, transaction: transaction)
             where matches.count < wanted && corrupted == nil {

@@ -206,6 +206,31 @@ let longName = String(repeating: "L", count: 600)
         #expect(try names("name <= 'Ann'") == ["ANN\u{0}", "Am", "Ann"])
     }
 
+    /// Text sorted by its own index streams in index order; values too long for a key, cut to a shared prefix and
+    /// ordered by digest in the index, are put back in value order (ties in key order), both ways, at every limit.
+    @Test func longTextStreamsInValueOrder() throws {
+        let folder = StoreFolder()
+        let (lmdb, store) = try folder.coordinator(plannerModel)
+        let memory = PersistentStoreCoordinator(managedObjectModel: plannerModel)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        let names = [longName + "b", "Zed", longName + "a", longName, "Al", longName + "ab", longName + "a", String(repeating: "L", count: 495), "Lx"]
+        for coordinator in [lmdb, memory] {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for name in names { try context.insertNewObject(forEntityName: "Person").setValue(name, forKey: "name") }
+            try context.save()
+        }
+        for ascending in [true, false] {
+            for limit in [0, 1, 2, 3, 5, 8] {
+                let request = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "name >= 'A'"),
+                                           sortDescriptors: [FetchSortDescriptor(keyPath: "name", ascending: ascending)]).with { $0.fetchLimit = limit }
+                #expect(!store.explain(request).contains("Sort("), "\(store.explain(request))")
+                let mine = try ManagedObjectContext(coordinator: lmdb).fetch(request).map { $0.objectID.referenceObject }
+                let theirs = try ManagedObjectContext(coordinator: memory).fetch(request).map { $0.objectID.referenceObject }
+                #expect(mine == theirs, "ascending \(ascending) limit \(limit)")
+            }
+        }
+    }
+
     /// `SELF == %@` and `SELF IN %@` read exactly those rows by key, and answer as a scan with the same predicate does.
     @Test func selfComparisonsBecomeKeyLookups() throws {
         let folder = StoreFolder()

@@ -74,6 +74,10 @@ struct IndexEntries {
         }
     }
 
+    /// How many leading bytes a one-element key keeps of a value too long for it (``fit(_:)``): keys that long or
+    /// longer may sort among each other by digest, not by value.
+    static let cutElementPrefix = maxTupleBytes - 10
+
     /// Joins elements into a key of at most ``maxTupleBytes`` bytes: when they are too long, each element
     /// longer than its share is cut to that share and ended with 0x00 0x02 and an 8-byte FNV-1a digest of the whole
     /// element, so equal values still give equal keys and the order of the cut prefixes is kept.

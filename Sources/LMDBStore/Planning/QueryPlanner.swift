@@ -69,6 +69,9 @@ struct QueryPlan: CustomStringConvertible {
     var access: Access = .scan
     /// The index order is the requested order (walked this way), so the fetch stops after offset + limit matches.
     var streamsInSortOrder = false
+    /// The streamed keys are text, whose values too long for a key are cut: runs of keys sharing the cut prefix
+    /// are sorted by the rows' values before they are handed on.
+    var resortsLongKeys = false
     var direction: ScanDirection = .forward
     /// Every term of the predicate is answered exactly by the index ranges: counts and object IDs read no row (a
     /// fetch of values still reads, and checks, the rows the ranges yield).
@@ -217,11 +220,13 @@ enum QueryPlanner {
             // Index order is the value order only for values whose keys are never cut (a string, URI or data value
             // over the key limit is stored as a prefix and a digest), and ties are in row-key order (as a sorted
             // scan gives them) only in an index of that one attribute.
+            // Text streams too (bytes of NFC UTF-8 order as Swift orders strings), its cut values re-sorted by run.
             var streams = false
             var direction = ScanDirection.forward
+            let type = model.attribute(named: keyPath, in: request.entityName)?.type
             if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == keyPath,
-               sort.comparison == .default, single.elementCount == 1,
-               keysAreNeverCut(model.attribute(named: keyPath, in: request.entityName)?.type) {
+               sort.comparison == .default, single.elementCount == 1, collation == .binary,
+               keysAreNeverCut(type) || type == .string {
                 streams = true
                 direction = sort.ascending ? .forward : .reverse
             }
@@ -256,6 +261,10 @@ enum QueryPlanner {
             plan.streamsInSortOrder = best.streams
             plan.direction = best.direction
             plan.coveredByIndex = best.covered
+            if case .index(let range) = best.access, best.streams,
+               let element = range.elements.first, model.attribute(named: element.propertyName, in: request.entityName)?.type == .string {
+                plan.resortsLongKeys = true
+            }
             if case .index(let range) = best.access, !best.covered {
                 plan.entryElements = entryElements(range, predicate: predicate.node, entity: request.entityName, model: model)
             }
