@@ -304,6 +304,23 @@ extension LMDBIncrementalStore {
     }
 }
 
+extension LMDBIncrementalStore {
+    /// The floor an indexed fetch or count is measured against: the environment, the table of the fetch index
+    /// `index` declared on `entity`, and the key range of its integer values `lower...upper` — to be walked or
+    /// counted with the `LMDB` module alone (each value: row key, then entity tag).
+    @_spi(Benchmarks)
+    public func integerIndexRangeForBenchmark(entity: String, index: String, from lower: Int64, through upper: Int64) throws
+        -> (environment: Environment, database: Database, range: KeyRange)
+    {
+        let state = try open
+        var low: [UInt8] = [], high: [UInt8] = []
+        TupleEncoding.append(.integer(lower), to: &low)
+        TupleEncoding.append(.integer(upper), to: &high)
+        return (state.environment, database(StoreLayout.indexDatabase(entity: entity, index: index), in: state),
+                KeyRange(lower: .inclusive(low), upper: .inclusive(high)))
+    }
+}
+
 // MARK: - Changes from other processes
 
 extension LMDBIncrementalStore {

@@ -119,6 +119,27 @@ struct RawSide {
     func pointRead(_ key: Int) throws -> Int {
         try store.decodeRowForBenchmark(rawKey: UInt64(key), root: "Employee")
     }
+
+    /// The row keys of the employees aged `low...high`, from the age index's entries in one read transaction.
+    func employeeKeys(agedFrom low: Int, through high: Int) throws -> [UInt64] {
+        let (environment, index, range) = try store.integerIndexRangeForBenchmark(entity: "Employee", index: "byAge", from: Int64(low), through: Int64(high))
+        return try environment.read { transaction in
+            try index.withCursor(in: transaction) { cursor in
+                var keys: [UInt64] = []
+                try cursor.forEach(in: range) { entry in
+                    keys.append(entry.value.loadUnaligned(as: UInt64.self).bigEndian)
+                    return true
+                }
+                return keys
+            }
+        }
+    }
+
+    /// How many employees are aged `low...high`, counted on the age index (a step per age).
+    func countEmployees(agedFrom low: Int, through high: Int) throws -> Int {
+        let (environment, index, range) = try store.integerIndexRangeForBenchmark(entity: "Employee", index: "byAge", from: Int64(low), through: Int64(high))
+        return try environment.read { transaction in try index.withCursor(in: transaction) { try $0.count(in: range) } }
+    }
 }
 
 func fileSize(_ url: URL) -> Int {

@@ -130,6 +130,11 @@ struct Workloads {
                 _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE age = ?", arguments: [ages[n % ages.count]])
             }
         })
+        try check(name, try raw.employeeKeys(agedFrom: ages[0], through: ages[0]).count == (try lmdbIDs(ObjectFetchRequest(
+            entityName: "Employee", predicate: try FetchPredicate(format: "age == %@", ages[0])))).count, "raw LMDB's count of age \(ages[0])")
+        record(try measure(name, "raw LMDB", objects: dataset.employees, budget: budget) { n in
+            _ = try raw.employeeKeys(agedFrom: ages[n % ages.count], through: ages[n % ages.count])
+        })
     }
 
     mutating func rangeSortLimit() throws {
@@ -170,6 +175,10 @@ struct Workloads {
             try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
                 _ = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM employee WHERE age BETWEEN 30 AND 39")
             }
+        })
+        try check(name, try raw.countEmployees(agedFrom: 30, through: 39) == theirs, "raw LMDB's count")
+        record(try measure(name, "raw LMDB", objects: dataset.employees, budget: budget) { _ in
+            _ = try raw.countEmployees(agedFrom: 30, through: 39)
         })
     }
 
