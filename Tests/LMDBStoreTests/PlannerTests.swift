@@ -58,14 +58,40 @@ func compareRandomFetches(lmdb: PersistentStoreCoordinator, memory: PersistentSt
             if random.next() % 2 == 0 { request.fetchLimit = Int(random.next() % 20) + 1; request.fetchOffset = Int(random.next() % 5) }
         }
         plans.append(store.explain(request))
-        let mine = try ManagedObjectContext(coordinator: lmdb).fetchObjectIDs(request).map(\.referenceObject)
-        let theirs = try ManagedObjectContext(coordinator: memory).fetchObjectIDs(request).map(\.referenceObject)
+        let mineIDs = try ManagedObjectContext(coordinator: lmdb).fetchObjectIDs(request)
+        let theirIDs = try ManagedObjectContext(coordinator: memory).fetchObjectIDs(request)
+        let mine = mineIDs.map(\.referenceObject), theirs = theirIDs.map(\.referenceObject)
         let described = "trial \(trial) (seed \(seed)): \(request.entityName) \(text) sort \(request.sortDescriptors) limit \(request.fetchLimit) offset \(request.fetchOffset)"
-        #expect(mine == theirs, "\(described)", sourceLocation: sourceLocation)
+        let rows = mine == theirs ? "" : (try? disagreement(mineIDs, theirIDs, lmdb: lmdb, memory: memory)) ?? "(unreadable)"
+        #expect(mine == theirs, "\(described), plan \(plans.last!); the rows the stores disagree on:\n\(rows)", sourceLocation: sourceLocation)
         #expect(try ManagedObjectContext(coordinator: lmdb).count(for: request) == theirs.count, "\(described): count", sourceLocation: sourceLocation)
         if mine != theirs { break }
     }
     return plans
+}
+
+/// The smallest dataset that shows a disagreement: each object only one store returned, or — when both returned the
+/// same objects in another order — the two at the first position where the orders part, with every attribute value
+/// (`entity key {name: value, …}`); empty when the results agree.
+func disagreement(_ mine: [ManagedObjectID], _ theirs: [ManagedObjectID], lmdb: PersistentStoreCoordinator,
+                  memory: PersistentStoreCoordinator) throws -> String {
+    let (myKeys, theirKeys) = (mine.map(\.referenceObject), theirs.map(\.referenceObject))
+    guard myKeys != theirKeys else { return "" }
+    var shown: [(ManagedObjectID, PersistentStoreCoordinator, String)] = []
+    let onlyMine = Set(myKeys).subtracting(theirKeys), onlyTheirs = Set(theirKeys).subtracting(myKeys)
+    shown += mine.filter { onlyMine.contains($0.referenceObject) }.map { ($0, lmdb, "only the LMDB store returned") }
+    shown += theirs.filter { onlyTheirs.contains($0.referenceObject) }.map { ($0, memory, "only the in-memory store returned") }
+    if shown.isEmpty, let split = myKeys.indices.first(where: { myKeys[$0] != theirKeys[$0] }) {
+        shown = [(mine[split], lmdb, "LMDB store's object at position \(split)"), (theirs[split], memory, "in-memory store's object at position \(split)")]
+    }
+    return try shown.map { id, coordinator, why in
+        let object = try ManagedObjectContext(coordinator: coordinator).existingObject(with: id)
+        let names = coordinator.managedObjectModel.allProperties(of: id.entityName).compactMap { property -> String? in
+            if case .attribute(let attribute) = property { attribute.name } else { nil }
+        }.sorted()
+        let values = names.map { "\($0): \(String(describing: object.value(forKey: $0)).prefix(80))" }.joined(separator: ", ")
+        return "  \(why): \(id.entityName) \(id.referenceObject) {\(values)}"
+    }.joined(separator: "\n")
 }
 
 /// 600 characters: with any suffix, longer than an index key may be.
