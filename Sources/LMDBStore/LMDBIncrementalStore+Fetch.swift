@@ -229,7 +229,7 @@ extension LMDBIncrementalStore {
                 return true
             }
             keys = found.map { ($0.key, $0.value) }
-        case .scan, .keys, .index, .join:
+        case .scan, .keys, .index, .join, .empty:
             preconditionFailure("row keys are gathered for unions, intersections and to-many joins only")
         }
         keys.sort { $0.key < $1.key }
@@ -328,6 +328,8 @@ extension LMDBIncrementalStore {
                     return corrupted == nil
                 }
             }
+        case .empty:
+            break
         case .scan:
             try rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
@@ -352,7 +354,7 @@ extension LMDBIncrementalStore {
         case .index, .join, .keys:
             // Index order is (value, key); results without a usable order come in key order, as a scan gives them.
             if !plan.streamsInSortOrder { matches.sort { $0.key < $1.key } }
-        case .union, .intersection, .toManyJoin, .scan:
+        case .union, .intersection, .toManyJoin, .scan, .empty:
             break
         }
         if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {

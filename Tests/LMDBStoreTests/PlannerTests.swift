@@ -162,6 +162,11 @@ let longName = String(repeating: "L", count: 600)
         assertPlan(store, try request("NOT (age != 3 AND age != 4)"), "IndexRange(Person.byAge {3, 4})")
         assertPlan(store, try request("NOT age < 30"), "Scan(Person) → Filter(NOT age < 30)")
         assertPlan(store, try request("NOT name < nil"), "Scan(Person) → Filter(NOT name < nil)")
+        // Constants fold away: FALSE decides an AND (nothing is read), TRUE drops out of it.
+        assertPlan(store, try request("age == 30 AND FALSEPREDICATE"), "Empty(Person)")
+        assertPlan(store, try request("NOT TRUEPREDICATE OR (FALSEPREDICATE AND age > 3)"), "Empty(Person)")
+        assertPlan(store, try request("TRUEPREDICATE AND age == 30"), "IndexRange(Person.byAge [30, 30])")
+        assertPlan(store, try request("age == 30 OR TRUEPREDICATE"), "Scan(Person) → Filter(age == 30 OR TRUEPREDICATE)")
         assertPlan(store, try request("score < 0", sort: [FetchSortDescriptor(keyPath: "name")], limit: 5),
                    "IndexRange(Person.byScore (-inf, 0.0)) → Sort(name ascending) → Limit(5)")
     }
@@ -199,7 +204,8 @@ let longName = String(repeating: "L", count: 600)
                 if random.next() % 4 == 0 { return "city IN[c] {\(random.pick(["'LIMA', 'oslo'", "'pune'", "'Oslo', 'OSLO', nil"]))}" }
                 return "city \(random.pick(["==", "!=", "==[c]", "<[c]", "BEGINSWITH[c]", ">=[c]"])) \(random.pick(["'Oslo'", "'Lima'", "nil", "'OSLO'", "'pU'"]))"
             case 5: return "\(random.pick(["age", "score"])) IN {\(random.pick(["1, 30", "17", "59, 0, 59", "nil, 3", "30.5, 30"]))}"
-            default: return random.pick(["30 <= age", "0 > score", "'Bob' == name", "name IN {'Bob', 'Ann', 'Zoe 3'}", "(age == 3 OR age == 40)"])
+            default: return random.pick(["30 <= age", "0 > score", "'Bob' == name", "name IN {'Bob', 'Ann', 'Zoe 3'}", "(age == 3 OR age == 40)",
+                                         "TRUEPREDICATE", "FALSEPREDICATE"])
             }
         }
         let folded = plans.filter { $0.hasPrefix("IndexRange(Person.byFoldedName") || $0.hasPrefix("IndexRange(Person.byCaseCity") }.count
@@ -285,8 +291,8 @@ let longName = String(repeating: "L", count: 600)
         for (format, entity, includesSubentities) in [("SELF IN %@", "Person", true), ("SELF IN %@", "Person", false), ("SELF IN %@", "Student", true),
                                                        ("SELF IN %@ AND age >= 10", "Person", true), ("NOT SELF IN %@", "Person", true)] {
             let request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format, ids)).with { $0.includesSubentities = includesSubentities }
-            // The same predicate ORed with FALSEPREDICATE is no conjunction of terms: the planner scans.
-            let scanned = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: "(\(format)) OR FALSEPREDICATE", ids))
+            // The same predicate ORed with a term no index answers is no conjunction of terms: the planner scans.
+            let scanned = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: "(\(format)) OR name CONTAINS 'no such name'", ids))
                 .with { $0.includesSubentities = includesSubentities }
             #expect(store.explain(scanned).hasPrefix("Scan("))
             let fresh = ManagedObjectContext(coordinator: coordinator)

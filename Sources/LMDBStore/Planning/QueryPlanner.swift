@@ -53,6 +53,8 @@ struct QueryPlan: CustomStringConvertible {
     enum Access {
         /// Every row of the entity's root table.
         case scan
+        /// Nothing: the predicate is false whatever the row (`FALSEPREDICATE`, `x AND FALSEPREDICATE`).
+        case empty
         /// `SELF == %@` / `SELF IN %@`: the objects to read by primary key.
         case keys([ManagedObjectID])
         /// The entries of one index range.
@@ -101,6 +103,7 @@ struct QueryPlan: CustomStringConvertible {
         case .join(let join): steps.append("Join(\(text(join.destination)) → \(join.label))")
         case .toManyJoin(let join): steps.append("AnyJoin(\(text(join.destination)) → \(join.label))")
         case .scan: steps.append("Scan(\(entityName))")
+        case .empty: steps.append("Empty(\(entityName))")
         }
         if let predicate, !coveredByIndex {
             steps.append("Filter(\(predicate.predicateFormat))" + (entryElements != nil ? " on index entries" : ""))
@@ -118,7 +121,7 @@ struct QueryPlan: CustomStringConvertible {
         case .union(let indexes), .intersection(let indexes): indexes
         case .join(let join): [join.destination]
         case .toManyJoin(let join): [join.destination]
-        case .scan, .keys: []
+        case .scan, .keys, .empty: []
         }
     }
 }
@@ -177,6 +180,8 @@ enum QueryPlanner {
         var unions: [(ranges: [QueryPlan.IndexRange], exact: Bool)] = []
         var terms: [Term] = []
         var conjunctCount = 0
+        /// The predicate is false for every row.
+        var matchesNothing = false
     }
 
     /// The candidate access paths for `request`'s shape (`nil` without a predicate or for an unknown entity).
@@ -185,6 +190,10 @@ enum QueryPlanner {
         var analysis = Analysis()
         let conjuncts: [PredicateNode]
         switch normalized(predicate.node, entity: request.entityName, model: model) {
+        case .constant(false):
+            analysis.matchesNothing = true
+            return analysis
+        case .constant(true): conjuncts = []
         case .and(let operands): conjuncts = operands
         case let node: conjuncts = [node]
         }
@@ -248,6 +257,11 @@ enum QueryPlanner {
                              limit: request.fetchLimit, offset: request.fetchOffset)
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName),
               let analysis = given ?? analyze(request, layout: layout, model: model) else { return plan }
+        if analysis.matchesNothing {
+            plan.access = .empty
+            plan.predicate = nil
+            return plan
+        }
         if let keys = analysis.keys {
             plan.access = .keys(keys.ids)
             // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
@@ -615,15 +629,19 @@ enum QueryPlanner {
         case .and(let operands), .or(let operands):
             let isAnd: Bool
             if case .and = node { isAnd = !negated } else { isAnd = negated }
+            // Constants fold: TRUE drops out of an AND and decides an OR, FALSE the other way round.
             var flat: [PredicateNode] = []
             for operand in operands {
                 let inner = normalized(operand, entity: entity, model: model, negated: negated)
                 switch (inner, isAnd) {
+                case (.constant(let value), _):
+                    if value != isAnd { return .constant(value) }
                 case (.and(let nested), true), (.or(let nested), false): flat += nested
                 default: flat.append(inner)
                 }
             }
-            return isAnd ? .and(flat) : .or(flat)
+            if flat.count == 1 { return flat[0] }
+            return flat.isEmpty ? .constant(isAnd) : isAnd ? .and(flat) : .or(flat)
         case .comparison(let comparison):
             guard negated else { return node }
             return negation(of: comparison, entity: entity, model: model).map(PredicateNode.comparison) ?? .not(node)
