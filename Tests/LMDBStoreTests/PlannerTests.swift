@@ -146,6 +146,11 @@ let longName = String(repeating: "L", count: 600)
         assertPlan(store, try request("city ==[c] 'OSLO'"), "IndexRange(Person.byCaseCity [\"oslo\", \"oslo\"]) → Filter(city ==[c] \"OSLO\")")
         assertPlan(store, try request("city IN[c] {'Oslo', 'LIMA'}"), "IndexRange(Person.byCaseCity {\"oslo\", \"lima\"}) → Filter(city IN[c] {\"Oslo\", \"LIMA\"})")
         assertPlan(store, try request("name BEGINSWITH[c] 'an'"), "Scan(Person) → Filter(name BEGINSWITH[c] \"an\")")
+        // A comparison that folds less than an index does uses it as a superset for == and IN: [d] and [c] on a
+        // [cd] index, an exact comparison on a [c] one when no binary index exists.
+        assertPlan(store, try request("name ==[d] 'EMILE'"), "IndexRange(Person.byFoldedName [\"emile\", \"emile\"]) → Filter(name ==[d] \"EMILE\")")
+        assertPlan(store, try request("name IN[c] {'Émile', 'ann'}"), "IndexRange(Person.byFoldedName {\"emile\", \"ann\"}) → Filter(name IN[c] {\"Émile\", \"ann\"})")
+        assertPlan(store, try request("name >[d] 'a'"), "Scan(Person) → Filter(name >[d] \"a\")")
         assertPlan(store, try request("city ==[cd] 'Oslo' OR city == 'Lima'"), "Scan(Person) → Filter(city ==[cd] \"Oslo\" OR city == \"Lima\")")
         assertPlan(store, try request("age == 30 OR age == 31"), "IndexRange(Person.byAge {30, 31})")
         assertPlan(store, try request("age IN {31, 30, 31}", sort: [FetchSortDescriptor(keyPath: "age")], limit: 3),
@@ -198,14 +203,15 @@ let longName = String(repeating: "L", count: 600)
             case 1: return "age BETWEEN {\(random.pick(["10", "20", "45"])), \(random.pick(["15", "30", "59"]))}"
             case 2: return "score \(random.pick(["<", ">=", "==", ">"])) \(random.pick(["0", "-50.5", "12.3", "99.9", "nil", "100"]))"
             case 3:
-                let op = random.pick(["BEGINSWITH", "==", "<", ">=", ">", "<=", "BEGINSWITH[c]", "CONTAINS", "BEGINSWITH[cd]", "==[cd]", ">[cd]", "BEGINSWITH[d]"])
+                let op = random.pick(["BEGINSWITH", "==", "<", ">=", ">", "<=", "BEGINSWITH[c]", "CONTAINS", "BEGINSWITH[cd]", "==[cd]", ">[cd]", "BEGINSWITH[d]",
+                                      "==[d]", "==[c]"])
                 return "name \(op) '\(random.pick(["An", "Ann", "Ann 3", "B", "É", "Émile 2", "z", "", longName, longName + "a", longName + "b 2", "LLL"]))'"
             case 4:
                 if random.next() % 4 == 0 { return "city IN[c] {\(random.pick(["'LIMA', 'oslo'", "'pune'", "'Oslo', 'OSLO', nil"]))}" }
                 return "city \(random.pick(["==", "!=", "==[c]", "<[c]", "BEGINSWITH[c]", ">=[c]"])) \(random.pick(["'Oslo'", "'Lima'", "nil", "'OSLO'", "'pU'"]))"
             case 5: return "\(random.pick(["age", "score"])) IN {\(random.pick(["1, 30", "17", "59, 0, 59", "nil, 3", "30.5, 30"]))}"
             default: return random.pick(["30 <= age", "0 > score", "'Bob' == name", "name IN {'Bob', 'Ann', 'Zoe 3'}", "(age == 3 OR age == 40)",
-                                         "TRUEPREDICATE", "FALSEPREDICATE"])
+                                         "TRUEPREDICATE", "FALSEPREDICATE", "name IN[d] {'emile 2', 'ANN', 'Zoe'}"])
             }
         }
         let folded = plans.filter { $0.hasPrefix("IndexRange(Person.byFoldedName") || $0.hasPrefix("IndexRange(Person.byCaseCity") }.count

@@ -142,6 +142,9 @@ enum QueryPlanner {
         let values: [AttributeValue]
         /// The index collation the term can use: binary, or a folded one for `[c]` / `[cd]` string comparisons.
         var collation: FetchIndexElementDescription.Collation = .binary
+        /// Collations that fold more whose index still holds every match (for `==` and `IN` only: folding keeps
+        /// equal values equal, not ordered values ordered), its constants folded the same way — a superset range.
+        var fallbacks: [FetchIndexElementDescription.Collation] = []
     }
 
     /// One way to read the rows, with its estimated cost; `rank` breaks ties (lower first).
@@ -462,25 +465,34 @@ enum QueryPlanner {
     /// index with fewest elements). A set of values (IN, ORed equalities) is used alone; other terms on the
     /// attribute stay in the filter.
     static func singleIndexRange(_ terms: [Term], entity: StoreLayout.EntityLayout) -> SingleRange? {
-        var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool)?
+        var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool, exact: Bool)?
         for (owner, index) in entity.indexes {
             guard let first = index.elements.first, first.isAscending else { continue }
             let collation = first.collation == .rTree ? .binary : first.collation
             // Keys over the limit are cut per element at this share: a value that long cannot be matched exactly.
             let share = IndexEntries.maxTupleBytes / index.elements.count
-            let matching = terms.filter { term in
-                term.keyPath == first.propertyName && term.collation == collation && term.values.allSatisfy { value in
+            // Terms of the index's own collation, or — as a superset — of one that folds less.
+            let matching = terms.compactMap { term -> Term? in
+                guard term.keyPath == first.propertyName, term.collation == collation || term.fallbacks.contains(collation) else { return nil }
+                let adapted = term.collation == collation ? term
+                    : Term(keyPath: term.keyPath, op: term.op, values: term.values.map { IndexEntries.folded($0, collation) ?? $0 }, collation: collation)
+                let fits = adapted.values.allSatisfy { value in
                     var bytes: [UInt8] = []
                     TupleEncoding.append(value, to: &bytes)
                     return bytes.count + 1 < share
                 }
+                return fits ? adapted : nil
             }
             guard !matching.isEmpty else { continue }
             let equality = matching.contains { $0.op == .equal }
+            let exact = terms.contains { $0.keyPath == first.propertyName && $0.collation == collation }
             if let current = best {
-                guard equality != current.equality ? equality : index.elements.count < current.index.elements.count else { continue }
+                // Equality first, then an index of the terms' own collation, then the one with fewest elements.
+                let better = equality != current.equality ? equality
+                    : exact != current.exact ? exact : index.elements.count < current.index.elements.count
+                guard better else { continue }
             }
-            best = (owner, index, matching, equality)
+            best = (owner, index, matching, equality, exact)
         }
         guard let best else { return nil }
         let chosen = best.terms.first { $0.op == .in }.map { [$0] } ?? best.terms
@@ -719,17 +731,19 @@ enum QueryPlanner {
             guard terms.count == operands.count, let first = terms.first,
                   terms.allSatisfy({ $0.keyPath == first.keyPath && $0.collation == first.collation && ($0.op == .equal || $0.op == .in) })
             else { return nil }
-            return Term(keyPath: first.keyPath, op: .in, values: terms.flatMap(\.values), collation: first.collation)
+            return Term(keyPath: first.keyPath, op: .in, values: terms.flatMap(\.values), collation: first.collation, fallbacks: first.fallbacks)
         }
         guard case .comparison(let comparison) = node, comparison.modifier == .direct else { return nil }
-        // `[c]` and `[cd]` can use an index folded the same way (its keys are the folded strings); `[d]` alone cannot.
+        // `[c]` and `[cd]` can use an index folded the same way (its keys are the folded strings); `[d]` alone only
+        // a `[cd]` one, for `==` and `IN`, as a superset.
         let collation: FetchIndexElementDescription.Collation
         switch comparison.options {
         case []: collation = .binary
         case [.caseInsensitive]: collation = .caseInsensitive
-        case [.caseInsensitive, .diacriticInsensitive]: collation = .caseAndDiacriticInsensitive
+        case [.caseInsensitive, .diacriticInsensitive], [.diacriticInsensitive]: collation = .caseAndDiacriticInsensitive
         default: return nil
         }
+        if comparison.options == [.diacriticInsensitive], comparison.op != .equal, comparison.op != .in { return nil }
         var op = comparison.op
         let keyPath: String
         let constant: PredicateValue
@@ -753,9 +767,19 @@ enum QueryPlanner {
         }
         guard !keyPath.contains("."), let attribute = model.attribute(named: keyPath, in: entity), !attribute.isTransient,
               collation == .binary || attribute.type == .string else { return nil }
-        guard let term = binaryTerm(keyPath, op, constant, attribute) else { return nil }
-        guard collation != .binary else { return term }
-        return Term(keyPath: keyPath, op: term.op, values: term.values.map { IndexEntries.folded($0, collation) ?? $0 }, collation: collation)
+        guard var term = binaryTerm(keyPath, op, constant, attribute) else { return nil }
+        let equalities = term.op == .equal || term.op == .in
+        if collation != .binary {
+            term = Term(keyPath: keyPath, op: term.op, values: term.values.map { IndexEntries.folded($0, collation) ?? $0 }, collation: collation)
+        }
+        if attribute.type == .string, equalities {
+            switch collation {
+            case .binary: term.fallbacks = [.caseInsensitive, .caseAndDiacriticInsensitive]
+            case .caseInsensitive: term.fallbacks = [.caseAndDiacriticInsensitive]
+            default: break
+            }
+        }
+        return term
     }
 
     /// The term for `keyPath op constant` when the constant converts exactly to the attribute's stored type.
