@@ -21,11 +21,7 @@ import Testing
 
     func stores() throws -> (folder: StoreFolder, lmdb: PersistentStoreCoordinator, store: LMDBIncrementalStore, memory: PersistentStoreCoordinator) {
         let folder = StoreFolder()
-        let (lmdb, store) = try folder.coordinator(plannerModel)
-        let memory = PersistentStoreCoordinator(managedObjectModel: plannerModel)
-        try memory.addPersistentStore(type: InMemoryStore.storeType)
-        try loaded(lmdb)
-        try loaded(memory)
+        let (lmdb, store, memory) = try folder.twinStores(plannerModel, loaded)
         return (folder, lmdb, store, memory)
     }
 

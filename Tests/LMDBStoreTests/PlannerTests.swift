@@ -191,11 +191,7 @@ let longName = String(repeating: "L", count: 600)
     @Test func randomPredicatesGiveTheInMemoryStoresResults() throws {
         let folder = StoreFolder()
         let rows = people(400, seed: 99)
-        let (lmdbCoordinator, store) = try folder.coordinator(plannerModel)
-        let memoryCoordinator = PersistentStoreCoordinator(managedObjectModel: plannerModel)
-        try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
-        try load(lmdbCoordinator, rows)
-        try load(memoryCoordinator, rows)
+        let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(plannerModel) { try load($0, rows) }
         let plans = try compareRandomFetches(lmdb: lmdbCoordinator, memory: memoryCoordinator, store: store, seed: 7, trials: 600,
                                              entities: ["Person", "Person", "Student"], sortKeys: ["age", "score", "name", "city"]) { random in
             switch random.next() % 7 {
@@ -248,11 +244,8 @@ let longName = String(repeating: "L", count: 600)
     /// ordered by digest in the index, are put back in value order (ties in key order), both ways, at every limit.
     @Test func longTextStreamsInValueOrder() throws {
         let folder = StoreFolder()
-        let (lmdb, store) = try folder.coordinator(plannerModel)
-        let memory = PersistentStoreCoordinator(managedObjectModel: plannerModel)
-        try memory.addPersistentStore(type: InMemoryStore.storeType)
         let names = [longName + "b", "Zed", longName + "a", longName, "Al", longName + "ab", longName + "a", String(repeating: "L", count: 495), "Lx"]
-        for coordinator in [lmdb, memory] {
+        let (lmdb, store, memory) = try folder.twinStores(plannerModel) { coordinator in
             let context = ManagedObjectContext(coordinator: coordinator)
             for name in names { try context.insertNewObject(forEntityName: "Person").setValue(name, forKey: "name") }
             try context.save()
@@ -369,11 +362,7 @@ let longName = String(repeating: "L", count: 600)
 
     @Test func randomJoinsGiveTheInMemoryStoresResults() throws {
         let folder = StoreFolder()
-        let (lmdbCoordinator, store) = try folder.coordinator(model)
-        let memoryCoordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
-        try load(lmdbCoordinator)
-        try load(memoryCoordinator)
+        let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(model, load)
         let plans = try compareRandomFetches(lmdb: lmdbCoordinator, memory: memoryCoordinator, store: store, seed: 17, trials: 400,
                                              entities: ["Member", "Member", "Captain"], sortKeys: ["age", "name", "team.name"]) { random in
             switch random.next() % 6 {

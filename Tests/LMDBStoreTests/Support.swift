@@ -23,3 +23,18 @@ final class StoreFolder {
         return (coordinator, store)
     }
 }
+
+extension StoreFolder {
+    /// An LMDB store over `model` in this folder and an in-memory store beside it, both filled by `load` — the two
+    /// sides of a differential test.
+    func twinStores(_ model: ManagedObjectModel, _ load: (PersistentStoreCoordinator) throws -> Void) throws
+        -> (lmdb: PersistentStoreCoordinator, store: LMDBIncrementalStore, memory: PersistentStoreCoordinator)
+    {
+        let (lmdb, store) = try coordinator(model)
+        let memory = PersistentStoreCoordinator(managedObjectModel: model)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        try load(lmdb)
+        try load(memory)
+        return (lmdb, store, memory)
+    }
+}

@@ -82,11 +82,7 @@ import Testing
 
     @Test func randomToManyComparisonsGiveTheInMemoryStoresResults() throws {
         let folder = StoreFolder()
-        let (lmdbCoordinator, store) = try folder.coordinator(model)
-        let memoryCoordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try memoryCoordinator.addPersistentStore(type: InMemoryStore.storeType)
-        try load(lmdbCoordinator)
-        try load(memoryCoordinator)
+        let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(model, load)
         var plans: [String] = []
         for (entity, relationship, sortKeys) in [("Shelf", "books", ["label"]), ("Author", "books", ["name", "born"]), ("Book", "authors", ["title", "year"])] {
             plans += try compareRandomFetches(lmdb: lmdbCoordinator, memory: memoryCoordinator, store: store, seed: 23, trials: 150,

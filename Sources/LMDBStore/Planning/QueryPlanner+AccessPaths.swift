@@ -1,0 +1,241 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+/// The access paths a predicate's terms allow: a range of one index, of a compound index, a union for an OR, joins
+/// through relationships, and what a range answers on its own.
+extension QueryPlanner {
+    /// A range of one index over one attribute: the range, the entity declaring the index, the terms the range was
+    /// built from, every term on that attribute, and how many elements the index has.
+    typealias SingleRange = (range: QueryPlan.IndexRange, owner: String, chosen: [Term], terms: [Term], elementCount: Int)
+
+    /// The best range of an index whose first element is an attribute with a usable term (equality first, then the
+    /// index with fewest elements). A set of values (IN, ORed equalities) is used alone; other terms on the
+    /// attribute stay in the filter.
+    static func singleIndexRange(_ terms: [Term], entity: StoreLayout.EntityLayout) -> SingleRange? {
+        var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool, exact: Bool)?
+        for (owner, index) in entity.indexes {
+            guard let first = index.elements.first, first.isAscending else { continue }
+            let collation = first.collation == .rTree ? .binary : first.collation
+            // Keys over the limit are cut per element at this share: a value that long cannot be matched exactly.
+            let share = IndexEntries.maxTupleBytes / index.elements.count
+            // Terms of the index's own collation, or — as a superset — of one that folds less.
+            let matching = terms.compactMap { term -> Term? in
+                guard term.keyPath == first.propertyName, term.collation == collation || term.fallbacks.contains(collation) else { return nil }
+                let adapted = term.collation == collation ? term
+                    : Term(keyPath: term.keyPath, op: term.op, values: term.values.map { IndexEntries.folded($0, collation) ?? $0 }, collation: collation)
+                let fits = adapted.values.allSatisfy { value in
+                    var bytes: [UInt8] = []
+                    TupleEncoding.append(value, to: &bytes)
+                    return bytes.count + 1 < share
+                }
+                return fits ? adapted : nil
+            }
+            guard !matching.isEmpty else { continue }
+            let equality = matching.contains { $0.op == .equal }
+            let exact = terms.contains { $0.keyPath == first.propertyName && $0.collation == collation }
+            if let current = best {
+                // Equality first, then an index of the terms' own collation, then the one with fewest elements.
+                let better = equality != current.equality ? equality
+                    : exact != current.exact ? exact : index.elements.count < current.index.elements.count
+                guard better else { continue }
+            }
+            best = (owner, index, matching, equality, exact)
+        }
+        guard let best else { return nil }
+        let chosen = best.terms.first { $0.op == .in }.map { [$0] } ?? best.terms
+        guard let range = range(for: chosen) else { return nil }
+        var indexRange = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
+                                              label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
+                                              ranges: range.ranges, bounds: range.text)
+        indexRange.isEquality = chosen.contains { $0.op == .equal || $0.op == .in }
+        indexRange.elements = best.index.elements
+        return (indexRange, best.owner, chosen, best.terms, best.index.elements.count)
+    }
+
+    /// A range over a compound index that constrains two or more of its elements: equalities on a prefix of its
+    /// elements, then (optionally) a range on the next one — the index with the most constrained elements wins. The
+    /// whole predicate is still checked on each row.
+    static func compoundPlan(_ terms: [Term], entity: StoreLayout.EntityLayout, request: FetchRequest, model: ManagedObjectModel)
+        -> (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection)?
+    {
+        var best: (score: Int, plan: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection)?
+        for (owner, index) in entity.indexes where index.elements.count >= 2 {
+            // Keys longer than the limit are cut per element at this share: only shorter values can be matched exactly.
+            let share = IndexEntries.maxTupleBytes / index.elements.count
+            var prefix: [UInt8] = []
+            var texts: [String] = []
+            var position = 0
+            while position < index.elements.count {
+                let element = index.elements[position]
+                guard element.collation == .binary,
+                      let equality = terms.first(where: { $0.keyPath == element.propertyName && $0.op == .equal && $0.collation == .binary })
+                else { break }
+                var bytes: [UInt8] = []
+                TupleEncoding.append(equality.values[0], to: &bytes)
+                guard bytes.count < share else { break }
+                prefix += element.isAscending ? bytes : bytes.map { ~$0 }
+                texts.append(PredicateValue(equality.values[0]).format)
+                position += 1
+            }
+            guard position >= 1 else { continue }
+            var range = KeyRange.prefix(prefix)
+            var bounds = texts.joined(separator: ", ")
+            var constrained = position
+            var next: FetchIndexElementDescription?
+            if position < index.elements.count {
+                let element = index.elements[position]
+                next = element
+                let rangeTerms = terms.filter { $0.keyPath == element.propertyName && $0.op != .in && $0.collation == .binary }
+                if element.isAscending, element.collation == .binary, !rangeTerms.isEmpty,
+                   let single = singleRange(for: rangeTerms), let lower = single.range.lower, let upper = single.range.upper,
+                   lower.key.count < share, upper.key.count < share {
+                    range = KeyRange(lower: .inclusive(prefix + lower.key), upper: .exclusive(prefix + upper.key))
+                    bounds += " × " + single.text
+                    constrained += 1
+                }
+            }
+            // The order after the equalities is the next element's (walked backwards for the other direction), when
+            // its keys are never cut and it is the last element, so ties are in row-key order as a sorted scan gives.
+            var streams = false
+            var direction = ScanDirection.forward
+            if let next, position + 1 == index.elements.count, next.collation == .binary,
+               let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == next.propertyName,
+               sort.comparison == .default,
+               keysAreNeverCut(model.attribute(named: next.propertyName, in: request.entityName)?.type) {
+                streams = true
+                direction = next.isAscending == sort.ascending ? .forward : .reverse
+            }
+            // Worth more than the one-attribute plans only when it constrains two elements or yields the sort order.
+            guard constrained >= 2 || streams else { continue }
+            let score = constrained * 2 + (constrained > position ? 0 : 1) + (streams ? 1 : 0)
+            if best == nil || score > best!.score {
+                var indexRange = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
+                                                      label: "\(owner).\(index.name)", keyPath: index.elements[0].propertyName,
+                                                      ranges: [range], bounds: "[" + bounds + "]")
+                indexRange.isEquality = constrained == position
+                indexRange.elements = index.elements
+                best = (score, indexRange, streams, direction)
+            }
+        }
+        return best.map { ($0.plan, $0.streams, $0.direction) }
+    }
+
+    /// A union for an OR whose operands each have an index range (an OR on one attribute is an `IN` range, not a
+    /// union): the operands' ranges, and whether each answers its operand exactly.
+    static func union(_ conjunct: PredicateNode, entity: StoreLayout.EntityLayout, request: FetchRequest, model: ManagedObjectModel)
+        -> (ranges: [QueryPlan.IndexRange], exact: Bool)?
+    {
+        guard case .or(let operands) = conjunct, term(conjunct, entity: request.entityName, model: model) == nil else { return nil }
+        var unsorted = request
+        unsorted.sortDescriptors = []
+        var ranges: [QueryPlan.IndexRange] = []
+        var exact = true
+        for operand in operands {
+            let parts: [PredicateNode]
+            if case .and(let nested) = operand { parts = nested } else { parts = [operand] }
+            let terms = parts.compactMap { term($0, entity: request.entityName, model: model) }
+            if let compound = compoundPlan(terms, entity: entity, request: unsorted, model: model) {
+                ranges.append(compound.index)
+                exact = false
+            } else if let single = singleIndexRange(terms, entity: entity) {
+                ranges.append(single.range)
+                exact = exact && terms.count == parts.count && terms.allSatisfy { $0.keyPath == single.terms[0].keyPath }
+                    && isExact(single, request: request, model: model)
+            } else {
+                return nil
+            }
+        }
+        return (ranges, exact)
+    }
+
+    /// A join for the first AND-term that compares an indexed attribute of a to-one's destination with a constant
+    /// (`department.name == "R&D"`, `team.size > 3`): such a term is false for rows without a destination, so the rows
+    /// pointing at the destinations in the range are a superset of the matches.
+    static func join(_ conjuncts: [PredicateNode], entity: String, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan.Join? {
+        for conjunct in conjuncts {
+            guard let found = destinationRange(conjunct, modifier: .direct, entity: entity, layout: layout, model: model),
+                  !found.relationship.isToMany else { continue }
+            return QueryPlan.Join(destination: found.range,
+                                  toOneDatabase: StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: found.relationship.name, in: entity),
+                                                                          relationship: found.relationship.name),
+                                  label: "\(entity).\(found.relationship.name)")
+        }
+        return nil
+    }
+
+    /// A join for the first AND-term `ANY toMany.attr op constant` whose destination attribute has an index and
+    /// whose relationship has an inverse (its link table, or its to-one field, leads back to the owners): an
+    /// owner matches only through a destination in the range, so their owners are a superset of the matches.
+    static func toManyJoin(_ conjuncts: [PredicateNode], entity: String, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan.ToManyJoin? {
+        for conjunct in conjuncts {
+            guard let found = destinationRange(conjunct, modifier: .any, entity: entity, layout: layout, model: model),
+                  found.relationship.isToMany, let inverse = model.inverse(of: found.relationship) else { continue }
+            let destination = found.destination
+            let owners: QueryPlan.ToManyJoin.Owners = inverse.isToMany
+                ? .link(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name), relationship: inverse.name))
+                : .toOneField(name: inverse.name, rows: StoreLayout.rowsDatabase(root: destination.root))
+            return QueryPlan.ToManyJoin(destination: found.range, owners: owners, label: "\(entity).\(found.relationship.name)")
+        }
+        return nil
+    }
+
+    /// For a comparison `relationship.attribute op constant` with `modifier`: the relationship, its destination, and
+    /// the range of the destination's index that the same comparison of the attribute alone gives.
+    static func destinationRange(_ conjunct: PredicateNode, modifier: ComparisonModifier, entity: String, layout: StoreLayout,
+                                 model: ManagedObjectModel)
+        -> (relationship: RelationshipDescription, destination: StoreLayout.EntityLayout, range: QueryPlan.IndexRange)?
+    {
+        guard case .comparison(var comparison) = conjunct, comparison.modifier == modifier else { return nil }
+        let path: String
+        switch (comparison.lhs, comparison.rhs) {
+        case (.keyPath(let key), .constant): path = key
+        case (.constant, .keyPath(let key)): path = key
+        default: return nil
+        }
+        let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2, let relationship = model.relationship(named: parts[0], in: entity),
+              let destination = layout.entity(relationship.destinationEntityName) else { return nil }
+        comparison.modifier = .direct
+        if case .keyPath = comparison.lhs { comparison.lhs = .keyPath(parts[1]) } else { comparison.rhs = .keyPath(parts[1]) }
+        guard let term = term(.comparison(comparison), entity: destination.name, model: model),
+              let choice = singleIndexRange([term], entity: destination) else { return nil }
+        return (relationship, destination, choice.range)
+    }
+
+    /// Whether a single-attribute range answers every term on its attribute exactly: no term was left out of the
+    /// range, no string (whose long keys are cut) and no index shared with other entities' rows.
+    static func isExact(_ single: SingleRange, request: FetchRequest, model: ManagedObjectModel) -> Bool {
+        let isString = model.attribute(named: single.terms[0].keyPath, in: request.entityName)?.type == .string
+        return !isString && single.chosen.count == single.terms.count && request.entityName == single.owner
+            && (request.includesSubentities || model.directSubentities(of: single.owner).isEmpty)
+    }
+
+    /// How to read back, from an entry of `range`'s index, every value `node` reads — the elements up to the last
+    /// one it names, each a plain attribute of a type the key decoder reads, held unfolded — or `nil` when the
+    /// predicate reads anything else (a key path through a relationship, `SELF`, a variable, a subquery) or an
+    /// element it needs cannot be read back.
+    static func entryElements(_ range: QueryPlan.IndexRange, predicate node: PredicateNode, entity: String, model: ManagedObjectModel)
+        -> [QueryPlan.EntryElement]?
+    {
+        var names = Set<String>()
+        var plain = true
+        forEachExpression(in: node) { expression in
+            switch expression {
+            case .keyPath(let path): if path.contains(".") { plain = false } else { names.insert(path) }
+            case .evaluatedObject, .variable, .subquery, .assignment: plain = false
+            default: break
+            }
+        }
+        guard plain, !names.isEmpty else { return nil }
+        let decodable: Set<AttributeType> = [.integer16, .integer32, .integer64, .double, .float, .date, .boolean, .uuid, .string]
+        var elements: [QueryPlan.EntryElement] = []
+        for element in range.elements where !names.isEmpty {
+            guard element.collation == .binary, let attribute = model.attribute(named: element.propertyName, in: entity),
+                  !attribute.isTransient, decodable.contains(attribute.type) else { return nil }
+            elements.append(QueryPlan.EntryElement(name: element.propertyName, type: attribute.type, inverted: !element.isAscending))
+            names.remove(element.propertyName)
+        }
+        return names.isEmpty ? elements : nil
+    }
+}
