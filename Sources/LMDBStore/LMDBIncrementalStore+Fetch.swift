@@ -53,17 +53,16 @@ extension LMDBIncrementalStore {
             if request.resultType == .count, let elements = plan.entryElements, case .index(let index) = plan.access, let predicate = request.predicate {
                 // Every value the predicate reads is in the index keys: count the entries that match, read no row
                 // (unless a key cannot tell).
-                let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
                 var count = 0
                 try forEachRow(in: index, state: state, transaction: transaction) { key, tag, entry in
                     if family.contains(tag),
-                       try entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, rows: rows, state: state, transaction: transaction) {
+                       try entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, root: entity.root,
+                                             state: state, transaction: transaction) {
                         count += 1
                     }
                     return true
                 }
-                count = max(0, count - request.fetchOffset)
-                return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
+                return .count(request.window(0..<count).count)
             }
             if request.resultType == .count, plan.coveredByIndex {
                 // Every term is answered by the index ranges: count their entries, read no row.
@@ -73,8 +72,7 @@ extension LMDBIncrementalStore {
                 } else {
                     count = try rowKeys(plan.access, family: family, state: state, transaction: transaction).count
                 }
-                count = max(0, count - request.fetchOffset)
-                return .count(request.fetchLimit > 0 ? min(count, request.fetchLimit) : count)
+                return .count(request.window(0..<count).count)
             }
             if plan.coveredByIndex || plan.entryElements != nil, request.resultType == .managedObjectID
                 || (request.resultType == .managedObject && request.returnsObjectsAsFaults),
@@ -82,30 +80,16 @@ extension LMDBIncrementalStore {
                 // The index entries answer the whole predicate: object IDs straight from them, no row read.
                 var ids: [(key: UInt64, tag: UInt16)] = []
                 if case .index(let index) = plan.access {
-                    let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
-                    let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
                     let residual = plan.entryElements.flatMap { elements in request.predicate.map { (elements, $0) } }
-                    // Walking backwards, ties (equal values) come in descending key order: each run is reversed.
-                    var run: [UInt8] = []
-                    var runStart = 0
-                    try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
-                        if plan.direction == .reverse, !run.elementsEqual(entry.key) {
-                            ids[runStart...].reverse()
-                            runStart = ids.count
-                            if ids.count >= wanted { return false }
-                            run = Array(entry.key)
+                    ids = try collectInIndexOrder(index, plan: plan, request: request, state: state, transaction: transaction) { key, tag, entry in
+                        guard family.contains(tag) else { return nil }
+                        if let (elements, predicate) = residual,
+                           try !entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, root: entity.root,
+                                                  state: state, transaction: transaction) {
+                            return nil
                         }
-                        if family.contains(tag) {
-                            if let (elements, predicate) = residual,
-                               try !entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, rows: rows,
-                                                      state: state, transaction: transaction) {
-                                return true
-                            }
-                            ids.append((key, tag))
-                        }
-                        return plan.direction == .reverse || ids.count < wanted
+                        return (key, tag)
                     }
-                    if plan.direction == .reverse { ids[runStart...].reverse() }
                     if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
                 } else {
                     ids = try rowKeys(plan.access, family: family, state: state, transaction: transaction)
@@ -117,10 +101,52 @@ extension LMDBIncrementalStore {
                 do {
                     return node(view.id, try view.row.decoded(), in: state)
                 } catch let error as RowDecodingError {
-                    throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(view.key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
+                    throw corruptedRow(view.key, in: entity.root, error)
                 }
             })
         }
+    }
+
+    /// The error a row that cannot be decoded gives: the store file is corrupted there.
+    func corruptedRow(_ key: some BinaryInteger, in root: String, _ error: RowDecodingError) -> ManagedObjectContextError {
+        ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(root)'s table cannot be read: \(error.reason); the store file is corrupted")
+    }
+
+    /// What `take` makes of the entries of `index`, walked in the plan's direction, in the plan's order. Entries
+    /// come in runs — of equal keys, or, where text streams in sort order, of keys sharing the prefix a value too
+    /// long for a key is cut to (such values follow one another by digest, so `resort` puts the run in value
+    /// order). Walking backwards, a run comes in descending key order and is reversed first, so ties stay in key
+    /// order. With the order streamed, the walk stops once offset + limit items are taken — between runs, where runs
+    /// matter.
+    func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, plan: QueryPlan, request: FetchRequest, state: OpenState,
+                                   transaction: Transaction, resort: ([Item]) -> [Item] = { $0 },
+                                   _ take: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Item?) throws -> [Item] {
+        let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
+        let reverse = plan.direction == .reverse
+        let cutPrefix = plan.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
+        let byRun = reverse || plan.resortsLongKeys
+        var items: [Item] = []
+        var run: [UInt8] = []
+        var runStart = 0
+        func closeRun() {
+            if reverse { items[runStart...].reverse() }
+            if run.count >= cutPrefix, items.count - runStart > 1 { items.replaceSubrange(runStart..., with: resort(Array(items[runStart...]))) }
+            runStart = items.count
+        }
+        try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
+            if byRun {
+                let runKey = entry.key.prefix(cutPrefix)
+                if !run.elementsEqual(runKey) {
+                    closeRun()
+                    if items.count >= wanted { return false }
+                    run = Array(runKey)
+                }
+            }
+            if let item = try take(key, tag, entry) { items.append(item) }
+            return byRun || items.count < wanted
+        }
+        if byRun { closeRun() }
+        return items
     }
 
     /// The entries of `index`'s ranges, counted up to `limit` — a step per distinct value, LMDB counting each
@@ -152,14 +178,13 @@ extension LMDBIncrementalStore {
     /// Whether the row of an index entry matches, from the entry when it can tell (``entryMatches(_:elements:predicate:)``),
     /// else from the row.
     func entryOrRowMatches(_ entry: CursorEntry, key: UInt64, tag: UInt16, elements: [QueryPlan.EntryElement], predicate: FetchPredicate,
-                           rows: Database, state: OpenState, transaction: Transaction) throws -> Bool {
+                           root: String, state: OpenState, transaction: Transaction) throws -> Bool {
         if let decided = entryMatches(entry.key, elements: elements, predicate: predicate) { return decided }
-        guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key)") else { return false }
+        let rows = database(StoreLayout.rowsDatabase(root: root), in: state)
+        guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(root)'s table") else { return false }
         let view = RowView(store: self, state: state, transaction: transaction, id: objectID(entityTag: tag, key: key, in: state), row: row)
         let matched = try predicate.evaluate(with: view)
-        if let failure = view.failure {
-            throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) cannot be read: \(failure.reason); the store file is corrupted")
-        }
+        if let failure = view.failure { throw corruptedRow(key, in: root, failure) }
         return matched
     }
 
@@ -275,39 +300,18 @@ extension LMDBIncrementalStore {
                 if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
             }
         case .index(let index):
-            // Entries come in runs: of equal keys, or — where text is streamed in sort order — of keys sharing the
-            // prefix a value too long for the key is cut to (such values sort among themselves by digest, so the run
-            // is sorted by the rows' full values). Walking backwards, a run comes in descending key order and is
-            // reversed first, so ties stay in key order. The walk stops only between runs.
-            let reverse = plan.direction == .reverse
-            let cutPrefix = plan.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
-            var run: [UInt8] = []
-            var runStart = 0
-            func closeRun() {
-                if reverse { matches[runStart...].reverse() }
-                if run.count >= cutPrefix, matches.count - runStart > 1 {
-                    let sorted = FetchSortDescriptor.sorted(Array(matches[runStart...]), using: request.sortDescriptors)
-                    matches.replaceSubrange(runStart..., with: sorted)
-                }
-                runStart = matches.count
-            }
-            try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
-                let runKey = entry.key.prefix(cutPrefix)
-                if (reverse || plan.resortsLongKeys), !run.elementsEqual(runKey) {
-                    closeRun()
-                    if matches.count >= wanted { return false }
-                    run = Array(runKey)
-                }
-                guard family.contains(tag) else { return true }
+            matches = try collectInIndexOrder(index, plan: plan, request: request, state: state, transaction: transaction,
+                                              resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { key, tag, entry in
+                guard family.contains(tag) else { return nil }
                 // An entry whose key already shows the row does not match is passed over without reading the row.
                 if let elements = plan.entryElements, let predicate = request.predicate,
                    entryMatches(entry.key, elements: elements, predicate: predicate) == false {
-                    return true
+                    return nil
                 }
-                if let view = try consider(key: key, tag: tag) { matches.append(view) }
-                return corrupted == nil && (reverse || plan.resortsLongKeys || matches.count < wanted)
+                let view = try consider(key: key, tag: tag)
+                if let (key, error) = corrupted { throw corruptedRow(key, in: entity.root, error) }
+                return view
             }
-            if reverse || plan.resortsLongKeys { closeRun() }
         case .union, .intersection, .toManyJoin:
             for (key, tag) in try rowKeys(plan.access, family: family, state: state, transaction: transaction)
             where matches.count < wanted && corrupted == nil {
@@ -348,7 +352,7 @@ extension LMDBIncrementalStore {
             }
         }
         if let (key, error) = corrupted {
-            throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
+            throw corruptedRow(key, in: entity.root, error)
         }
         switch plan.access {
         case .index, .join, .keys:
@@ -362,7 +366,7 @@ extension LMDBIncrementalStore {
             let sorted = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
             // A sort value that could not be decoded (in any row, kept or not) is a corrupted store, not a NULL.
             if let failed = matches.first(where: { $0.failure != nil }), let failure = failed.failure {
-                throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(failed.key) in \(entity.root)'s table cannot be read: \(failure.reason); the store file is corrupted")
+                throw corruptedRow(failed.key, in: entity.root, failure)
             }
             matches = sorted
         }
@@ -489,7 +493,7 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
             let rows = try matchingRows(rowRequest, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
             let results = try DictionaryResults.make(from: rows, for: request, model: model) { key, row in row.resultValue(forKey: key) }
             if let failed = rows.first(where: { $0.failure != nil }), let failure = failed.failure {
-                throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(failed.key) in \(entity.root)'s table cannot be read: \(failure.reason); the store file is corrupted")
+                throw corruptedRow(failed.key, in: entity.root, failure)
             }
             return results
         }
