@@ -85,8 +85,8 @@ struct PredicateLexer {
         if isIdentifierStart(c) {
             let name = readIdentifier()
             // UTI-CONFORMS-TO and UTI-EQUALS contain hyphens.
-            if name.uppercased() == "UTI", peek() == "-" {
-                for suffix in ["-CONFORMS-TO", "-EQUALS"] where matchesAhead(suffix) {
+            if peek() == "-", name.uppercased() == "UTI" {
+                for suffix in ["-CONFORMS-TO", "-EQUALS"] where matchesAhead(suffix, ignoringCase: true) {
                     position += suffix.count
                     return PredicateToken(kind: .identifier("UTI" + suffix), offset: start)
                 }
@@ -124,10 +124,13 @@ struct PredicateLexer {
         "=", "<", ">", "!", "(", ")", "{", "}", "[", "]", ",", ".", "+", "-", "*", "/", "&", "|", "^",
     ]
 
-    private func matchesAhead(_ literal: String) -> Bool {
+    /// Whether the text at the current position spells `literal` (in any case with `ignoringCase`).
+    private func matchesAhead(_ literal: String, ignoringCase: Bool = false) -> Bool {
         var index = position
         for expected in literal {
-            guard index < characters.count, characters[index].uppercased() == String(expected).uppercased() else { return false }
+            guard index < characters.count else { return false }
+            let actual = characters[index]
+            guard actual == expected || ignoringCase && actual.uppercased() == expected.uppercased() else { return false }
             index += 1
         }
         return true

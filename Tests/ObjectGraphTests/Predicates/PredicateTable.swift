@@ -122,6 +122,7 @@ nonisolated(unsafe) let predicateTable: [TableCase] = [
     row("'SWIFT' IN[c] tags", "\"SWIFT\" IN[c] tags", .yes),
     row("name CONTAINS[n] 'Smith'", "name CONTAINS[n] \"Smith\"", .yes),
     row("name UTI-EQUALS 'ábel smith'", "name UTI-EQUALS \"ábel smith\"", .yes),
+    row("name uti-Equals 'ábel smith'", "name UTI-EQUALS \"ábel smith\"", .yes),
     row("name UTI-CONFORMS-TO 'public.data'", "name UTI-CONFORMS-TO \"public.data\"", .fails(.unsupported)),
     // Type mismatches
     row("age == '30'", "age == \"30\"", .no),
