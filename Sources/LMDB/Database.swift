@@ -235,11 +235,15 @@ extension Database {
     }
 
     /// Deletes the database itself from the environment when `transaction` commits. The handle (and every copy of
-    /// it) must not be used afterwards; open the name again to create a new, empty database.
+    /// it) must not be used afterwards, even if the transaction aborts; open the name again to create a new, empty
+    /// database. A write that drops a database is not run again when it fills the map (``Environment/write(_:)``
+    /// throws ``LMDBError/mapFull`` instead): empty a large database with ``clear(in:)`` first, in a write of its
+    /// own, so that dropping it needs no room.
     /// The corresponding LMDB function is `mdb_drop` with `del = 1`.
     ///
     /// - Throws: ``LMDBError/permissionDenied`` in a read-only transaction.
     public func drop(in transaction: Transaction) throws {
+        transaction.droppedDatabase = true
         try transaction.check(mdb_drop(transaction.handle, handle, 1), database: self)
         transaction.environment.forgetDatabase(named: name)
     }

@@ -49,7 +49,9 @@ extension Environment {
     ///
     /// **The body may run more than once.** When the memory map fills up (`MDB_MAP_FULL`), the transaction is
     /// aborted, the map is grown (doubling, up to ``Options/maxMapSize``), and `body` runs again from the start in a
-    /// fresh transaction. Keep side effects outside the store idempotent, or move them after `write` returns.
+    /// fresh transaction. Keep side effects outside the store idempotent, or move them after `write` returns. A
+    /// body that dropped a database (``Database/drop(in:)``) is not run again: the map grows and the write throws
+    /// ``LMDBError/mapFull``, since LMDB has closed the dropped database's handle.
     ///
     /// - Throws: What `body` throws, or ``LMDBError``: ``LMDBError/permissionDenied`` in a read-only environment,
     ///   ``LMDBError/wouldDeadlock`` for a nested write, ``LMDBError/mapFull`` beyond ``Options/maxMapSize``, or
@@ -105,6 +107,11 @@ extension Environment {
                 throw error
             case .mapFull:
                 try growMap(from: mapSize)
+                if transaction.droppedDatabase {
+                    // LMDB closed the dropped database's handle already: running the body again would use it.
+                    throw LMDBError(.mapFull, path: path,
+                                    message: "the map filled in a write that dropped a database, which cannot be run again with the same handles; the map has grown: open the database again and retry (or clear it in a write of its own first)")
+                }
             }
         }
     }

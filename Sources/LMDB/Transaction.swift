@@ -21,6 +21,10 @@ public final class Transaction {
     /// ``Environment/write(_:)`` grows the map and runs the body again even if the body swallowed the error.
     var filledMap = false
 
+    /// Set when a database was deleted in this transaction: LMDB closes its handle at once, even if the transaction
+    /// then aborts, so ``Environment/write(_:)`` cannot run the body again.
+    var droppedDatabase = false
+
     init(environment: Environment, pointer: OpaquePointer, isReadOnly: Bool) {
         self.environment = environment
         self.pointer = pointer

@@ -122,6 +122,9 @@ extension LMDBIncrementalStore {
                     continue
                 }
             }
+            // Emptied one write at a time first (a large table's freed pages need room, and a write that fills the
+            // map runs again — which a write that drops a table cannot), then dropped, which needs next to none.
+            for database in old { try environment.write { transaction in try database.clear(in: transaction) } }
             try environment.write { transaction in for database in old { try database.drop(in: transaction) } }
             // 2. Create them with duplicate values, then fill them from every row, a batch of rows at a time.
             var tables: [String: Database] = [:]

@@ -32,6 +32,36 @@ import Testing
         }
     }
 
+    /// LMDB closes a dropped database's handle at once, even when the write then aborts: a write that dropped one
+    /// and filled the map is not run again with the dead handle (which LMDB would refuse with EINVAL) — it grows the
+    /// map and says what happened; the database is still there, and a fresh handle reads it.
+    @Test func aWriteThatDroppedADatabaseIsNotRunAgainWhenTheMapFills() throws {
+        let environment = try directory.openStore { $0.mapSize = 64 * 1024 }
+        let doomed = try environment.openDatabase(named: "doomed")
+        let other = try environment.openDatabase(named: "other")
+        try environment.write { txn throws in try doomed.put([7], forKey: [1], in: txn) }
+        var runs = 0
+        do {
+            try environment.write { txn throws in
+                runs += 1
+                try doomed.drop(in: txn)
+                try other.put([UInt8](repeating: 1, count: 1 << 19), forKey: [1], in: txn)
+            }
+            Issue.record("512 KiB fit in a 64 KiB map")
+        } catch let error as LMDBError {
+            #expect(error == .mapFull && error.description.contains("dropped a database"), "\(error)")
+        }
+        #expect(runs == 1)
+        let reopened = try environment.openDatabase(named: "doomed", create: false)
+        try environment.read { txn throws in #expect(try reopened.value(forKey: [1], in: txn) == [7]) }
+        // Run again with fresh handles, now that the map has grown, it goes through.
+        try environment.write { txn throws in
+            try reopened.drop(in: txn)
+            try other.put([UInt8](repeating: 1, count: 1 << 19), forKey: [1], in: txn)
+        }
+        #expect(throws: LMDBError.self) { try environment.openDatabase(named: "doomed", create: false) }
+    }
+
     @Test func growthStopsAtMaxMapSizeWithAClearError() throws {
         let environment = try directory.openStore {
             $0.mapSize = 64 * 1024
