@@ -164,6 +164,13 @@ extension LMDBIncrementalStore {
     /// key), non-ASCII text (the key holds it precomposed, the row as written, and some operators can tell them
     /// apart), or a predicate that fails to evaluate (the row's check then reports it).
     func entryMatches(_ key: UnsafeRawBufferPointer, elements: [QueryPlan.EntryElement], predicate: FetchPredicate) -> Bool? {
+        guard let values = entryValues(key, elements: elements) else { return nil }
+        return try? predicate.evaluate(with: values)
+    }
+
+    /// The values `elements` read back from an index key, by name; `nil` when one does not decode (cut to fit the
+    /// key) or is non-ASCII text (held precomposed in the key, as written in the row).
+    func entryValues(_ key: UnsafeRawBufferPointer, elements: [QueryPlan.EntryElement]) -> [String: PredicateValue]? {
         var values: [String: PredicateValue] = [:]
         var offset = 0
         for element in elements {
@@ -172,7 +179,7 @@ extension LMDBIncrementalStore {
             values[element.name] = value.map(PredicateValue.init) ?? .null
             offset = end
         }
-        return try? predicate.evaluate(with: values)
+        return values
     }
 
     /// Whether the row of an index entry matches, from the entry when it can tell (``entryMatches(_:elements:predicate:)``),
@@ -469,6 +476,45 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         }
     }
 
+    /// Dictionary results computed from index entries alone, when the plan reads one index range whose keys hold
+    /// every value the request names (fetched, grouped, aggregated, sorted) and decide its predicate: no row is read.
+    /// `nil` when the request is not of that shape, or an entry's key cannot give a value (a value cut to fit the
+    /// key, non-ASCII text) — the rows then answer.
+    func dictionaryFromIndexEntries(_ request: FetchRequest, entity: StoreLayout.EntityLayout, properties: [FetchedProperty],
+                                    family: Set<UInt16>, state: OpenState) throws -> [[String: PredicateValue]]? {
+        let rowRequest = DictionaryResults.rowRequest(for: request)
+        var names = Set(properties.map(\.keyPath).filter { $0 != "SELF" && $0 != "*" })
+        names.formUnion(request.propertiesToGroupBy)
+        names.formUnion(rowRequest.sortDescriptors.map(\.keyPath))
+        guard !names.isEmpty else { return nil }
+        return try state.environment.read { transaction -> [[String: PredicateValue]]? in
+            let plan = plan(rowRequest, state: state, transaction: transaction)
+            guard case .index(let index) = plan.access, plan.coveredByIndex || plan.entryElements != nil,
+                  let elements = QueryPlanner.entryElements(index, reading: names.union(plan.entryElements?.map(\.name) ?? []),
+                                                            entity: request.entityName, model: model)
+            else { return nil }
+            let predicate = plan.coveredByIndex ? nil : request.predicate
+            var undecidable = false
+            var entries = try collectInIndexOrder(index, plan: plan, request: rowRequest, state: state, transaction: transaction,
+                                                  resort: { FetchSortDescriptor.sorted($0, using: rowRequest.sortDescriptors) }) { key, tag, entry -> EntryValues? in
+                guard family.contains(tag), !undecidable else { return nil }
+                guard let values = entryValues(entry.key, elements: elements) else { undecidable = true; return nil }
+                if let predicate {
+                    guard let matched = try? predicate.evaluate(with: values) else { undecidable = true; return nil }
+                    if !matched { return nil }
+                }
+                return EntryValues(key: key, values: values)
+            }
+            guard !undecidable else { return nil }
+            if !plan.streamsInSortOrder {
+                // In row-key order, as rows come; then sorted as asked.
+                entries.sort { $0.key < $1.key }
+                if !rowRequest.sortDescriptors.isEmpty { entries = FetchSortDescriptor.sorted(entries, using: rowRequest.sortDescriptors) }
+            }
+            return try DictionaryResults.make(from: entries, for: request, model: model) { key, entry in entry.values[key] ?? .null }
+        }
+    }
+
     /// Dictionary results computed from the rows in one read transaction, reading only the fields the request names,
     /// with no managed object made: when every fetched, grouped and aggregated key is a plain attribute or to-one
     /// relationship of the entity (`SELF` for counts). Anything else (key paths through relationships, to-many
@@ -488,6 +534,9 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         let rowRequest = DictionaryResults.rowRequest(for: request)
         let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
             .compactMap { layout.entity($0)?.tag })
+        if let fromEntries = try dictionaryFromIndexEntries(request, entity: entity, properties: properties, family: family, state: state) {
+            return fromEntries
+        }
         return try state.environment.read { transaction in
             let plan = plan(rowRequest, state: state, transaction: transaction)
             let rows = try matchingRows(rowRequest, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
@@ -498,6 +547,14 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
             return results
         }
     }
+}
+
+/// The values an index entry's key holds, by name, with the entry's row key (for dictionary results from entries).
+struct EntryValues: KeyValueReadable {
+    let key: UInt64
+    let values: [String: PredicateValue]
+
+    func predicateValue(forKey key: String) -> PredicateValue { values[key] ?? .null }
 }
 
 /// A stored row as a predicate sees it, within one read transaction: each attribute decoded when it is asked for,

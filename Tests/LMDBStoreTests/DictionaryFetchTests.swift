@@ -205,6 +205,57 @@ import Testing
         #expect(Set(try lmdb.fetchDictionaries(shapes[4])) == Set(try memory.fetchDictionaries(shapes[4])))
     }
 
+    /// When one index range decides the predicate and its keys hold every value named, dictionary results come
+    /// from the entries: with every row's checksum broken they still answer, as the in-memory store does.
+    @Test func dictionariesFromIndexEntriesReadNoRow() throws {
+        let (lmdb, memory, folder) = try stores()
+        let shapes = try [
+            request {
+                $0.predicate = try FetchPredicate(format: "age >= 30 AND age < 45")
+                $0.propertiesToFetch = [.keyPath("age")]
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age", ascending: false)]
+                $0.fetchLimit = 25
+            },
+            request {
+                $0.predicate = try FetchPredicate(format: "age > 25 AND age != 40")
+                $0.propertiesToGroupBy = ["age"]
+                $0.propertiesToFetch = [.keyPath("age"), .aggregate(.count, of: "SELF", as: "n"), .aggregate(.sum, of: "age", as: "years")]
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age")]
+            },
+            request {
+                $0.predicate = try FetchPredicate(format: "name BEGINSWITH 'A'")
+                $0.propertiesToFetch = [.keyPath("name")]
+                $0.returnsDistinctResults = true
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+            },
+            request {
+                $0.predicate = try FetchPredicate(format: "age < 30")
+                $0.propertiesToFetch = [.aggregate(.min, of: "age", as: "youngest"), .aggregate(.average, of: "age", as: "mean")]
+            },
+        ]
+        let expected = try shapes.map { try memory.fetchDictionaries($0) }
+        let (_, store) = try folder.coordinator(model)
+        let state = try store.open
+        let rows = store.database("rows/Employee", in: state)
+        try state.environment.write { transaction in
+            var keys: [[UInt8]] = []
+            try rows.withCursor(in: transaction) { cursor in try cursor.forEach { keys.append($0.keyBytes); return true } }
+            for key in keys {
+                var blob = try rows.value(forKey: key, in: transaction)!
+                blob[blob.count - 1] ^= 0xFF
+                try rows.put(blob, forKey: key, in: transaction)
+            }
+        }
+        for (shape, theirs) in zip(shapes, expected) {
+            let mine = try lmdb.fetchDictionaries(shape)
+            #expect(lmdb.lastDictionaryFetchStrategy == "computed by the LMDB store", "\(shape)")
+            #expect(!mine.isEmpty && mine == theirs, "\(shape)")
+        }
+        // A value the entries do not hold (salary) needs the rows, which are damaged now.
+        let needsRows = shapes[0].with { $0.propertiesToFetch = [.keyPath("age"), .keyPath("salary")] }
+        #expect(throws: ManagedObjectContextError.self) { try lmdb.fetchDictionaries(needsRows) }
+    }
+
     @Test func keyPathsThroughRelationshipsAreLeftToTheContext() throws {
         let (lmdb, memory, _) = try stores()
         let byName = request {

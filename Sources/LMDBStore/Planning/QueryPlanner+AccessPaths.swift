@@ -228,6 +228,15 @@ extension QueryPlanner {
             }
         }
         guard plain, !names.isEmpty else { return nil }
+        return entryElements(range, reading: names, entity: entity, model: model)
+    }
+
+    /// How to read `names` back from an entry of `range`'s index: its elements up to the last of them, each a plain
+    /// attribute of a type the key decoder reads, held unfolded; `nil` when one of them is not such an element.
+    static func entryElements(_ range: QueryPlan.IndexRange, reading names: Set<String>, entity: String, model: ManagedObjectModel)
+        -> [QueryPlan.EntryElement]?
+    {
+        var names = names
         let decodable: Set<AttributeType> = [.integer16, .integer32, .integer64, .double, .float, .date, .boolean, .uuid, .string]
         var elements: [QueryPlan.EntryElement] = []
         for element in range.elements where !names.isEmpty {
