@@ -106,6 +106,14 @@ import Testing
         let cut = IndexEntries.fit([long])
         #expect(cut.count <= IndexEntries.maxTupleBytes)
         #expect(cut.withUnsafeBytes { TupleEncoding.decodeElement($0, as: .string) } == nil)
+        // Cut inside a longer key too, ascending or descending (stored inverted), whatever follows it.
+        var age: [UInt8] = []
+        TupleEncoding.append(.integer(7), to: &age)
+        for inverted in [false, true] {
+            let element = inverted ? long.map { ~$0 } : long
+            let key = IndexEntries.fit([element, age]) + [0x20]
+            #expect(key.withUnsafeBytes { TupleEncoding.decodeElement($0, at: 0, as: .string, inverted: inverted) } == nil, "inverted \(inverted)")
+        }
         var decimal: [UInt8] = []
         TupleEncoding.append(.decimal(12.5), to: &decimal)
         #expect(decimal.withUnsafeBytes { TupleEncoding.decodeElement($0, as: .decimal) } == nil)

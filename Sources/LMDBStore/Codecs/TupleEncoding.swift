@@ -105,6 +105,8 @@ enum TupleEncoding {
             var bytes: [UInt8] = []
             var position = body
             while position < key.count {
+                // A cut element's prefix is followed by 0x00 0x02 as stored (never inverted): no string ends there.
+                if key[position] == 0, position + 1 < key.count, key[position + 1] == 0x02 { return nil }
                 let current = byte(position)
                 if current == 0 {
                     if position + 1 < key.count, byte(position + 1) == 0xFF {
