@@ -81,16 +81,31 @@ extension LMDBIncrementalStore {
                 var ids: [(key: UInt64, tag: UInt16)] = []
                 if case .index(let index) = plan.access {
                     let residual = plan.entryElements.flatMap { elements in request.predicate.map { (elements, $0) } }
-                    ids = try collectInIndexOrder(index, plan: plan, request: request, state: state, transaction: transaction) { key, tag, entry in
-                        guard family.contains(tag) else { return nil }
-                        if let (elements, predicate) = residual,
-                           try !entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, root: entity.root,
-                                                  state: state, transaction: transaction) {
-                            return nil
-                        }
-                        return (key, tag)
+                    func keep(_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool {
+                        guard family.contains(tag) else { return false }
+                        guard let (elements, predicate) = residual else { return true }
+                        return try entryOrRowMatches(entry, key: key, tag: tag, elements: elements, predicate: predicate, root: entity.root,
+                                                     state: state, transaction: transaction)
                     }
-                    if !plan.streamsInSortOrder { ids.sort { $0.key < $1.key } }
+                    // Entries of one value come in row-key order already: sorted only when the walk crossed values.
+                    var inKeyOrder = true
+                    if plan.direction == .forward && !plan.resortsLongKeys {
+                        // No runs to put in order: the entries go straight into the list.
+                        let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
+                        try forEachRow(in: index, state: state, transaction: transaction) { key, tag, entry in
+                            if try keep(key, tag, entry) {
+                                if let last = ids.last, last.key > key { inKeyOrder = false }
+                                ids.append((key, tag))
+                            }
+                            return ids.count < wanted
+                        }
+                    } else {
+                        ids = try collectInIndexOrder(index, plan: plan, request: request, state: state, transaction: transaction) { key, tag, entry in
+                            try keep(key, tag, entry) ? (key, tag) : nil
+                        }
+                        inKeyOrder = false
+                    }
+                    if !plan.streamsInSortOrder && !inKeyOrder { ids.sort { $0.key < $1.key } }
                 } else {
                     ids = try rowKeys(plan.access, family: family, state: state, transaction: transaction)
                 }
