@@ -1,5 +1,5 @@
 import Foundation
-import LMDBStore
+@testable import LMDBStore
 import ObjectGraph
 
 /// A fresh folder for one test's stores, removed afterwards.
@@ -36,5 +36,21 @@ extension StoreFolder {
         try load(lmdb)
         try load(memory)
         return (lmdb, store, memory)
+    }
+}
+
+/// Flips the last byte (part of the checksum) of every row in `root`'s table: any read of a row now fails, so a
+/// fetch that still answers has read none.
+func breakEveryRow(of root: String, in store: LMDBIncrementalStore) throws {
+    let state = try store.open
+    let rows = store.database("rows/" + root, in: state)
+    try state.environment.write { transaction in
+        var keys: [[UInt8]] = []
+        try rows.withCursor(in: transaction) { cursor in try cursor.forEach { keys.append($0.keyBytes); return true } }
+        for key in keys {
+            var blob = try rows.value(forKey: key, in: transaction)!
+            blob[blob.count - 1] ^= 0xFF
+            try rows.put(blob, forKey: key, in: transaction)
+        }
     }
 }
