@@ -113,15 +113,4 @@ struct QueryPlan: CustomStringConvertible {
         if limit > 0 { steps.append("Limit(\(limit))") }
         return steps.joined(separator: " → ")
     }
-
-    /// The index ranges the access path reads (none for a scan or key lookups).
-    var indexRanges: [IndexRange] {
-        switch access {
-        case .index(let index): [index]
-        case .union(let indexes), .intersection(let indexes): indexes
-        case .join(let join): [join.destination]
-        case .toManyJoin(let join): [join.destination]
-        case .scan, .keys, .empty: []
-        }
-    }
 }
