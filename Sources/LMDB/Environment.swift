@@ -39,6 +39,8 @@ public final class Environment: @unchecked Sendable {
     let handle: OpaquePointer
     let gate = ResizeGate()
     private let identity: StoreFile.Identity
+    /// Holds this process's claim on the lock file it uses, for as long as the environment is open.
+    private let lockFileGuard: LockFileGuard?
     private let readerPool = Locked<[TransactionHandle]>([])
     private let writerThread = Locked<WriterThread?>(nil)
     private let databases = Locked<[String?: Database]>([:])
@@ -82,18 +84,15 @@ public final class Environment: @unchecked Sendable {
     }
 
     private init(path: String, options: Options) throws(LMDBError) {
-        let dataPath: String
-        switch options.layout {
-        case .singleFile:
-            dataPath = path
-        case .directory:
-            if !StoreFile.isDirectory(path) && !options.isReadOnly {
-                if mkdir(path, 0o755) != 0 && errno != EEXIST {
-                    throw LMDBError(LMDBError(rawValue: errno), path: path, message: "cannot create the store directory")
-                }
+        if options.layout == .directory && !StoreFile.isDirectory(path) && !options.isReadOnly {
+            if mkdir(path, 0o755) != 0 && errno != EEXIST {
+                throw LMDBError(LMDBError(rawValue: errno), path: path, message: "cannot create the store directory")
             }
-            dataPath = path + "/data.mdb"
         }
+        // LMDB is given the real path, so every link to the store finds the same lock file.
+        let openPath = StoreFile.canonicalPath(path)
+        let (dataPath, lockPath) = options.layout == .singleFile
+            ? (openPath, openPath + "-lock") : (openPath + "/data.mdb", openPath + "/lock.mdb")
         if options.isReadOnly && StoreFile.identity(of: dataPath) == nil {
             throw LMDBError(.noSuchFile, path: path, message: "there is no store here to open read-only")
         }
@@ -106,8 +105,9 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_env_set_mapsize(handle, options.mapSize), path: path, message: "mapSize \(options.mapSize) was refused")
             try check(mdb_env_set_maxdbs(handle, MDB_dbi(clamping: options.maxDatabases)), path: path)
             try check(mdb_env_set_maxreaders(handle, UInt32(clamping: options.maxReaders)), path: path)
-            try check(mdb_env_open(handle, path, options.flags, mode_t(options.fileMode)), path: path,
+            try check(mdb_env_open(handle, openPath, options.flags, mode_t(options.fileMode)), path: path,
                       message: options.isReadOnly ? "cannot open the store read-only" : "cannot open the store")
+            lockFileGuard = try LockFileGuard(dataPath: dataPath, lockPath: lockPath, reportedPath: path)
         } catch {
             mdb_env_close(handle)
             throw error

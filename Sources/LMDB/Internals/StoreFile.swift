@@ -30,6 +30,38 @@ struct StoreFile {
         return Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     }
 
+    /// `path` with every symbolic link resolved, so that every process reaching a store through a link opens it by
+    /// one name — LMDB names the lock file after the path it is given, and two lock files for one data file let two
+    /// processes write at once. A missing file (a store about to be created) keeps its name in its folder's real
+    /// path, after any dangling link to it is followed. Hard links cannot be resolved; ``LockFileGuard`` catches them.
+    static func canonicalPath(_ path: String) -> String {
+        if let resolved = realpath(path, nil) {
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        var current = path
+        for _ in 0..<40 {
+            var info = stat()
+            guard lstat(current, &info) == 0, (info.st_mode & S_IFMT) == S_IFLNK else { break }
+            var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let count = readlink(current, &target, target.count - 1)
+            guard count > 0 else { break }
+            let link = String(decoding: target[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            current = link.hasPrefix("/") ? link : folder(of: current) + "/" + link
+        }
+        let name = current.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? current
+        guard !name.isEmpty, let folder = realpath(folder(of: current), nil) else { return current }
+        defer { free(folder) }
+        let base = String(cString: folder)
+        return (base == "/" ? "" : base) + "/" + name
+    }
+
+    /// The folder part of `path` (`.` for a bare name).
+    private static func folder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
     /// The size of the regular file at `path`, or `nil` when there is none.
     static func size(of path: String) -> Int? {
         var info = stat()
