@@ -142,4 +142,70 @@ func checkJournal(_ coordinator: PersistentStoreCoordinator, _ store: LMDBIncrem
         #expect(token == (try store.currentChangeToken()))
         #expect(try context.mergeRemoteChanges(from: store, since: &token).isEmpty)
     }
+
+    /// A store with one counter (`writer` "shared", `touches` 0), and a context that has loaded it.
+    private func storeWithLoadedCounter(_ folder: StoreFolder) throws -> (PersistentStoreCoordinator, ManagedObjectContext, ManagedObject) {
+        let (coordinator, _) = try folder.coordinator(journalModel())
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let counter = try context.insertNewObject(forEntityName: "Counter")
+        try counter.setValue("shared", forKey: "writer")
+        try context.save()
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let loaded = try #require(try reader.fetch(FetchRequest(entityName: "Counter")).first)
+        #expect(loaded.value(forKey: "touches") as? Int64 == 0)
+        return (coordinator, reader, loaded)
+    }
+
+    private func touchInAnotherProcess(_ folder: StoreFolder, _ object: ManagedObject) throws {
+        let (status, output) = try runHelper(["touch", folder.file().path, object.objectID.uriRepresentation.absoluteString])
+        #expect(status == 0, "\(output)")
+    }
+
+    @Test func aNewContextsFetchShowsWhatAnotherProcessSaved() throws {
+        let folder = StoreFolder()
+        let (coordinator, reader, loaded) = try storeWithLoadedCounter(folder)
+        defer { withExtendedLifetime(reader) {} }  // the first reader keeps the row cached in the coordinator
+        try touchInAnotherProcess(folder, loaded)
+
+        let byName = ManagedObjectContext(coordinator: coordinator)
+        let found = try byName.fetch(FetchRequest(entityName: "Counter", predicate: try FetchPredicate(format: "writer == 'shared'")))
+        #expect(found.first?.value(forKey: "touches") as? Int64 == 1, "a new fetch shows the store's current row, not the cached one")
+
+        let byNewValue = ManagedObjectContext(coordinator: coordinator)
+        let matched = try byNewValue.fetch(FetchRequest(entityName: "Counter", predicate: try FetchPredicate(format: "touches == 1")))
+        #expect(matched.count == 1)
+        #expect(matched.first?.value(forKey: "touches") as? Int64 == 1, "an object matched on a value shows that value")
+
+        let unfaulted = ManagedObjectContext(coordinator: coordinator)
+        let rows = try unfaulted.fetch(FetchRequest(entityName: "Counter").with { $0.returnsObjectsAsFaults = false })
+        #expect(rows.first?.value(forKey: "touches") as? Int64 == 1)
+    }
+
+    @Test func aFetchRefreshesARegisteredObjectWithoutChanges() throws {
+        let folder = StoreFolder()
+        let (_, reader, loaded) = try storeWithLoadedCounter(folder)
+        try touchInAnotherProcess(folder, loaded)
+        #expect(loaded.value(forKey: "touches") as? Int64 == 0, "nothing changes under an object until it is fetched again")
+
+        let again = try reader.fetch(FetchRequest(entityName: "Counter"))
+        #expect(again.first === loaded, "the context keeps one object per ID")
+        #expect(loaded.value(forKey: "touches") as? Int64 == 1, "the fetch brought the object up to the store's row")
+        #expect(!loaded.hasChanges)
+
+        try touchInAnotherProcess(folder, loaded)
+        _ = try reader.fetch(FetchRequest(entityName: "Counter").with { $0.returnsObjectsAsFaults = false })
+        #expect(loaded.value(forKey: "touches") as? Int64 == 2, "also when the fetch hands over rows")
+    }
+
+    @Test func aFetchKeepsUnsavedChangesAndTheSaveStillConflicts() throws {
+        let folder = StoreFolder()
+        let (_, reader, loaded) = try storeWithLoadedCounter(folder)
+        try loaded.setValue(Int64(7), forKey: "batch")
+        try touchInAnotherProcess(folder, loaded)
+
+        _ = try reader.fetch(FetchRequest(entityName: "Counter"))
+        #expect(loaded.value(forKey: "batch") as? Int64 == 7, "a fetch never throws away unsaved changes")
+        #expect(loaded.hasChanges)
+        #expect(throws: ManagedObjectContextError.self, "the save meets the other process's change as a conflict") { try reader.save() }
+    }
 }

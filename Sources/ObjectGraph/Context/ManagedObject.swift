@@ -106,6 +106,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the object has unsaved changes of any kind.
     public var hasChanges: Bool { lifecycle != .clean || !changedKeys.isEmpty }
 
+    /// Whether the object's values are its last loaded or saved row, untouched: no unsaved change, no failed load.
+    var showsCommittedValues: Bool { !hasChanges && faultError == nil }
+
     /// The values changed since the last save, by key (`nil` standing for a value set to NULL).
     public var changedValues: [String: Any?] {
         var result: [String: Any?] = [:]

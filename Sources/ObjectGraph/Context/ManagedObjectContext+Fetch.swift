@@ -10,6 +10,7 @@ extension ManagedObjectContext {
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
         let ids = try matchingObjectIDs(request)
         let objects = objects(with: ids)
+        if parent == nil { refreshStale(objects) }
         if !request.returnsObjectsAsFaults { try loadValues(of: objects) }
         assignBatches(ids, size: request.fetchBatchSize)
         if !request.relationshipKeyPathsForPrefetching.isEmpty { try prefetch(request.relationshipKeyPathsForPrefetching, for: objects) }
@@ -79,7 +80,7 @@ extension ManagedObjectContext {
         storeRequest.resultType = .managedObjectID
         let pending = needsPendingChanges(request)
         if parent == nil && stores.count == 1 && !pending {
-            return try ids(from: stores[0].execute(.fetch(storeRequest)))
+            return try ids(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]))
         }
         // Several stores, unsaved changes to merge, or a parent context: every match comes back, the window is
         // applied here.
@@ -89,7 +90,7 @@ extension ManagedObjectContext {
         if let parent {
             result = try parent.matchingObjectIDs(storeRequest.with { $0.includesPendingChanges = true })
         } else {
-            for store in stores { result += try ids(from: store.execute(.fetch(storeRequest))) }
+            for store in stores { result += try ids(from: persistentStoreCoordinator.execute(storeRequest, on: store)) }
         }
         var candidates = objects(with: result)
         if pending {
@@ -116,6 +117,18 @@ extension ManagedObjectContext {
         return Array(request.window(candidates.map(\.objectID)))
     }
 
+    /// Turns fetched objects that show a row the store no longer holds back into faults, so they show the row the
+    /// fetch matched (Core Data's rule that a fetch refreshes what it returns): objects with values loaded, no
+    /// unsaved changes, and a version other than the coordinator's cached row — which ``PersistentStoreCoordinator``
+    /// drops when another process changes it. Faults need nothing: they load through that cache.
+    private func refreshStale(_ objects: [ManagedObject]) {
+        let loaded = objects.filter { !$0.isFaultStorage && $0.showsCommittedValues }
+        guard !loaded.isEmpty else { return }
+        for (object, version) in zip(loaded, persistentStoreCoordinator.cachedVersions(of: loaded.map(\.objectID))) where version != object.version {
+            turnIntoFault(object)
+        }
+    }
+
     private func ids(from result: PersistentStoreResult) throws(ManagedObjectContextError) -> [ManagedObjectID] {
         switch result {
         case .objectIDs(let ids):
@@ -123,7 +136,10 @@ extension ManagedObjectContext {
         case .nodes(let nodes):
             for node in nodes {
                 let object = object(with: node.objectID)
-                if object.isFaultStorage && !object.hasChanges { apply(node, to: object); object.awakeFromFetch() }
+                if object.isFaultStorage ? !object.hasChanges : object.showsCommittedValues && object.version != node.version {
+                    apply(node, to: object)
+                    object.awakeFromFetch()
+                }
             }
             return nodes.map(\.objectID)
         case .count, .empty:

@@ -35,6 +35,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// `objectClass(for:)`'s answers (an entity without a class of its own takes its nearest ancestor's).
     private var resolvedClasses: [String: ManagedObject.Type] = [:]
     private var rowCache: [ManagedObjectID: CachedRow] = [:]
+    /// For each store other processes may change: the change token up to which the row cache has dropped the rows
+    /// those changes touched (``catchUp(with:)``).
+    private var cacheTokens: [String: UInt64] = [:]
+    /// Grows each time rows are dropped for changes made elsewhere: a row read before that must not be cached after.
+    private var cacheEpoch: UInt64 = 0
     let mergingLock = NSLock()
     var mergingContexts: [WeakContext] = []
 
@@ -105,7 +110,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         guard !store.identifier.isEmpty else {
             throw ManagedObjectContextError(.storeUnusable, message: "the \(type) store's metadata has no UUID after loading")
         }
-        lock.withLock { stores.append(store) }
+        let token = try (store as? any ChangeTrackingStore)?.currentChangeToken()
+        lock.withLock {
+            stores.append(store)
+            if let token { cacheTokens[store.identifier] = token }
+        }
         return store
     }
 
@@ -124,6 +133,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             stores.remove(at: index)
             rowCache = rowCache.filter { $0.key.storeIdentifier != store.identifier }
+            cacheTokens[store.identifier] = nil
         }
     }
 
@@ -197,9 +207,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The stored values of an object, from the row cache or its store.
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
-        if let cached = lock.withLock({ rowCache[objectID]?.node }) { return cached }
+        let (cached, epoch) = lock.withLock { (rowCache[objectID]?.node, cacheEpoch) }
+        if let cached { return cached }
         let node = try incrementalStore(for: objectID).newValuesForObject(with: objectID)
-        lock.withLock { if rowCache[objectID] != nil { rowCache[objectID]!.node = node } }
+        cache([node], readIn: epoch)
         return node
     }
 
@@ -207,19 +218,63 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func nodes(for objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: IncrementalStoreNode] {
         var result: [ManagedObjectID: IncrementalStoreNode] = [:]
         var missing: [ManagedObjectID] = []
-        lock.withLock {
+        let epoch = lock.withLock {
             for id in objectIDs {
                 if let node = rowCache[id]?.node { result[id] = node } else { missing.append(id) }
             }
+            return cacheEpoch
         }
         for (storeIdentifier, ids) in Dictionary(grouping: missing.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
             guard let store = persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else { continue }
-            for node in try store.newValuesForObjects(with: ids) {
-                result[node.objectID] = node
-                lock.withLock { if rowCache[node.objectID] != nil { rowCache[node.objectID]!.node = node } }
-            }
+            let nodes = try store.newValuesForObjects(with: ids)
+            for node in nodes { result[node.objectID] = node }
+            cache(nodes, readIn: epoch)
         }
         return result
+    }
+
+    /// Keeps rows read from a store for the registered objects among them — unless rows were dropped for changes
+    /// made elsewhere since the read began (`epoch`), when they may be older than what the cache must hold.
+    private func cache(_ nodes: [IncrementalStoreNode], readIn epoch: UInt64) {
+        lock.withLock {
+            guard cacheEpoch == epoch else { return }
+            for node in nodes where rowCache[node.objectID] != nil { rowCache[node.objectID]!.node = node }
+        }
+    }
+
+    /// Runs a fetch on one store and keeps the row cache true to the store: rows the store hands over replace the
+    /// cached ones, and rows that other processes changed since the cache last caught up are dropped, so an object
+    /// a fetch returns never shows a row older than the one the fetch matched.
+    func execute(_ request: FetchRequest, on store: any IncrementalStore) throws -> PersistentStoreResult {
+        let epoch = lock.withLock { cacheEpoch }
+        let result = try store.execute(.fetch(request))
+        if case .nodes(let nodes) = result { cache(nodes, readIn: epoch) }
+        if let tracking = store as? any ChangeTrackingStore { try catchUp(with: tracking) }
+        return result
+    }
+
+    /// Drops the cached rows of objects that saves recorded in `store`'s change log since the cache last caught up
+    /// (every cached row of the store when the log no longer reaches back that far). One read of the change token
+    /// when nothing changed.
+    func catchUp(with store: any ChangeTrackingStore) throws {
+        let identifier = store.identifier
+        guard let known = lock.withLock({ cacheTokens[identifier] }), try store.currentChangeToken() != known else { return }
+        let changes = try store.changes(since: known)
+        let current = try changes?.token ?? store.currentChangeToken()
+        lock.withLock {
+            cacheEpoch &+= 1
+            if let changes = changes?.changes {
+                for id in changes.updated.union(changes.deleted) where rowCache[id] != nil { rowCache[id]!.node = nil }
+            } else {
+                for index in rowCache.indices where rowCache.keys[index].storeIdentifier == identifier { rowCache.values[index].node = nil }
+            }
+            cacheTokens[identifier] = max(cacheTokens[identifier] ?? 0, current)
+        }
+    }
+
+    /// The versions of the cached rows of `objectIDs` (`nil` where no row is cached).
+    func cachedVersions(of objectIDs: [ManagedObjectID]) -> [Int64?] {
+        lock.withLock { objectIDs.map { rowCache[$0]?.node?.version } }
     }
 
     /// Replaces (or drops, for `nil`) a cached row after a save or a refresh.
