@@ -17,8 +17,40 @@ extension Environment {
         public var lastTransactionID: Int
         /// The size of the reader table.
         public var maxReaders: Int
-        /// The number of reader slots in use (by this and other processes).
+        /// The most reader slots in use at once since the lock file was made (LMDB's high-water mark, across every
+        /// process); ``Environment/readerSlots()`` lists the slots taken now.
         public var readersInUse: Int
+    }
+
+    /// A reader slot of the lock file that a process holds: for an open read transaction, or for a reset one kept
+    /// for reuse.
+    public struct ReaderSlot: Sendable, Hashable {
+        /// The process holding the slot.
+        public var processID: Int32
+        /// The thread that took it, as LMDB records it.
+        public var thread: UInt
+        /// The snapshot the open transaction reads, or `nil` for a reset transaction kept for reuse.
+        public var transactionID: Int?
+    }
+
+    /// The reader slots taken now, by every process using the store. The corresponding LMDB function is
+    /// `mdb_reader_list`.
+    public func readerSlots() -> [ReaderSlot] {
+        final class Lines { var text: [String] = [] }
+        let lines = Lines()
+        _ = withExtendedLifetime(lines) {
+            mdb_reader_list(handle, { message, context in
+                guard let message, let context else { return 0 }
+                Unmanaged<Lines>.fromOpaque(context).takeUnretainedValue().text.append(String(cString: message))
+                return 0
+            }, Unmanaged.passUnretained(lines).toOpaque())
+        }
+        // Lines of "pid thread txnid" (thread in hexadecimal, "-" for a reset transaction) after a header.
+        return lines.text.compactMap { line in
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\n" })
+            guard fields.count == 3, let process = Int32(fields[0]), let thread = UInt(fields[1], radix: 16) else { return nil }
+            return ReaderSlot(processID: process, thread: thread, transactionID: Int(fields[2]))
+        }
     }
 
     /// Statistics of the environment's main B+tree, which holds the named databases' records.

@@ -37,8 +37,11 @@ extension Environment {
         public var maxMapSize: Int = 1 << 40
         /// How many named databases the environment can hold. Default: 64.
         public var maxDatabases: Int = 64
-        /// How many read transactions may be open at once across every process using the store. Default: 126.
-        public var maxReaders: Int = 126
+        /// How many read transactions may be open at once across every process using the store — the size of the
+        /// lock file's reader table. The first process to open the store (when no other has it open) sets it; the
+        /// others use the table as it is. Each process keeps at most 8 finished read transactions for reuse and
+        /// gives their slots back after a second of disuse. Default: 510.
+        public var maxReaders: Int = 510
         /// Opens the store read-only (`MDB_RDONLY`): no write transaction can begin, nothing is created.
         public var isReadOnly: Bool = false
         /// The durability of a commit. Default: ``Durability/full``.

@@ -13,7 +13,7 @@ extension Environment {
     ///   (``LMDBError/readersFull`` when every reader slot stays taken after stale slots are cleared).
     ///   The corresponding LMDB function is `mdb_txn_begin` with `MDB_RDONLY`.
     public func read<Result>(_ body: (Transaction) throws -> Result) throws -> Result {
-        var clearedStaleReaders = false
+        var freedSlots = false
         while true {
             gate.lockShared()
             let (code, pointer) = takeReadHandle()
@@ -23,10 +23,15 @@ extension Environment {
                     try adoptMapSize()
                     continue
                 }
-                if code == MDB_READERS_FULL && !clearedStaleReaders {
-                    clearedStaleReaders = true
-                    _ = clearStaleReaders()
-                    continue
+                if code == MDB_READERS_FULL {
+                    if !freedSlots {
+                        // Slots of dead processes, and this process's own kept ones, are given back first.
+                        freedSlots = true
+                        _ = clearStaleReaders()
+                        releaseKeptReaders()
+                        continue
+                    }
+                    throw LMDBError(.readersFull, path: path, message: readersFullMessage())
                 }
                 throw LMDBError(LMDBError(rawValue: code), path: path, message: "cannot begin a read transaction")
             }

@@ -1,4 +1,5 @@
 internal import CLMDB
+import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -41,12 +42,9 @@ public final class Environment: @unchecked Sendable {
     private let identity: StoreFile.Identity
     /// Holds this process's claim on the lock file it uses, for as long as the environment is open.
     private let lockFileGuard: LockFileGuard?
-    private let readerPool = Locked<[TransactionHandle]>([])
+    private let readerPool = ReaderPool()
     private let writerThread = Locked<WriterThread?>(nil)
     private let databases = Locked<[String?: Database]>([:])
-
-    /// The number of reset read transactions kept for reuse.
-    private static let readerPoolLimit = 32
 
     /// Opens (or creates) the store at `path`, or returns the environment this process already has open for it.
     ///
@@ -128,9 +126,7 @@ public final class Environment: @unchecked Sendable {
 
     deinit {
         Self.registry.withLock { entries in
-            for pooled in readerPool.withLock({ $0 }) {
-                mdb_txn_abort(pooled.pointer)
-            }
+            for pooled in readerPool.takeAll() { mdb_txn_abort(pooled) }
             mdb_env_close(handle)
             entries[identity] = nil
         }
@@ -158,26 +154,51 @@ struct WriterThread: @unchecked Sendable {
 extension Environment {
     /// A read transaction from the pool (renewed) or a new one. Runs with the resize gate held shared.
     func takeReadHandle() -> (Int32, OpaquePointer?) {
-        while let pooled = readerPool.withLock({ $0.popLast() }) {
-            let code = mdb_txn_renew(pooled.pointer)
-            if code == MDB_SUCCESS { return (code, pooled.pointer) }
-            mdb_txn_abort(pooled.pointer)
+        while let pooled = readerPool.take() {
+            let code = mdb_txn_renew(pooled)
+            if code == MDB_SUCCESS { return (code, pooled) }
+            mdb_txn_abort(pooled)
+            readerPool.abandon()
             if code != MDB_BAD_RSLOT { return (code, nil) }
         }
         var pointer: OpaquePointer?
         let code = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &pointer)
+        if code != MDB_SUCCESS { readerPool.abandon() }
         return (code, pointer)
     }
 
-    /// Resets a finished read transaction and keeps it for reuse.
+    /// Resets a finished read transaction and keeps it for reuse (its reader slot given back once it sits idle).
     func recycleReadHandle(_ pointer: OpaquePointer) {
         mdb_txn_reset(pointer)
-        let kept = readerPool.withLock { pool -> Bool in
-            guard pool.count < Self.readerPoolLimit else { return false }
-            pool.append(TransactionHandle(pointer: pointer))
-            return true
+        switch readerPool.recycle(pointer) {
+        case .refused: mdb_txn_abort(pointer)
+        case .kept(let scheduleTrim): if scheduleTrim { scheduleReaderTrim() }
         }
-        if !kept { mdb_txn_abort(pointer) }
+    }
+
+    /// Gives back, a while from now, the reader slots of kept transactions that went unused meanwhile; again while
+    /// any are kept.
+    private func scheduleReaderTrim() {
+        let delay = DispatchTimeInterval.nanoseconds(Int(ReaderPool.idleNanoseconds))
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay) { [weak self] in
+            guard let self else { return }
+            let (idle, more) = readerPool.takeIdle()
+            for pointer in idle { mdb_txn_abort(pointer) }
+            if more { scheduleReaderTrim() }
+        }
+    }
+
+    /// Gives back the reader slots of every kept read transaction (when the lock file has no free slot).
+    func releaseKeptReaders() {
+        for pointer in readerPool.takeAll() { mdb_txn_abort(pointer) }
+    }
+
+    /// Why a read transaction found no reader slot: the limit, and how many slots this process holds.
+    func readersFullMessage() -> String {
+        var slots: UInt32 = 0
+        mdb_env_get_maxreaders(handle, &slots)
+        let open = readerPool.counts.open
+        return "every one of the store's \(slots) reader slots is taken (this process has \(open) read transaction\(open == 1 ? "" : "s") open; other processes hold the rest) — end long reads or idle processes, or let the first process to open the store set a larger maxReaders"
     }
 
     /// Whether the calling thread holds this environment's write transaction.

@@ -10,6 +10,10 @@
 //
 //   lmdbstore-test-helper touch <path> <object URI>
 //     Increments the "touches" of one counter object and saves.
+//
+//   lmdbstore-test-helper read-concurrently <path> <threads> <idle seconds>
+//     Opens the single-file store at <path>, holds <threads> read transactions open at once, then prints
+//     "ready <n>" (the reader slots this process holds once they are done), stays idle, prints "idle <n>" and exits.
 import Foundation
 import LMDB
 import LMDBStore
@@ -25,6 +29,12 @@ func fail(_ message: String) -> Never {
     let bytes = Array("lmdbstore-test-helper: \(message)\n".utf8)
     _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     exit(2)
+}
+
+/// Prints a line at once (unbuffered), for a test that reads it while this process goes on.
+func say(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
 }
 
 let arguments = CommandLine.arguments
@@ -93,6 +103,52 @@ case "touch":
     } catch {
         fail("\(error)")
     }
+case "read-concurrently":
+    guard arguments.count == 5, let threads = Int(arguments[3]), let idle = Double(arguments[4]) else {
+        fail("usage: read-concurrently <path> <threads> <idle seconds>")
+    }
+    do {
+        let environment = try Environment.open(at: arguments[2])
+        func slotsHeld() -> Int { environment.readerSlots().filter { $0.processID == getpid() }.count }
+        let allOpen = DispatchGroup()
+        let release = DispatchSemaphore(value: 0)
+        let finished = DispatchGroup()
+        let failures = Locked(0)
+        for _ in 0..<threads {
+            allOpen.enter()
+            finished.enter()
+            Thread.detachNewThread {
+                do {
+                    try environment.read { _ in
+                        allOpen.leave()
+                        release.wait()
+                    }
+                } catch {
+                    failures.add()
+                    allOpen.leave()
+                }
+                finished.leave()
+            }
+        }
+        allOpen.wait()
+        for _ in 0..<threads { release.signal() }
+        finished.wait()
+        guard failures.value == 0 else { fail("\(failures.value) reads failed") }
+        say("ready \(slotsHeld())")
+        usleep(UInt32(idle * 1_000_000))
+        say("idle \(slotsHeld())")
+    } catch {
+        fail("\(error)")
+    }
 default:
     fail("unknown command \(arguments[1])")
+}
+
+/// A counter shared between threads.
+final class Locked: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count: Int
+    init(_ count: Int) { self.count = count }
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
 }
