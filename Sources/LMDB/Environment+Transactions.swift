@@ -95,7 +95,7 @@ extension Environment {
                     let commit = mdb_txn_commit(pointer)
                     outcome = commit == MDB_SUCCESS ? .committed(result)
                         : commit == MDB_MAP_FULL ? .mapFull
-                        : .failed(LMDBError(LMDBError(rawValue: commit), path: path, message: "the commit failed; nothing was written"))
+                        : .failed(FailureDiagnosis.commitFailure(commit, path: path, dataPath: dataPath))
                 }
             } catch {
                 transaction.finish()

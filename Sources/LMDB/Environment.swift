@@ -30,6 +30,9 @@ public final class Environment: @unchecked Sendable {
     /// The path the environment was opened at.
     public let path: String
 
+    /// The data file LMDB maps (links resolved).
+    let dataPath: String
+
     /// The options the environment was opened with.
     public let options: Options
 
@@ -99,12 +102,14 @@ public final class Environment: @unchecked Sendable {
         var created: OpaquePointer?
         try check(mdb_env_create(&created), path: path)
         guard let handle = created else { throw LMDBError(.invalidArgument, path: path) }
-        do {
+        do throws(LMDBError) {
             try check(mdb_env_set_mapsize(handle, options.mapSize), path: path, message: "mapSize \(options.mapSize) was refused")
             try check(mdb_env_set_maxdbs(handle, MDB_dbi(clamping: options.maxDatabases)), path: path)
             try check(mdb_env_set_maxreaders(handle, UInt32(clamping: options.maxReaders)), path: path)
-            try check(mdb_env_open(handle, openPath, options.flags, mode_t(options.fileMode)), path: path,
-                      message: options.isReadOnly ? "cannot open the store read-only" : "cannot open the store")
+            let opened = mdb_env_open(handle, openPath, options.flags, mode_t(options.fileMode))
+            if opened != MDB_SUCCESS {
+                throw FailureDiagnosis.openFailure(opened, path: path, dataPath: dataPath, lockPath: lockPath, options: options)
+            }
             lockFileGuard = try LockFileGuard(dataPath: dataPath, lockPath: lockPath, reportedPath: path)
         } catch {
             mdb_env_close(handle)
@@ -118,6 +123,7 @@ public final class Environment: @unchecked Sendable {
             throw LMDBError(.noSuchFile, path: path, message: "the store vanished while it was being opened")
         }
         self.path = path
+        self.dataPath = dataPath
         self.options = options
         self.handle = handle
         self.identity = identity
@@ -229,7 +235,12 @@ extension Environment {
                 throw LMDBError(.mapFull, path: path,
                                 message: "the store needs more than its maxMapSize of \(options.maxMapSize) bytes")
             }
-            try check(mdb_env_set_mapsize(handle, grown), path: path, message: "cannot grow the map to \(grown) bytes")
+            let code = mdb_env_set_mapsize(handle, grown)
+            if code == ENOMEM {
+                throw LMDBError(.mapFull, path: path,
+                                message: "the store needs a map of \(grown) bytes, which does not fit in this process's address space (see ulimit -v)")
+            }
+            try check(code, path: path, message: "cannot grow the map to \(grown) bytes")
         }
     }
 

@@ -42,6 +42,7 @@ extension LMDBIncrementalStore {
     /// then sorted (unless the path already gives the order, when the walk stops after offset + limit matches)
     /// and windowed. Counts and object IDs come from index entries alone when the ranges answer the predicate.
     func fetch(_ request: FetchRequest) throws -> PersistentStoreResult {
+        try request.validate(for: model)
         let state = try open
         guard let entity = layout.entity(request.entityName) else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
@@ -214,13 +215,14 @@ extension LMDBIncrementalStore {
     /// `direction`) until it returns false.
     func forEachRow(in index: QueryPlan.IndexRange, direction: ScanDirection = .forward, state: OpenState, transaction: Transaction,
                     _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
-        try database(index.database, in: state).withCursor(in: transaction) { cursor in
+        let table = database(index.database, in: state)
+        try table.withCursor(in: transaction) { cursor in
             var going = true
             for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
                 try cursor.forEach(in: range, direction: direction) { entry in
                     // Each value: the row key, then its entity tag.
-                    let tag = UInt16(entry.value[8]) << 8 | UInt16(entry.value[9])
-                    going = try body(TupleEncoding.readBigEndianUInt64(entry.value, at: 0), tag, entry)
+                    let row = try table.reference(in: entry)
+                    going = try body(row.key, row.entityTag, entry)
                     return going
                 }
             }
@@ -256,10 +258,11 @@ extension LMDBIncrementalStore {
                 switch join.owners {
                 case .link(let name):
                     // The inverse's members of this destination: its owners, with their entity tags.
-                    try database(name, in: state).withCursor(in: transaction) { cursor in
+                    let links = database(name, in: state)
+                    try links.withCursor(in: transaction) { cursor in
                         try cursor.forEach(in: KeyRange.prefix(Self.keyBytes(destinationKey))) { entry in
-                            let tag = UInt16(entry.value[8]) << 8 | UInt16(entry.value[9])
-                            if family.contains(tag) { found[TupleEncoding.readBigEndianUInt64(entry.value, at: 0)] = tag }
+                            let owner = try links.reference(in: entry)
+                            if family.contains(owner.entityTag) { found[owner.key] = owner.entityTag }
                             return true
                         }
                     }
@@ -341,14 +344,15 @@ extension LMDBIncrementalStore {
             }
         case .join(let join):
             // Each destination in the range, then every row pointing at it (a prefix of the to-one table).
-            try database(join.toOneDatabase, in: state).withCursor(in: transaction) { pointers in
+            let toOne = database(join.toOneDatabase, in: state)
+            try toOne.withCursor(in: transaction) { pointers in
                 try forEachRow(in: join.destination, state: state, transaction: transaction) { destination, _, _ in
                     // The rows pointing at this destination: the values of its key in the to-one table.
                     let key = Self.keyBytes(destination)
                     try pointers.forEach(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
-                        let tag = UInt16(entry.value[8]) << 8 | UInt16(entry.value[9])
-                        guard family.contains(tag) else { return true }
-                        if let view = try consider(key: TupleEncoding.readBigEndianUInt64(entry.value, at: 0), tag: tag) { matches.append(view) }
+                        let source = try toOne.reference(in: entry)
+                        guard family.contains(source.entityTag) else { return true }
+                        if let view = try consider(key: source.key, tag: source.entityTag) { matches.append(view) }
                         return corrupted == nil
                     }
                     return corrupted == nil
@@ -359,8 +363,12 @@ extension LMDBIncrementalStore {
         case .scan:
             try rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
-                    guard let tag = RowCodec.entityTag(entry.value), family.contains(tag) else { return true }
-                    let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                    let key = try rows.rowKey(in: entry)
+                    guard let tag = RowCodec.entityTag(entry.value) else {
+                        corrupted = (key, RowDecodingError(reason: "the row is \(entry.value.count) bytes, shorter than a row header"))
+                        return false
+                    }
+                    guard family.contains(tag) else { return true }
                     do {
                         // The cursor's bytes stay in the map until the read transaction ends.
                         if let view = try consider(try EncodedRow(entry.value, layout: layout), key: key, id: objectID(entityTag: tag, key: key, in: state)) {
@@ -423,7 +431,7 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
                 // One step per destination: LMDB counts the rows pointing at it.
                 var entry = try cursor.first()
                 while let current = entry {
-                    groups.append((TupleEncoding.readBigEndianUInt64(current.key, at: 0), try cursor.duplicateCount()))
+                    groups.append((try index.rowKey(in: current), try cursor.duplicateCount()))
                     entry = try cursor.nextKey()
                 }
             }
@@ -535,6 +543,7 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
     /// relationship of the entity (`SELF` for counts). Anything else (key paths through relationships, to-many
     /// values) returns `nil`, and the context computes it from objects.
     public func executeDictionaryFetch(_ request: FetchRequest) throws -> [[String: PredicateValue]]? {
+        try request.validate(for: model)
         guard let entity = layout.entity(request.entityName) else { return nil }
         let properties = DictionaryResults.properties(for: request, model: model)
         for property in properties where !(property.function == .count && (property.keyPath == "SELF" || property.keyPath == "*")) {

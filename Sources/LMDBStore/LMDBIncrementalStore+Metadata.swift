@@ -40,6 +40,7 @@ extension LMDBIncrementalStore {
         case "false": environmentOptions.readsAhead = false
         default: throw refuse("readAhead", "true or false")
         }
+        if let text = options["createInForeignFile"], text != "true" && text != "false" { throw refuse("createInForeignFile", "true or false") }
         environmentOptions.maxDatabases = max(64, layout.databaseNames.count + 8)
         let environment: Environment
         do {
@@ -52,6 +53,12 @@ extension LMDBIncrementalStore {
         let existing = try Self.readMetadata(environment: environment, path: path)
         var stored = existing
         if existing.isEmpty {
+            // An LMDB file that holds data but no store metadata is another program's: never written into unless
+            // the caller asks for the store's tables beside it.
+            if options["createInForeignFile"] != "true", let foreign = try foreignContents(of: environment) {
+                throw ManagedObjectContextError(.storeUnusable,
+                    message: "\(path) is an LMDB file of another program (it holds \(foreign) and no LMDBStore metadata); it was left untouched — pass the store option createInForeignFile=true to add a store's tables to it")
+            }
             stored = [
                 MetaKey.format: String(Self.formatVersion), MetaKey.uuid: UUID().uuidString, MetaKey.storeType: type,
                 MetaKey.modelHash: model.versionHashString,
@@ -72,23 +79,54 @@ extension LMDBIncrementalStore {
         } catch {
             throw storeError(error, "the store lacks a table its model needs")
         }
-        let state = OpenState(environment: environment, databases: databases, storeIdentifier: stored[MetaKey.uuid]!,
+        let uuid = stored[MetaKey.uuid] ?? ""  // checked above, or just written
+        let state = OpenState(environment: environment, databases: databases, storeIdentifier: uuid,
                               entityNamesByTag: layout.entityNamesByTag)
         lock.withLock {
             self.state = state
             metadataStorage = [
-                PersistentStoreMetadataKey.uuid: stored[MetaKey.uuid]!, PersistentStoreMetadataKey.storeType: type,
+                PersistentStoreMetadataKey.uuid: uuid, PersistentStoreMetadataKey.storeType: type,
                 PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? "",
             ]
         }
     }
 
+    /// What an LMDB file without store metadata holds that is not an interrupted creation of this store (the
+    /// layout's tables, empty): a phrase naming it, or `nil` when there is nothing else.
+    private func foreignContents(of environment: Environment) throws -> String? {
+        guard (try environment.statistics().entries) > 0 else { return nil }
+        let main = try environment.openDatabase(named: nil, create: false)
+        let names = try environment.read { transaction in
+            var names: [String] = []
+            try main.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in names.append(String(decoding: entry.key, as: UTF8.self)); return true }
+            }
+            return names
+        }
+        let ours = Set(layout.databaseNames)
+        let others = names.filter { !ours.contains($0) }
+        if !others.isEmpty {
+            return "\(others.count) other key\(others.count == 1 ? "" : "s") or database\(others.count == 1 ? "" : "s") such as \(others.prefix(3).map { "\"\($0)\"" }.joined(separator: ", "))"
+        }
+        for name in names {
+            guard let table = try? environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false) else {
+                return "a table \"\(name)\" of another kind"
+            }
+            if try environment.read({ try table.statistics(in: $0).entries }) > 0 { return "data in its table \"\(name)\"" }
+        }
+        return nil
+    }
+
     private func check(_ stored: [String: String], path: String) throws {
-        guard let format = stored[MetaKey.format].flatMap(Int.init) else {
+        guard let format = stored[MetaKey.format].flatMap(Int.init), format >= 1 else {
             throw ManagedObjectContextError(.storeUnusable, message: "\(path) is an LMDB file but not an LMDBStore store (no format version)")
         }
         guard format <= Self.formatVersion else {
             throw ManagedObjectContextError(.storeUnusable, message: "\(path) has format version \(format); this LMDBStore reads up to \(Self.formatVersion)")
+        }
+        guard let uuid = stored[MetaKey.uuid], UUID(uuidString: uuid) != nil else {
+            throw ManagedObjectContextError(.storeUnusable,
+                message: "\(path) has no valid store UUID in its metadata (\(stored[MetaKey.uuid].map { "\"\($0)\"" } ?? "none")); its meta table is damaged")
         }
         guard stored[MetaKey.storeType] == type else {
             throw ManagedObjectContextError(.storeUnusable, message: "\(path) is a \(stored[MetaKey.storeType] ?? "?") store, not a \(type) store")
@@ -146,7 +184,7 @@ extension LMDBIncrementalStore {
                                     return false
                                 }
                                 done += 1
-                                let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                                let key = try rows.rowKey(in: entry)
                                 let row: StoredRow
                                 do {
                                     row = try RowCodec.decode(entry.value, layout: layout)

@@ -36,7 +36,15 @@ extension LMDBIncrementalStore {
                     throw ManagedObjectContextError(.mergeConflict, message: "\(conflicts.count) object\(conflicts.count == 1 ? "" : "s") changed in the store since they were read",
                                                     conflicts: conflicts)
                 }
-                // 2. New row states.
+                // 2. New row states, pointing only at objects that exist.
+                let references = References(inserted: Set(request.insertedObjects.map(\.objectID)),
+                                            deleted: Set(request.deletedObjects.map(\.objectID)))
+                for change in request.insertedObjects + request.updatedObjects {
+                    for (name, target) in change.toOne {
+                        guard let relationship = model.relationship(named: name, in: change.objectID.entityName) else { continue }
+                        _ = try checkTarget(target, of: relationship, owner: change.objectID, references, state: state, transaction: transaction)
+                    }
+                }
                 var new: [ManagedObjectID: StoredRow] = [:]
                 for change in request.insertedObjects {
                     let rows = try rowsDatabase(change.objectID, state)
@@ -78,16 +86,16 @@ extension LMDBIncrementalStore {
                 // 4. Link tables, then rows.
                 for change in request.deletedObjects {
                     for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
-                        try rewriteLinks(relationship, of: change.objectID, to: [], state: state, transaction: transaction)
+                        try rewriteLinks(relationship, of: change.objectID, to: [], references, state: state, transaction: transaction)
                     }
                     try rowsDatabase(change.objectID, state).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
                 for change in request.insertedObjects + request.updatedObjects {
                     for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
                         if let targets = change.toMany[relationship.name] {
-                            try rewriteLinks(relationship, of: change.objectID, to: targets, state: state, transaction: transaction)
+                            try rewriteLinks(relationship, of: change.objectID, to: targets, references, state: state, transaction: transaction)
                         } else if let delta = change.toManyChanges[relationship.name], !relationship.isOrdered {
-                            try applyLinkChanges(relationship, of: change.objectID, delta, state: state, transaction: transaction)
+                            try applyLinkChanges(relationship, of: change.objectID, delta, references, state: state, transaction: transaction)
                         }
                     }
                     let entity = layout.entity(change.objectID.entityName)!
@@ -109,7 +117,7 @@ extension LMDBIncrementalStore {
         let sequences = database(StoreLayout.sequenceDatabase, in: state)
         let log = database(StoreLayout.changesDatabase, in: state)
         let counterKey = Array(StoreLayout.changeSequenceKey.utf8)
-        let number = (try sequences.withValue(forKey: counterKey, in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0) + 1
+        let number = try sequences.counter(forKey: counterKey, in: transaction) + 1
         try sequences.put(Self.keyBytes(number), forKey: counterKey, in: transaction)
         var payload: [UInt8] = []
         for (kind, changes) in [(UInt8(1), request.insertedObjects), (2, request.updatedObjects), (3, request.deletedObjects)] {
@@ -132,6 +140,8 @@ extension LMDBIncrementalStore {
         return database(StoreLayout.rowsDatabase(root: entity.root), in: state)
     }
 
+    /// The row of `objectID`, or `nil` when there is none — or when the row under its key is another entity's (an
+    /// ID naming a sub-entity with the key of a parent-entity row is no object, not that row).
     func readRow(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> StoredRow? {
         let rows = try rowsDatabase(objectID, state)
         let decoded = try rows.withValue(forKey: Self.keyBytes(try key(of: objectID)), in: transaction) { bytes in
@@ -139,7 +149,7 @@ extension LMDBIncrementalStore {
         }
         switch decoded {
         case nil: return nil
-        case .success(let row)?: return row
+        case .success(let row)?: return row.entityTag == layout.entity(objectID.entityName)?.tag ? row : nil
         case .failure(let error)?:
             throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
         }
@@ -189,11 +199,9 @@ extension LMDBIncrementalStore {
                 throw ManagedObjectContextError(.wrongValueType,
                     message: "\(entityName).\(name) is \(attribute.type.coreDataName), but the value is \(value.kindName) \(value) (object \(change.objectID))")
             }
-            if case .double(let number) = value, number.isNaN {
-                throw ManagedObjectContextError(.wrongValueType, message: "\(entityName).\(name) cannot hold NaN (object \(change.objectID))")
-            }
-            if case .float(let number) = value, number.isNaN {
-                throw ManagedObjectContextError(.wrongValueType, message: "\(entityName).\(name) cannot hold NaN (object \(change.objectID))")
+            if value.isNaN {
+                throw ManagedObjectContextError(.wrongValueType,
+                    message: "\(entityName).\(name) cannot hold a NaN \(value.kindName): it is not equal to itself, so it cannot be compared, sorted or indexed (object \(change.objectID))")
             }
             if case .string(let text) = value, let maximum = attribute.validation.maximumLength, text.count > maximum {
                 throw ManagedObjectContextError(.validation,
@@ -217,7 +225,7 @@ extension LMDBIncrementalStore {
     /// Replaces the link entries of one object's relationship.
     /// Adds and removes single members of an unordered link table: one put or delete per member, nothing read.
     private func applyLinkChanges(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, _ delta: ToManyChange,
-                                  state: OpenState, transaction: Transaction) throws {
+                                  _ references: References, state: OpenState, transaction: Transaction) throws {
         let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
                                                       relationship: relationship.name), in: state)
         let owner = Self.keyBytes(try key(of: objectID))
@@ -225,25 +233,24 @@ extension LMDBIncrementalStore {
             _ = try table.delete(key: owner + Self.keyBytes(try key(of: target)), in: transaction)
         }
         for target in delta.added {
-            guard let tag = layout.entity(target.entityName)?.tag else { continue }
+            let tag = try checkTarget(target, of: relationship, owner: objectID, references, state: state, transaction: transaction)
             let targetKey = Self.keyBytes(try key(of: target))
             try table.put(targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: owner + targetKey, in: transaction)
         }
     }
 
     private func rewriteLinks(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
-                              state: OpenState, transaction: Transaction) throws {
+                              _ references: References, state: OpenState, transaction: Transaction) throws {
         let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
                                                       relationship: relationship.name), in: state)
         let owner = Self.keyBytes(try key(of: objectID))
         if !relationship.isOrdered {
             // Unordered: write only the difference, so adding one member to a large relationship costs one put (a
             // bulk load that grows many-to-many relationships batch by batch stays linear).
-            var wanted: [[UInt8]: [UInt8]] = [:]
+            var wanted: [[UInt8]: (target: ManagedObjectID, key: [UInt8])] = [:]
             for target in targets {
-                guard let tag = layout.entity(target.entityName)?.tag else { continue }
                 let targetKey = Self.keyBytes(try key(of: target))
-                wanted[owner + targetKey] = targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)]
+                wanted[owner + targetKey] = (target, targetKey)
             }
             try table.withCursor(in: transaction) { cursor in
                 var entry = try cursor.seek(atOrAfter: owner)
@@ -256,7 +263,11 @@ extension LMDBIncrementalStore {
                     }
                 }
             }
-            for (linkKey, value) in wanted { try table.put(value, forKey: linkKey, in: transaction) }
+            // Only members not linked before are checked: a large relationship gaining one costs one lookup.
+            for (linkKey, member) in wanted {
+                let tag = try checkTarget(member.target, of: relationship, owner: objectID, references, state: state, transaction: transaction)
+                try table.put(member.key + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: linkKey, in: transaction)
+            }
             return
         }
         try table.withCursor(in: transaction) { cursor in
@@ -267,7 +278,7 @@ extension LMDBIncrementalStore {
             }
         }
         for (position, target) in targets.enumerated() {
-            guard let tag = layout.entity(target.entityName)?.tag else { continue }
+            let tag = try checkTarget(target, of: relationship, owner: objectID, references, state: state, transaction: transaction)
             let targetKey = Self.keyBytes(try key(of: target))
             var linkKey = owner
             if relationship.isOrdered {
@@ -277,5 +288,34 @@ extension LMDBIncrementalStore {
             }
             try table.put(targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: linkKey, in: transaction)
         }
+    }
+
+    /// What a save inserts and deletes, for checking the objects its relationships point at.
+    struct References {
+        let inserted: Set<ManagedObjectID>
+        let deleted: Set<ManagedObjectID>
+    }
+
+    /// Checks that `target` may be held by `relationship` and exists — among the save's inserts, or in the store as
+    /// the entity its ID names, and not deleted by the same save — and returns its entity tag. A reference to
+    /// anything else would be written as a key that leads nowhere.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` for an object of
+    ///   another entity, or ``ManagedObjectContextError/Code/objectNotFound`` naming the owner, the relationship and
+    ///   the missing object.
+    private func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipDescription, owner: ManagedObjectID,
+                             _ references: References, state: OpenState, transaction: Transaction) throws -> UInt16 {
+        guard let entity = layout.entity(target.entityName), model.entity(target.entityName, isKindOf: relationship.destinationEntityName) else {
+            throw ManagedObjectContextError(.wrongValueType,
+                message: "\(owner.entityName).\(relationship.name) holds \(relationship.destinationEntityName) objects, not \(target) (object \(owner))")
+        }
+        if references.inserted.contains(target) { return entity.tag }
+        let stored = try references.deleted.contains(target) ? nil
+            : rowsDatabase(target, state).withValue(forKey: Self.keyBytes(try key(of: target)), in: transaction) { RowCodec.entityTag($0) }
+        guard stored == entity.tag else {
+            throw ManagedObjectContextError(.objectNotFound,
+                message: "\(owner.entityName).\(relationship.name) of \(owner) points at \(target), which is not in the store\(references.deleted.contains(target) ? " (the same save deletes it)" : "")")
+        }
+        return entity.tag
     }
 }

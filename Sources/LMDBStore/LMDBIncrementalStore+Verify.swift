@@ -21,13 +21,19 @@ extension LMDBIncrementalStore {
                 var highest: UInt64 = 0
                 try rows.withCursor(in: transaction) { cursor in
                     try cursor.forEach { entry in
-                        let key = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
+                        guard let key = EntryBytes.integer(entry.key) else {
+                            problems.append("\(root): a row is stored under a \(entry.key.count)-byte key, not an 8-byte row key")
+                            return true
+                        }
                         highest = max(highest, key)
                         do {
                             let row = try RowCodec.decode(entry.value, layout: layout)
-                            let entityName = layout.entityNamesByTag[row.entityTag]!
+                            guard let entityName = layout.entityNamesByTag[row.entityTag], let entity = layout.entity(entityName) else {
+                                problems.append("\(root) row \(key): its entity tag \(row.entityTag) names no entity of the model")
+                                return true
+                            }
                             present[root, default: []].insert(key)
-                            let entries = maintainer.entries(for: row, key: key, entity: layout.entity(entityName)!)
+                            let entries = maintainer.entries(for: row, key: key, entity: entity)
                             for entry in entries.indexes + entries.uniques { expected[entry.database, default: []].insert(entry.key + [0xFF] + entry.value) }
                         } catch {
                             problems.append("\(root) row \(key): \(error)")
@@ -36,8 +42,12 @@ extension LMDBIncrementalStore {
                     }
                 }
                 let sequence = try database(StoreLayout.sequenceDatabase, in: state)
-                    .withValue(forKey: Array(root.utf8), in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0
-                if highest > sequence { problems.append("\(root): row key \(highest) is above its sequence \(sequence)") }
+                    .withValue(forKey: Array(root.utf8), in: transaction) { EntryBytes.integer($0) }
+                switch sequence {
+                case nil: if highest > 0 { problems.append("\(root): rows exist but the sequence has no counter") }
+                case nil?: problems.append("\(root): the sequence's counter is not an 8-byte number")
+                case let counter??: if highest > counter { problems.append("\(root): row key \(highest) is above its sequence \(counter)") }
+                }
             }
             for name in layout.databaseNames where name.hasPrefix("index/") || name.hasPrefix("unique/") || name.hasPrefix("toone/") {
                 var actual = Set<[UInt8]>()
@@ -56,8 +66,12 @@ extension LMDBIncrementalStore {
                       let target = layout.entity(relationship.destinationEntityName) else { continue }
                 try database(name, in: state).withCursor(in: transaction) { cursor in
                     try cursor.forEach { entry in
+                        guard entry.key.count >= 8, let member = EntryBytes.reference(entry.value) else {
+                            problems.append("\(name): an entry has a \(entry.key.count)-byte key and a \(entry.value.count)-byte value, not an owner key and a 10-byte reference")
+                            return true
+                        }
                         let ownerKey = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
-                        let targetKey = TupleEncoding.readBigEndianUInt64(entry.value, at: 0)
+                        let targetKey = member.key
                         if present[owner.root]?.contains(ownerKey) != true { problems.append("\(name): owner \(ownerKey) has no row") }
                         if present[target.root]?.contains(targetKey) != true && relationship.deleteRule != .noAction,
                            model.inverse(of: relationship)?.deleteRule != .noAction {

@@ -71,7 +71,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
     /// Creates a store; used by the coordinator. Options: `"mapSize"` (bytes), `"durability"` (`full`,
     /// `skipMetaSync`, `noSync`), `"readAhead"` (`true`, or `false` for random access to a store much larger than
-    /// memory: the kernel then reads only the pages asked for). A known option with another value fails to open
+    /// memory: the kernel then reads only the pages asked for), `"createInForeignFile"` (`true` to add a store's
+    /// tables to an LMDB file that already holds another program's data; such a file is refused otherwise). A known option with another value fails to open
     /// with ``ManagedObjectContextError/Code/wrongValueType`` naming it.
     public init(description: PersistentStoreCoordinator.StoreDescription) throws {
         guard let url = description.url, url.isFileURL else {
@@ -151,6 +152,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
         case .failure(let error)?:
             throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+        case .success(let row)? where row.entityTag != entity.tag:
+            // An ID naming a sub-entity with the key of a parent-entity row (or the other way round) is no object.
+            let actual = layout.entityNamesByTag[row.entityTag] ?? "another entity"
+            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store: the row with its key is a \(actual)")
         case .success(let row)?:
             return node(objectID, row, in: state)
         }
@@ -188,8 +193,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             try table.withCursor(in: transaction) { cursor in
                 try cursor.forEach(in: prefix) { entry in
                     // Value: target key (8 bytes) + target entity tag (2 bytes).
-                    result.append(StoredRow.Reference(entityTag: UInt16(entry.value[8]) << 8 | UInt16(entry.value[9]),
-                                                      key: TupleEncoding.readBigEndianUInt64(entry.value, at: 0)))
+                    result.append(try table.reference(in: entry))
                     return true
                 }
             }
@@ -199,8 +203,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             try index.withCursor(in: transaction) { cursor in
                 // The destination's key holds one value per source: source key + entity tag.
                 try cursor.forEach(in: prefix) { entry in
-                    result.append(StoredRow.Reference(entityTag: UInt16(entry.value[8]) << 8 | UInt16(entry.value[9]),
-                                                      key: TupleEncoding.readBigEndianUInt64(entry.value, at: 0)))
+                    result.append(try index.reference(in: entry))
                     return true
                 }
             }
@@ -262,7 +265,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let firstKeys = try state.environment.write { transaction -> [String: UInt64] in
             var next: [String: UInt64] = [:]
             for (root, count) in Dictionary(grouping: roots, by: { $0 }).mapValues(\.count) {
-                let current = try sequences.withValue(forKey: Array(root.utf8), in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0
+                let current = try sequences.counter(forKey: Array(root.utf8), in: transaction)
                 next[root] = current + 1
                 try sequences.put(Self.keyBytes(current + UInt64(count)), forKey: Array(root.utf8), in: transaction)
             }
@@ -329,7 +332,7 @@ extension LMDBIncrementalStore {
         let state = try open
         let sequences = database(StoreLayout.sequenceDatabase, in: state)
         return try state.environment.read { transaction in
-            try sequences.withValue(forKey: Array(StoreLayout.changeSequenceKey.utf8), in: transaction) { TupleEncoding.readBigEndianUInt64($0, at: 0) } ?? 0
+            try sequences.counter(forKey: Array(StoreLayout.changeSequenceKey.utf8), in: transaction)
         }
     }
 
@@ -346,7 +349,7 @@ extension LMDBIncrementalStore {
             var complete = true
             try log.withCursor(in: transaction) { cursor in
                 try cursor.forEach(in: KeyRange(lower: .exclusive(Self.keyBytes(token)), upper: .inclusive(Self.keyBytes(current)))) { entry in
-                    if TupleEncoding.readBigEndianUInt64(entry.key, at: 0) != expected { complete = false; return false }
+                    if try log.rowKey(in: entry) != expected { complete = false; return false }
                     expected += 1
                     var offset = 0
                     while offset + 11 <= entry.value.count {

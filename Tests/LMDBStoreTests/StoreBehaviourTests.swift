@@ -114,7 +114,7 @@ import Testing
         let id = try store.obtainPermanentIDs(for: [ObjectReference(objectID: ManagedObjectID(entityName: "Note", storeIdentifier: "x", referenceObject: .integer(1)), entityName: "Note")])[0]
         let cases: [([String: AttributeValue], String)] = [
             (["title": .integer(5)], "Note.title is String, but the value is integer 5"),
-            (["title": "ok", "score": .double(.nan)], "cannot hold NaN"),
+            (["title": "ok", "score": .double(.nan)], "cannot hold a NaN double"),
             (["title": .string(String(repeating: "x", count: 21))], "longer than its maximum length 20"),
             (["title": "ok", "nope": 1], "has no stored attribute \"nope\""),
         ]

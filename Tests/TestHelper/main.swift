@@ -11,6 +11,10 @@
 //   lmdbstore-test-helper touch <path> <object URI>
 //     Increments the "touches" of one counter object and saves.
 //
+//   lmdbstore-test-helper hostile <case> <folder>
+//     Runs one case of HostileCases (bad input from a hostile trial) in a fresh folder; prints "ok: …" and exits 0
+//     when the outcome is the documented one, "wrong: …" and exits 1 when not.
+//
 //   lmdbstore-test-helper read-concurrently <path> <threads> <idle seconds>
 //     Opens the single-file store at <path>, holds <threads> read transactions open at once, then prints
 //     "ready <n>" (the reader slots this process holds once they are done), stays idle, prints "idle <n>" and exits.
@@ -140,6 +144,9 @@ case "read-concurrently":
     } catch {
         fail("\(error)")
     }
+case "hostile":
+    guard arguments.count == 4 else { fail("usage: hostile <case> <folder>") }
+    HostileCases.run(arguments[2], folder: URL(fileURLWithPath: arguments[3]))
 default:
     fail("unknown command \(arguments[1])")
 }

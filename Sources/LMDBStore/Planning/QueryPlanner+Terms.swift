@@ -177,7 +177,14 @@ extension QueryPlanner {
     }
 
     /// A constant as the attribute type's stored value, when it converts exactly (else the index cannot be used).
+    /// A NaN never does: no row holds one, and the evaluator orders it below every value, which no key range of
+    /// the index expresses.
     static func indexValue(_ value: PredicateValue, _ type: AttributeType) -> AttributeValue? {
+        guard let converted = exactIndexValue(value, type), !converted.isNaN else { return nil }
+        return converted
+    }
+
+    private static func exactIndexValue(_ value: PredicateValue, _ type: AttributeType) -> AttributeValue? {
         switch (value, type) {
         case (.integer(let v), _) where type.isInteger: return .integer(v)
         case (.boolean(let v), _) where type.isInteger: return .integer(v ? 1 : 0)

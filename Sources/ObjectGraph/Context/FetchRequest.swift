@@ -109,12 +109,16 @@ public struct FetchRequest: Sendable, Hashable {
 
     /// The part of `results` that ``fetchOffset`` and ``fetchLimit`` select.
     package func window<Results: Collection>(_ results: Results) -> Results.SubSequence {
-        let skipped = results.dropFirst(fetchOffset)
+        let skipped = results.dropFirst(max(0, fetchOffset))
         return fetchLimit > 0 ? skipped.prefix(fetchLimit) : skipped
     }
 
-    /// How many sorted results the window needs (offset + limit), or `nil` without a limit.
-    package var windowEnd: Int? { fetchLimit > 0 ? fetchOffset + fetchLimit : nil }
+    /// How many sorted results the window needs (offset + limit, `Int.max` past it), or `nil` without a limit.
+    package var windowEnd: Int? {
+        guard fetchLimit > 0 else { return nil }
+        let (end, overflow) = max(0, fetchOffset).addingReportingOverflow(fetchLimit)
+        return overflow ? .max : end
+    }
 
     /// A copy changed by `change`.
     public func with(_ change: (inout FetchRequest) -> Void) -> FetchRequest {

@@ -37,6 +37,10 @@ extension ManagedObject {
             let converted: AttributeValue?
             if let value {
                 guard let attributeValue = Self.attributeValue(value, for: attribute) else {
+                    if let range = attribute.type.integerRange, let number = value as? any BinaryInteger {
+                        throw ManagedObjectContextError(.wrongValueType,
+                            message: "\(entity.name).\(key) is \(attribute.type.coreDataName), and \(number) is outside its range \(range.lowerBound)...\(range.upperBound) (object \(objectID))")
+                    }
                     throw wrongType(key, expected: attribute.type.coreDataName, value: value)
                 }
                 converted = attributeValue
@@ -73,12 +77,12 @@ extension ManagedObject {
         }
     }
 
-    /// A property's value by key; setting a value that does not fit stops the program (use ``setValue(_:forKey:)``
-    /// to handle that as an error).
+    /// A property's value by key; setting a value that does not fit stops the program with the error's message, in
+    /// release builds too (use ``setValue(_:forKey:)`` to handle that as an error).
     public subscript(key: String) -> Any? {
         get { value(forKey: key) }
         set {
-            do { try setValue(newValue, forKey: key) } catch { preconditionFailure("\(error)") }
+            do { try setValue(newValue, forKey: key) } catch { stopForWrongValue(error) }
         }
     }
 
@@ -86,7 +90,7 @@ extension ManagedObject {
     public subscript<Value: AttributeValueConvertible>(key: AttributeKey<Value>) -> Value? {
         get { value(forKey: key.name).flatMap { Value.fromAttributeValue(anyValue: $0) } }
         set {
-            do { try setValue(newValue.map { $0 as Any }, forKey: key.name) } catch { preconditionFailure("\(error)") }
+            do { try setValue(newValue.map { $0 as Any }, forKey: key.name) } catch { stopForWrongValue(error) }
         }
     }
 
@@ -94,7 +98,7 @@ extension ManagedObject {
     public subscript<Destination: ManagedObject>(key: ToOneKey<Destination>) -> Destination? {
         get { value(forKey: key.name) as? Destination }
         set {
-            do { try setValue(newValue, forKey: key.name) } catch { preconditionFailure("\(error)") }
+            do { try setValue(newValue, forKey: key.name) } catch { stopForWrongValue(error) }
         }
     }
 
@@ -103,8 +107,15 @@ extension ManagedObject {
         relatedObjects(forKey: key.name).compactMap { $0 as? Destination }
     }
 
+    /// Stops the program for a subscript set that did not fit, saying why: `fatalError` keeps its message in
+    /// optimized builds, where a failed `precondition` is a bare trap ("Illegal instruction").
+    private func stopForWrongValue(_ error: any Error) -> Never {
+        fatalError("\(error)")
+    }
+
     private func wrongType(_ key: String, expected: String, value: Any) -> ManagedObjectContextError {
-        if (value as? Double)?.isNaN == true || (value as? Float)?.isNaN == true || (value as? Decimal)?.isNaN == true {
+        if (value as? Double)?.isNaN == true || (value as? Float)?.isNaN == true || (value as? Decimal)?.isNaN == true
+            || (value as? Date)?.timeIntervalSinceReferenceDate.isNaN == true {
             return ManagedObjectContextError(.wrongValueType,
                 message: "\(entity.name).\(key) cannot hold NaN: it is not equal to itself, so it cannot be compared, sorted or indexed (object \(objectID))")
         }
@@ -231,7 +242,9 @@ extension ManagedObject {
             if let v = value as? String { return .string(v) }
             return (value as? Substring).map { .string(String($0)) }
         case .boolean: return (value as? Bool).map(AttributeValue.boolean)
-        case .date: return (value as? Date).map(AttributeValue.date)
+        case .date:
+            guard let v = value as? Date, !v.timeIntervalSinceReferenceDate.isNaN else { return nil }
+            return .date(v)
         case .binaryData:
             if let v = value as? Data { return .data(v) }
             return (value as? [UInt8]).map { .data(Data($0)) }

@@ -16,6 +16,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: As ``fetch(_:)``; a ``PredicateEvaluationError`` when an aggregate does not fit its values.
     public func fetchDictionaries(_ request: FetchRequest) throws -> [[String: PredicateValue]] {
+        try request.validate(for: model)
         let stores = persistentStoreCoordinator.stores(holding: request.entityName)
         if stores.count == 1, !hasChanges, let native = stores[0] as? any DictionaryFetchingStore,
            let result = try native.executeDictionaryFetch(request) {

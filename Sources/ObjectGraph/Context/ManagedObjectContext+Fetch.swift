@@ -5,7 +5,9 @@ extension ManagedObjectContext {
     /// deletions are left out and unsaved updates are matched by their current values.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` for an unknown
-    ///   entity, ``ManagedObjectContextError/Code/noStore`` when no store holds it, the store's error when it cannot
+    ///   entity or a key path naming a property the entity lacks, ``ManagedObjectContextError/Code/invalidRequest``
+    ///   for a request that cannot run (``FetchRequest/validate(for:)``), ``ManagedObjectContextError/Code/noStore``
+    ///   when no store holds it, the store's error when it cannot
     ///   run the request, or a ``PredicateEvaluationError`` from matching pending changes.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
         let ids = try matchingObjectIDs(request)
@@ -53,9 +55,7 @@ extension ManagedObjectContext {
     }
 
     private func storesFor(_ request: FetchRequest) throws(ManagedObjectContextError) -> [any IncrementalStore] {
-        guard model.entity(named: request.entityName) != nil else {
-            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
-        }
+        try request.validate(for: model)
         let stores = persistentStoreCoordinator.stores(holding: request.entityName)
         guard !stores.isEmpty else {
             throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(request.entityName)")

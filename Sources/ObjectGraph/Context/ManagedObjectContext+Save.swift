@@ -109,6 +109,11 @@ extension ManagedObjectContext {
             failures.append(ValidationFailure(objectID: object.objectID, entityName: object.entity.name, propertyName: property, message: message))
         }
         object.willAccessValues()
+        if let error = object.faultError {
+            // Its values never loaded: its rules say nothing. The object itself is the problem.
+            return [ValidationFailure(objectID: object.objectID, entityName: object.entity.name, propertyName: nil,
+                                      message: "is not in its store (deleted, or its ID names no object), yet a change refers to it: \(error.message)")]
+        }
         for property in model.allProperties(of: object.entity.name) where property.isPersistent {
             switch property {
             case .attribute(let attribute):
@@ -142,7 +147,7 @@ extension ManagedObjectContext {
                    StringMatching.matches(text, pattern, options: []) != true {
                     fail(attribute.name, "\"\(text)\" does not match the pattern \(pattern)")
                 }
-                if case .double(let number) = value, number.isNaN { fail(attribute.name, "NaN is not a number") }
+                if value.isNaN { fail(attribute.name, "NaN is not a \(value.kindName): it is not equal to itself") }
             case .relationship(let relationship):
                 if relationship.isToMany {
                     guard relationship.minimumCount > 0 || relationship.maximumCount > 0 || !relationship.isOptional else { continue }
@@ -154,7 +159,11 @@ extension ManagedObjectContext {
                     if relationship.maximumCount > 0 && count > relationship.maximumCount {
                         fail(relationship.name, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
                     }
-                } else if object.toOne[relationship.name] == nil && !relationship.isOptional {
+                } else if let target = object.toOne[relationship.name] {
+                    if let missing = registered[target]?.faultError, missing.code == .objectNotFound {
+                        fail(relationship.name, "points at \(target), which is not in its store")
+                    }
+                } else if !relationship.isOptional {
                     fail(relationship.name, "an object is required")
                 }
             case .fetchedProperty:

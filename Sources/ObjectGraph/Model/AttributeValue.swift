@@ -69,6 +69,18 @@ public enum AttributeValue: Sendable, Hashable {
         }
     }
 
+    /// Whether the value is a NaN — a number or a date that is not equal to itself, so it cannot be compared, sorted
+    /// or indexed, and no store keeps one.
+    package var isNaN: Bool {
+        switch self {
+        case .double(let value): value.isNaN
+        case .float(let value): value.isNaN
+        case .decimal(let value): value.isNaN
+        case .date(let value): value.timeIntervalSinceReferenceDate.isNaN
+        default: false
+        }
+    }
+
     /// The value as a `Double`, for comparing numeric bounds.
     var numericValue: Double? {
         switch self {

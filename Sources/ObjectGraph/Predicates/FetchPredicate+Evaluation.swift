@@ -22,6 +22,8 @@ public struct PredicateEvaluationError: Error, Sendable, Hashable, CustomStringC
         public static let invalidOperand = Code(rawValue: "invalidOperand")
         /// An index past the end of a collection.
         public static let indexOutOfRange = Code(rawValue: "indexOutOfRange")
+        /// A predicate built in code that nests deeper than ``FetchPredicate/maximumDepth`` levels.
+        public static let nestedTooDeep = Code(rawValue: "nestedTooDeep")
     }
 
     /// The kind of problem.
@@ -45,6 +47,7 @@ extension FetchPredicate {
     /// - Throws: ``PredicateEvaluationError`` when values do not fit an operation (ordering a string against a
     ///   number, a missing variable, a malformed regular expression), never a crash or a silent `false`.
     public func evaluate(with object: some KeyValueReadable, variables: [String: PredicateValue] = [:]) throws(PredicateEvaluationError) -> Bool {
+        try checkDepth()
         var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
         return try evaluator.evaluate(node)
     }
@@ -54,8 +57,17 @@ extension FetchPredicate {
     ///
     /// - Throws: ``PredicateEvaluationError`` when values do not fit an operation.
     public func evaluate(with object: some KeyValueReadable & Hashable, variables: [String: PredicateValue] = [:]) throws(PredicateEvaluationError) -> Bool {
+        try checkDepth()
         var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
         return try evaluator.evaluate(node)
+    }
+
+    /// Throws when the predicate nests deeper than ``maximumDepth`` (built so in code; the parser refuses such text).
+    package func checkDepth() throws(PredicateEvaluationError) {
+        guard isTooDeep else { return }
+        throw PredicateEvaluationError(code: .nestedTooDeep,
+                                       message: "the predicate nests more than \(Self.maximumDepth) levels deep; build it flatter",
+                                       fragment: "…")
     }
 }
 

@@ -10,6 +10,9 @@ struct PredicateParser {
     private var index = 0
     private let arguments: [PredicateValue]
     private var argumentIndex = 0
+    /// How many recursive productions are open: bounded by ``FetchPredicate/maximumDepth`` so that deeply nested
+    /// text is an error, not a stack overflow.
+    private var nesting = 0
 
     /// The built-in functions of `name(arguments)` calls.
     static let functions: Set<String> = [
@@ -35,6 +38,7 @@ struct PredicateParser {
         var parser = PredicateParser(text: text, tokens: try PredicateLexer.tokenize(text), arguments: arguments)
         let node = try parser.predicate()
         try parser.finish()
+        if node.depth(upTo: FetchPredicate.maximumDepth) > FetchPredicate.maximumDepth { throw parser.tooDeep() }
         return node
     }
 
@@ -43,6 +47,7 @@ struct PredicateParser {
         var parser = PredicateParser(text: text, tokens: try PredicateLexer.tokenize(text), arguments: arguments)
         let node = try parser.expression()
         try parser.finish()
+        if node.depth(upTo: FetchPredicate.maximumDepth) > FetchPredicate.maximumDepth { throw parser.tooDeep() }
         return node
     }
 
@@ -84,7 +89,24 @@ struct PredicateParser {
 
     // MARK: - Predicates
 
+    /// Enters one level of recursion, or throws where the text nests deeper than a predicate may.
+    private mutating func enter() throws(PredicateSyntaxError) {
+        nesting += 1
+        if nesting > FetchPredicate.maximumDepth { throw tooDeep() }
+    }
+
+    private func tooDeep(at token: PredicateToken? = nil) -> PredicateSyntaxError {
+        error("the predicate nests more than \(FetchPredicate.maximumDepth) levels deep (parentheses, NOTs, operators and calls each count one); write it flatter", at: token)
+    }
+
+    /// Throws when a node built by a loop (an operator chain, an index chain) makes the tree deeper than allowed.
+    private func checkDepth(_ node: ExpressionNode, at token: PredicateToken) throws(PredicateSyntaxError) {
+        if nesting + node.depth(upTo: FetchPredicate.maximumDepth) > FetchPredicate.maximumDepth { throw tooDeep(at: token) }
+    }
+
     private mutating func predicate() throws(PredicateSyntaxError) -> PredicateNode {
+        try enter()
+        defer { nesting -= 1 }
         var operands = [try conjunction()]
         while acceptKeyword("OR") || accept("||") { operands.append(try conjunction()) }
         return operands.count == 1 ? operands[0] : PredicateNode.combine(operands, and: false)
@@ -97,8 +119,10 @@ struct PredicateParser {
     }
 
     private mutating func negation() throws(PredicateSyntaxError) -> PredicateNode {
-        if acceptKeyword("NOT") || accept("!") { return .not(try negation()) }
-        return try primaryPredicate()
+        guard acceptKeyword("NOT") || accept("!") else { return try primaryPredicate() }
+        try enter()
+        defer { nesting -= 1 }
+        return .not(try negation())
     }
 
     private mutating func primaryPredicate() throws(PredicateSyntaxError) -> PredicateNode {
@@ -170,26 +194,31 @@ struct PredicateParser {
     // MARK: - Expressions
 
     private mutating func expression() throws(PredicateSyntaxError) -> ExpressionNode {
+        try enter()
+        defer { nesting -= 1 }
         if case .variable(let name) = current.kind, tokens[index + 1].isSymbol(":=") {
             advance()
             advance()
             return .assignment(name, try expression())
         }
-        return try binary(level: 0)
+        return try binary(above: 0)
     }
 
-    /// Binary operators by precedence, lowest first; `**` is handled separately (right-associative).
-    private static let binaryLevels: [[String: ArithmeticOperator]] = [
-        ["|": .bitwiseOr], ["^": .bitwiseXor], ["&": .bitwiseAnd], ["<<": .leftShift, ">>": .rightShift],
-        ["+": .add, "-": .subtract], ["*": .multiply, "/": .divide],
+    /// Binary operators and their precedence, lowest 1; `**` is handled separately (right-associative).
+    private static let binaryOperators: [String: (op: ArithmeticOperator, precedence: Int)] = [
+        "|": (.bitwiseOr, 1), "^": (.bitwiseXor, 2), "&": (.bitwiseAnd, 3), "<<": (.leftShift, 4), ">>": (.rightShift, 4),
+        "+": (.add, 5), "-": (.subtract, 5), "*": (.multiply, 6), "/": (.divide, 6),
     ]
 
-    private mutating func binary(level: Int) throws(PredicateSyntaxError) -> ExpressionNode {
-        guard level < Self.binaryLevels.count else { return try power() }
-        var lhs = try binary(level: level + 1)
-        while case .symbol(let symbol) = current.kind, let op = Self.binaryLevels[level][symbol] {
+    /// Operands joined by binary operators binding tighter than `precedence`, left-associative (precedence
+    /// climbing: one frame per operator level actually used, so a parenthesis costs little stack).
+    private mutating func binary(above precedence: Int) throws(PredicateSyntaxError) -> ExpressionNode {
+        var lhs = try power()
+        while case .symbol(let symbol) = current.kind, let (op, level) = Self.binaryOperators[symbol], level > precedence {
+            let token = current
             advance()
-            lhs = .arithmetic(op, lhs, try binary(level: level + 1))
+            lhs = .arithmetic(op, lhs, try binary(above: level))
+            try checkDepth(lhs, at: token)
         }
         return lhs
     }
@@ -197,11 +226,15 @@ struct PredicateParser {
     private mutating func power() throws(PredicateSyntaxError) -> ExpressionNode {
         let base = try unary()
         guard accept("**") else { return base }
+        try enter()
+        defer { nesting -= 1 }
         return .arithmetic(.power, base, try power())
     }
 
     private mutating func unary() throws(PredicateSyntaxError) -> ExpressionNode {
         guard accept("-") else { return try postfix() }
+        try enter()
+        defer { nesting -= 1 }
         let operand = try unary()
         switch operand {
         case .constant(.integer(let value)) where value != Int64.min: return .constant(.integer(-value))
@@ -214,13 +247,16 @@ struct PredicateParser {
     private mutating func postfix() throws(PredicateSyntaxError) -> ExpressionNode {
         var node = try primary()
         while true {
+            let token = current
             if accept(".") {
                 let name = try keyName()
                 switch node {
                 case .keyPath(let path): node = .keyPath(path + "." + name)
                 case .evaluatedObject: node = .keyPath(name)
                 case .member(let base, let path): node = .member(base, path + "." + name)
-                default: node = .member(node, name)
+                default:
+                    node = .member(node, name)
+                    try checkDepth(node, at: token)
                 }
             } else if accept("[") {
                 let selector: IndexSelector
@@ -230,6 +266,7 @@ struct PredicateParser {
                 else { selector = .expression(try expression()) }
                 try expect("]", "to close the index")
                 node = .index(node, selector)
+                try checkDepth(node, at: token)
             } else {
                 return node
             }

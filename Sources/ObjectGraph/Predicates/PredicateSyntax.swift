@@ -142,10 +142,17 @@ package indirect enum ExpressionNode: Sendable, Hashable {
 /// The type is named so that it does not clash with Foundation's `Predicate`.
 public struct FetchPredicate: Sendable, Hashable {
     package let node: PredicateNode
+    /// The depth of `node`'s tree, counted up to one past ``maximumDepth``.
+    let depth: Int
 
     package init(node: PredicateNode) {
         self.node = node
+        self.depth = node.depth(upTo: Self.maximumDepth)
     }
+
+    /// Whether the predicate nests deeper than ``maximumDepth`` (possible only when built in code): such a predicate
+    /// is refused wherever it would be walked.
+    package var isTooDeep: Bool { depth > Self.maximumDepth }
 
     /// The predicate that every object satisfies (`TRUEPREDICATE`).
     public static let truePredicate = FetchPredicate(node: .constant(true))

@@ -23,9 +23,7 @@ struct StoredRow {
 enum StoredRows {
     /// Runs a fetch over `rows` with the framework's evaluator and sort.
     static func fetch(_ request: FetchRequest, in rows: [ManagedObjectID: StoredRow], model: ManagedObjectModel) throws -> PersistentStoreResult {
-        guard model.entity(named: request.entityName) != nil else {
-            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
-        }
+        try request.validate(for: model)
         let family = request.includesSubentities ? Set(model.entityAndDescendants(of: request.entityName)) : [request.entityName]
         var matches: [RowReader] = []
         for (id, row) in rows where family.contains(row.entityName) {

@@ -1,0 +1,193 @@
+/// A fetch request checked against the model before anything runs it, as Core Data refuses a request naming a key
+/// its entity does not have: an unknown key would otherwise read as NULL on every object, and the fetch would
+/// quietly find nothing, sort nothing or group everything together.
+extension FetchRequest {
+    /// Checks the request against `model`: the entity exists; the window is not negative; every key path of the
+    /// predicate, the sort descriptors, the prefetching key paths, the fetched properties, the group-by key paths
+    /// and the having predicate names properties the entity has (through relationships, key by key); no sort runs
+    /// through a to-many relationship; no predicate nests deeper than ``FetchPredicate/maximumDepth``.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` naming the key,
+    ///   the key path and the entity for an unknown key, or ``ManagedObjectContextError/Code/invalidRequest``
+    ///   saying what is wrong with the request otherwise.
+    public func validate(for model: ManagedObjectModel) throws(ManagedObjectContextError) {
+        guard model.entity(named: entityName) != nil else {
+            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(entityName)\"")
+        }
+        for (name, value) in [("fetchOffset", fetchOffset), ("fetchLimit", fetchLimit), ("fetchBatchSize", fetchBatchSize)] where value < 0 {
+            throw ManagedObjectContextError(.invalidRequest, message: "the fetch request's \(name) is \(value); it must be 0 or more")
+        }
+        let checker = KeyPathChecker(model: model, entityName: entityName)
+        if let predicate {
+            try checker.checkDepth(predicate, role: "predicate")
+            try checker.check(predicate.node, role: "the predicate", variables: [:])
+        }
+        let resultKeys = resultType == .dictionary ? Set(propertiesToFetch.map(\.name) + propertiesToGroupBy) : []
+        for descriptor in sortDescriptors where !resultKeys.contains(descriptor.keyPath) {
+            let end = try checker.resolve(descriptor.keyPath, role: "a sort descriptor")
+            if end.crossesToMany {
+                throw ManagedObjectContextError(.invalidRequest,
+                    message: "the sort descriptor \"\(descriptor.keyPath)\" runs through a to-many relationship of \(entityName); a sort needs one value per object")
+            }
+        }
+        for keyPath in relationshipKeyPathsForPrefetching {
+            let end = try checker.resolve(keyPath, role: "a prefetching key path")
+            guard end.isRelationship else {
+                throw ManagedObjectContextError(.invalidRequest,
+                    message: "the prefetching key path \"\(keyPath)\" of \(entityName) ends at \(end.description), not a relationship")
+            }
+        }
+        guard resultType == .dictionary else { return }
+        for property in propertiesToFetch where !(property.function == .count && (property.keyPath == "SELF" || property.keyPath == "*")) {
+            _ = try checker.resolve(property.keyPath, role: "the fetched property \"\(property.name)\"")
+        }
+        for keyPath in propertiesToGroupBy {
+            let end = try checker.resolve(keyPath, role: "a group-by key path")
+            if end.crossesToMany {
+                throw ManagedObjectContextError(.invalidRequest,
+                    message: "the group-by key path \"\(keyPath)\" runs through a to-many relationship of \(entityName); a group needs one value per object")
+            }
+        }
+        if let havingPredicate { try checker.checkDepth(havingPredicate, role: "having predicate") }
+    }
+}
+
+extension ManagedObjectContextError.Code {
+    /// A request that cannot be run as it stands: a negative offset or limit, a sort through a to-many relationship,
+    /// a predicate nested too deep.
+    public static let invalidRequest = ManagedObjectContextError.Code(rawValue: "invalidRequest")
+}
+
+/// Follows key paths through a model from one entity.
+private struct KeyPathChecker {
+    let model: ManagedObjectModel
+    let entityName: String
+
+    /// Where a key path ends.
+    struct End {
+        enum Kind { case entity, attribute, toOne, toMany, opaque }
+        var kind: Kind
+        /// The entity the path is at, while it is at one (the start, or after a relationship).
+        var entity: String?
+        /// Whether the path went through a to-many relationship (or ends at one).
+        var crossesToMany = false
+
+        var isRelationship: Bool { kind == .toOne || kind == .toMany }
+
+        var description: String {
+            switch kind {
+            case .entity: "the entity itself"
+            case .attribute: "an attribute"
+            case .toOne, .toMany: "a relationship"
+            case .opaque: "a computed value"
+            }
+        }
+    }
+
+    /// Follows `path` key by key from `start` (the fetched entity by default). Past an attribute, a fetched property
+    /// or a collection operator (`@count`, `@sum`, …) the values decide, and evaluation reports what does not fit.
+    ///
+    /// - Throws: ``ManagedObjectContextError/Code/unknownName`` for a key the entity it is looked up in lacks.
+    func resolve(_ path: String, from start: String? = nil, role: String) throws(ManagedObjectContextError) -> End {
+        var end = End(kind: .entity, entity: start ?? entityName)
+        for key in path.split(separator: ".", omittingEmptySubsequences: false) {
+            guard let entity = end.entity else { break }
+            if key == "SELF" || key == "self" { continue }
+            if key.hasPrefix("@") {
+                end.kind = .opaque
+                end.entity = nil
+                break
+            }
+            switch model.property(named: String(key), in: entity) {
+            case .attribute?:
+                end.kind = .attribute
+                end.entity = nil
+            case .relationship(let relationship)?:
+                end.kind = relationship.isToMany ? .toMany : .toOne
+                end.entity = relationship.destinationEntityName
+                if relationship.isToMany { end.crossesToMany = true }
+            case .fetchedProperty?:
+                end.kind = .opaque
+                end.entity = nil
+            case nil:
+                let whole = path == key ? "" : " (in the key path \"\(path)\")"
+                throw ManagedObjectContextError(.unknownName,
+                    message: "\(role) names the key \"\(key)\"\(whole), which the entity \(entity) does not have")
+            }
+        }
+        return end
+    }
+
+    func checkDepth(_ predicate: FetchPredicate, role: String) throws(ManagedObjectContextError) {
+        if predicate.isTooDeep {
+            throw ManagedObjectContextError(.invalidRequest,
+                message: "the fetch request's \(role) nests more than \(FetchPredicate.maximumDepth) levels deep; build it flatter")
+        }
+    }
+
+    /// Checks every key path of a predicate; `variables` are the SUBQUERY variables in scope, with their entities.
+    func check(_ node: PredicateNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) {
+        switch node {
+        case .constant: break
+        case .comparison(let comparison):
+            try check(comparison.lhs, role: role, variables: variables)
+            try check(comparison.rhs, role: role, variables: variables)
+        case .and(let operands), .or(let operands):
+            for operand in operands { try check(operand, role: role, variables: variables) }
+        case .not(let operand):
+            try check(operand, role: role, variables: variables)
+        }
+    }
+
+    func check(_ node: ExpressionNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) {
+        switch node {
+        case .constant, .evaluatedObject, .variable:
+            break
+        case .keyPath(let path):
+            _ = try resolve(path, role: role)
+        case .member(let base, let path):
+            if case .variable(let name) = base, let entity = variables[name] {
+                _ = try resolve(path, from: entity, role: role)
+            } else {
+                try check(base, role: role, variables: variables)
+            }
+        case .aggregate(let elements), .function(_, let elements):
+            for element in elements { try check(element, role: role, variables: variables) }
+        case .method(let target, _, let arguments):
+            try check(target, role: role, variables: variables)
+            for argument in arguments { try check(argument, role: role, variables: variables) }
+        case .arithmetic(_, let lhs, let rhs):
+            try check(lhs, role: role, variables: variables)
+            try check(rhs, role: role, variables: variables)
+        case .negate(let operand), .assignment(_, let operand):
+            try check(operand, role: role, variables: variables)
+        case .index(let base, let selector):
+            try check(base, role: role, variables: variables)
+            if case .expression(let index) = selector { try check(index, role: role, variables: variables) }
+        case .subquery(let collection, let variable, let condition):
+            try check(collection, role: role, variables: variables)
+            var inner = variables
+            inner[variable] = try subqueryEntity(collection, role: role, variables: variables)
+            try check(condition, role: role, variables: inner)
+        case .ternary(let condition, let whenTrue, let whenFalse):
+            try check(condition, role: role, variables: variables)
+            try check(whenTrue, role: role, variables: variables)
+            try check(whenFalse, role: role, variables: variables)
+        }
+    }
+
+    /// The entity a SUBQUERY's variable stands for: the destination of the relationship its collection ends at.
+    private func subqueryEntity(_ collection: ExpressionNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) -> String? {
+        switch collection {
+        case .keyPath(let path):
+            let end = try resolve(path, role: role)
+            return end.isRelationship ? end.entity : nil
+        case .member(.variable(let name), let path):
+            guard let entity = variables[name] else { return nil }
+            let end = try resolve(path, from: entity, role: role)
+            return end.isRelationship ? end.entity : nil
+        default:
+            return nil
+        }
+    }
+}
