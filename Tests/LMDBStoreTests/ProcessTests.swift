@@ -197,6 +197,21 @@ func checkJournal(_ coordinator: PersistentStoreCoordinator, _ store: LMDBIncrem
         #expect(loaded.value(forKey: "touches") as? Int64 == 2, "also when the fetch hands over rows")
     }
 
+    @Test func aContextsOwnSaveLeavesWhatItSavedLoaded() throws {
+        let folder = StoreFolder()
+        let (_, reader, loaded) = try storeWithLoadedCounter(folder)
+        try loaded.setValue(Int64(3), forKey: "batch")
+        try reader.save()
+        _ = try reader.fetch(FetchRequest(entityName: "Counter"))
+        #expect(!loaded.isFault, "only this process saved: the cached row is the saved one, nothing to reload")
+        #expect(loaded.value(forKey: "batch") as? Int64 == 3)
+
+        try touchInAnotherProcess(folder, loaded)
+        _ = try reader.fetch(FetchRequest(entityName: "Counter"))
+        #expect(loaded.value(forKey: "touches") as? Int64 == 1 && loaded.value(forKey: "batch") as? Int64 == 3,
+                "another process's save is still picked up after one of this context's own")
+    }
+
     @Test func aFetchKeepsUnsavedChangesAndTheSaveStillConflicts() throws {
         let folder = StoreFolder()
         let (_, reader, loaded) = try storeWithLoadedCounter(folder)

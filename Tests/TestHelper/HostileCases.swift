@@ -303,6 +303,30 @@ public enum HostileCases {
             try expect(try store.verify().isEmpty, "nothing dangling was written")
             return viaContext + " | " + toOne + " | " + toMany
         },
+        Case(name: "relationshipToAnObjectOfAnotherEntity", stopsWith: nil) { folder in
+            let (context, store) = try packages(in: folder)
+            let packages = try context.fetch(FetchRequest(entityName: "Package", sortDescriptors: [FetchSortDescriptor(keyPath: "name")]))
+            var change = ObjectChange(objectID: packages[0].objectID, attributes: ["name": .string("apt"), "installedSize": .integer(3)],
+                                      toOne: ["section": packages[1].objectID], expectedVersion: 1)
+            change.toMany = [:]
+            let refused = try expectError(ManagedObjectContextError.self, mentioning: "holds Section objects") {
+                _ = try store.execute(.save(SaveChangesRequest(updatedObjects: [change])))
+            }
+            try expect(try store.verify().isEmpty, "nothing was written")
+            return refused
+        },
+        Case(name: "referenceToAnObjectTheSameSaveDeletes", stopsWith: nil) { folder in
+            let (context, store) = try packages(in: folder)
+            let section = try context.fetch(FetchRequest(entityName: "Section"))[0]
+            let id = try store.obtainPermanentIDs(for: [ObjectReference(objectID: context.insertNewObject(forEntityName: "Package").objectID, entityName: "Package")])[0]
+            let refused = try expectError(ManagedObjectContextError.self, mentioning: "the same save deletes it") {
+                _ = try store.execute(.save(SaveChangesRequest(
+                    insertedObjects: [ObjectChange(objectID: id, attributes: ["name": .string("new"), "installedSize": .integer(9)], toOne: ["section": section.objectID])],
+                    deletedObjects: [ObjectChange(objectID: section.objectID, expectedVersion: 1)])))
+            }
+            try expect(try store.verify().isEmpty, "nothing was written")
+            return refused
+        },
     ]
 
     // MARK: - Files and the operating system

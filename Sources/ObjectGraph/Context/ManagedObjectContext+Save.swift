@@ -228,7 +228,7 @@ extension ManagedObjectContext {
             guard let store = persistentStoreCoordinator.persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else {
                 throw ManagedObjectContextError(.noStore, message: "the store \(storeIdentifier) is no longer part of the coordinator")
             }
-            _ = try store.execute(.save(request))
+            try persistentStoreCoordinator.execute(request, on: store)
         }
     }
 

@@ -253,6 +253,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return result
     }
 
+    /// Runs a save on one store. When the save is the only one the store's change log gained meanwhile, the row cache
+    /// stays caught up (the context puts the rows it saved into the cache), so the next fetch need not drop them.
+    func execute(_ request: SaveChangesRequest, on store: any IncrementalStore) throws {
+        guard let tracking = store as? any ChangeTrackingStore else {
+            _ = try store.execute(.save(request))
+            return
+        }
+        let before = try tracking.currentChangeToken()
+        _ = try store.execute(.save(request))
+        let after = try tracking.currentChangeToken()
+        lock.withLock {
+            if after == before &+ 1, cacheTokens[store.identifier] == before { cacheTokens[store.identifier] = after }
+        }
+    }
+
     /// Drops the cached rows of objects that saves recorded in `store`'s change log since the cache last caught up
     /// (every cached row of the store when the log no longer reaches back that far). One read of the change token
     /// when nothing changed.
