@@ -389,41 +389,28 @@ public enum HostileCases {
                        "with room again, the same save goes through whole")
             return refused
         },
-        Case(name: "readOnlyLockFile", stopsWith: nil) { folder in
+        permissionCase("readOnlyLockFile", folder: 0o755, dataFile: 0o666, lockFile: 0o444, "may not write the lock file"),
+        permissionCase("readOnlyFolderWithoutALockFile", folder: 0o555, dataFile: 0o666, lockFile: nil,
+                       "is not writable, so LMDB cannot create the lock file"),
+        permissionCase("readOnlyDataFile", folder: 0o777, dataFile: 0o444, lockFile: 0o666, "may not read and write the data file"),
+    ]
+
+    /// Opening a store whose files have these permissions (`nil`: no lock file), as a user other than their owner
+    /// (`nobody`, when the helper runs as root): the error must name the file to blame.
+    static func permissionCase(_ name: String, folder folderMode: mode_t, dataFile: mode_t, lockFile: mode_t?, _ expected: String) -> Case {
+        Case(name: name, stopsWith: nil) { folder in
             let url = folder.appendingPathComponent("store.lmdb")
             do { _ = try packages(in: folder) }
-            chmod(folder.path, 0o755)
-            chmod(url.path, 0o666)
-            chmod(url.path + "-lock", 0o444)
-            try dropPrivileges()
-            return try expectError(ManagedObjectContextError.self, mentioning: "may not write the lock file") {
-                _ = try PersistentStoreCoordinator(managedObjectModel: packageModel).addPersistentStore(type: LMDBIncrementalStore.storeType, at: url)
-            }
-        },
-        Case(name: "readOnlyFolderWithoutALockFile", stopsWith: nil) { folder in
-            let url = folder.appendingPathComponent("store.lmdb")
-            do { _ = try packages(in: folder) }
-            unlink(url.path + "-lock")
-            chmod(url.path, 0o666)
-            chmod(folder.path, 0o555)
+            chmod(url.path, dataFile)
+            if let lockFile { chmod(url.path + "-lock", lockFile) } else { unlink(url.path + "-lock") }
+            chmod(folder.path, folderMode)
             defer { chmod(folder.path, 0o755) }
             try dropPrivileges()
-            return try expectError(ManagedObjectContextError.self, mentioning: "is not writable, so LMDB cannot create the lock file") {
+            return try expectError(ManagedObjectContextError.self, mentioning: expected) {
                 _ = try PersistentStoreCoordinator(managedObjectModel: packageModel).addPersistentStore(type: LMDBIncrementalStore.storeType, at: url)
             }
-        },
-        Case(name: "readOnlyDataFile", stopsWith: nil) { folder in
-            let url = folder.appendingPathComponent("store.lmdb")
-            do { _ = try packages(in: folder) }
-            chmod(folder.path, 0o777)
-            chmod(url.path, 0o444)
-            chmod(url.path + "-lock", 0o666)
-            try dropPrivileges()
-            return try expectError(ManagedObjectContextError.self, mentioning: "may not read and write the data file") {
-                _ = try PersistentStoreCoordinator(managedObjectModel: packageModel).addPersistentStore(type: LMDBIncrementalStore.storeType, at: url)
-            }
-        },
-    ]
+        }
+    }
 
     /// A save on a disk that fills up: a 1 MiB tmpfs mounted in the folder (Linux, as root; see ``canMountSmallDisks``).
     public static let fullDisk = Case(name: "saveOnAFullDisk", stopsWith: nil) { folder in

@@ -14,7 +14,8 @@ extension FetchRequest {
         guard model.entity(named: entityName) != nil else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(entityName)\"")
         }
-        for (name, value) in [("fetchOffset", fetchOffset), ("fetchLimit", fetchLimit), ("fetchBatchSize", fetchBatchSize)] where value < 0 {
+        if fetchOffset < 0 || fetchLimit < 0 || fetchBatchSize < 0 {
+            let (name, value) = fetchOffset < 0 ? ("fetchOffset", fetchOffset) : fetchLimit < 0 ? ("fetchLimit", fetchLimit) : ("fetchBatchSize", fetchBatchSize)
             throw ManagedObjectContextError(.invalidRequest, message: "the fetch request's \(name) is \(value); it must be 0 or more")
         }
         let checker = KeyPathChecker(model: model, entityName: entityName)
@@ -22,7 +23,8 @@ extension FetchRequest {
             try checker.checkDepth(predicate, role: "predicate")
             try checker.check(predicate.node, role: "the predicate", variables: [:])
         }
-        let resultKeys = resultType == .dictionary ? Set(propertiesToFetch.map(\.name) + propertiesToGroupBy) : []
+        // A grouped dictionary request sorts its results, whose keys are its properties' names and group-by paths.
+        let resultKeys = resultType == .dictionary && !sortDescriptors.isEmpty ? Set(propertiesToFetch.map(\.name) + propertiesToGroupBy) : []
         for descriptor in sortDescriptors where !resultKeys.contains(descriptor.keyPath) {
             let end = try checker.resolve(descriptor.keyPath, role: "a sort descriptor")
             if end.crossesToMany {
@@ -74,6 +76,23 @@ private struct KeyPathChecker {
 
         var isRelationship: Bool { kind == .toOne || kind == .toMany }
 
+        /// Moves past one property: into a relationship's destination, or out of the model's entities (past an
+        /// attribute or a fetched property, the values decide).
+        mutating func step(through property: PropertyDescription) {
+            switch property {
+            case .attribute:
+                kind = .attribute
+                entity = nil
+            case .relationship(let relationship):
+                kind = relationship.isToMany ? .toMany : .toOne
+                entity = relationship.destinationEntityName
+                if relationship.isToMany { crossesToMany = true }
+            case .fetchedProperty:
+                kind = .opaque
+                entity = nil
+            }
+        }
+
         var description: String {
             switch kind {
             case .entity: "the entity itself"
@@ -90,6 +109,11 @@ private struct KeyPathChecker {
     /// - Throws: ``ManagedObjectContextError/Code/unknownName`` for a key the entity it is looked up in lacks.
     func resolve(_ path: String, from start: String? = nil, role: String) throws(ManagedObjectContextError) -> End {
         var end = End(kind: .entity, entity: start ?? entityName)
+        // Most key paths are one key: look it up without splitting the path.
+        if !path.utf8.contains(UInt8(ascii: ".")), let entity = end.entity, let property = model.property(named: path, in: entity) {
+            end.step(through: property)
+            return end
+        }
         for key in path.split(separator: ".", omittingEmptySubsequences: false) {
             guard let entity = end.entity else { break }
             if key == "SELF" || key == "self" { continue }
@@ -98,22 +122,12 @@ private struct KeyPathChecker {
                 end.entity = nil
                 break
             }
-            switch model.property(named: String(key), in: entity) {
-            case .attribute?:
-                end.kind = .attribute
-                end.entity = nil
-            case .relationship(let relationship)?:
-                end.kind = relationship.isToMany ? .toMany : .toOne
-                end.entity = relationship.destinationEntityName
-                if relationship.isToMany { end.crossesToMany = true }
-            case .fetchedProperty?:
-                end.kind = .opaque
-                end.entity = nil
-            case nil:
+            guard let property = model.property(named: String(key), in: entity) else {
                 let whole = path == key ? "" : " (in the key path \"\(path)\")"
                 throw ManagedObjectContextError(.unknownName,
                     message: "\(role) names the key \"\(key)\"\(whole), which the entity \(entity) does not have")
             }
+            end.step(through: property)
         }
         return end
     }
