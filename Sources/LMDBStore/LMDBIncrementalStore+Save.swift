@@ -40,8 +40,12 @@ extension LMDBIncrementalStore {
                 let references = References(inserted: Set(request.insertedObjects.map(\.objectID)),
                                             deleted: Set(request.deletedObjects.map(\.objectID)))
                 for change in request.insertedObjects + request.updatedObjects {
+                    let before = old[change.objectID]?.toOne
                     for (name, target) in change.toOne {
                         guard let relationship = model.relationship(named: name, in: change.objectID.entityName) else { continue }
+                        // A reference the row already holds was checked when it was written; rewriting it unchanged adds nothing to check.
+                        if let held = before?[name], held.key == (try? key(of: target)), held.entityTag == layout.entity(target.entityName)?.tag,
+                           !references.deleted.contains(target) { continue }
                         _ = try checkTarget(target, of: relationship, owner: change.objectID, references, state: state, transaction: transaction)
                     }
                 }
