@@ -167,6 +167,45 @@ import Testing
         try check([], "emptied")
     }
 
+    /// A to-one marked `indexed` (as Xcode writes `indexed="YES"` on a relationship) needs no index of its own: the
+    /// store keeps every to-one indexed from destination to owners, one entry per object that has a destination,
+    /// none after the destination is deleted.
+    @Test func aToOneMarkedIndexedIsIndexedByItsToOneTable() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Device") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("readings", destination: "Reading", inverse: "device", toMany: true)
+            }
+            EntityDescription("Reading") {
+                AttributeDescription("value", .double)
+                RelationshipDescription("device", destination: "Device", inverse: "readings", isIndexed: true)
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        func entries() throws -> Int {
+            let state = try store.open
+            let index = store.database(StoreLayout.toOneDatabase(entity: "Reading", relationship: "device"), in: state)
+            return try state.environment.read { try index.statistics(in: $0).entries }
+        }
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let device = try context.insertNewObject(forEntityName: "Device")
+        try device.setValue("probe", forKey: "name")
+        for value in 0..<5 {
+            let reading = try context.insertNewObject(forEntityName: "Reading")
+            try reading.setValue(Double(value), forKey: "value")
+            if value < 3 { try reading.setValue(device, forKey: "device") }
+        }
+        try context.save()
+        #expect(model.fetchIndexes(of: "Reading").isEmpty)
+        #expect(try entries() == 3)
+        #expect(try store.verify().isEmpty)
+        context.delete(device)
+        try context.save()
+        #expect(try entries() == 0)
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test(arguments: [500, 511, 512, 10_000])
     func longUniqueStringsAreCheckedExactlyAndFetchLikeTheEvaluator(length: Int) throws {
         let folder = StoreFolder()

@@ -106,6 +106,68 @@ import Testing
         #expect(model.warnings.allSatisfy { $0.file?.contains("OldStyle.xcdatamodel/contents:") == true })
     }
 
+    @Test func defaultsXcodeKeepsButThatDoNotFitTheTypeAreConvertedOrDroppedWithAWarning() throws {
+        let model = try ManagedObjectModel(contentsOfCoreDataModel: fixture("Lenient.xcdatamodel"))
+        func attribute(_ name: String) -> AttributeDescription { model.attribute(named: name, in: "Reading")! }
+        #expect(attribute("count16").defaultValue == .integer(0))
+        #expect(attribute("count32").defaultValue == .integer(0))
+        #expect(attribute("enabled").defaultValue == .integer(0))
+        #expect(attribute("on").defaultValue == .integer(1))
+        #expect(attribute("ratio").defaultValue == .double(0))
+        #expect(attribute("flag").defaultValue == .boolean(false))
+        #expect(attribute("small").defaultValue == nil, "70000 does not fit an Integer 16")
+        #expect(attribute("small").validation == AttributeValidation(minimumValue: .integer(-1)), "0.5 is no Integer 16")
+        #expect(attribute("identifier").defaultValue == nil)
+        #expect(attribute("taken").defaultValue == nil)
+        let warnings = model.warnings.filter { $0.property != nil }
+        #expect(warnings.map(\.message) == [
+            "Reading.count16: the default value \"0.0\" is read as 0 for the type Integer 16, as Core Data reads it",
+            "Reading.count32: the default value \"0.0\" is read as 0 for the type Integer 32, as Core Data reads it",
+            "Reading.enabled: the default value \"NO\" is read as 0 for the type Integer 32, as Core Data reads it",
+            "Reading.on: the default value \"YES\" is read as 1 for the type Integer 64, as Core Data reads it",
+            "Reading.small: the minimum value \"-1.0\" is read as -1 for the type Integer 16, as Core Data reads it",
+            "Reading.small: the maximum value \"0.5\" is not a value of type Integer 16; it is left out, as Core Data leaves it out",
+            "Reading.small: the default value \"70000\" is not a value of type Integer 16; it is left out, as Core Data leaves it out",
+            "Reading.ratio: the default value \"NO\" is read as 0.0 for the type Double, as Core Data reads it",
+            "Reading.identifier: the default value \"empy\" is not a value of type UUID; it is left out, as Core Data leaves it out",
+            "Reading.taken: the default date \"soon\" is not a number of seconds; it is left out, as Core Data leaves it out",
+            "the fetch index \"byDeviceAndNotes\" of \"Reading\" names the to-many relationship \"notes\", which no index can hold (its links are indexed both ways already); the element is left out",
+            "the fetch index \"byNotes\" of \"Reading\" names the to-many relationship \"notes\", which no index can hold (its links are indexed both ways already); the element is left out",
+        ])
+        #expect(warnings.allSatisfy { $0.entity == "Reading" && $0.file?.contains("Lenient.xcdatamodel/contents:") == true })
+        #expect(model.warnings.count == warnings.count + 1)
+        #expect(model.warnings.last?.message == "the fetch index \"byNotes\" of \"Reading\" indexes nothing else; it is left out")
+    }
+
+    @Test func indexElementsOnToManysAreLeftOutAndEveryFlagIsKept() throws {
+        let model = try ManagedObjectModel(contentsOfCoreDataModel: fixture("Lenient.xcdatamodel"))
+        #expect(model.fetchIndexes(of: "Reading") == [
+            FetchIndexDescription("byDeviceAndNotes", elements: [.ascending("device"), .descending("count32")]),
+        ], "the to-many element is left out and the rest of the index kept")
+        #expect(model.attribute(named: "photo", in: "Reading")?.allowsExternalBinaryDataStorage == true)
+        #expect(model.attribute(named: "serial", in: "Reading")?.preservesValueInHistoryOnDeletion == true)
+        #expect(model.attribute(named: "serial", in: "Reading")?.allowsExternalBinaryDataStorage == false)
+        #expect(model.relationship(named: "device", in: "Reading")?.isIndexed == true)
+        #expect(model.relationship(named: "notes", in: "Reading")?.isIndexed == true)
+        #expect(model.relationship(named: "readings", in: "Device")?.isIndexed == false)
+        // The flags survive the JSON form; none of them changes what is stored, so none changes the version hash.
+        let reloaded = try ManagedObjectModel(json: model.jsonData())
+        #expect(reloaded == model && reloaded.versionHash == model.versionHash)
+        let unflagged = try ManagedObjectModel(entities: model.entities.map { entity in
+            var entity = entity
+            entity.properties = entity.properties.map {
+                switch $0 {
+                case .relationship(let relationship): .relationship(relationship.with { $0.isIndexed = false })
+                case .attribute(let attribute):
+                    .attribute(attribute.with { $0.allowsExternalBinaryDataStorage = false; $0.preservesValueInHistoryOnDeletion = false })
+                case .fetchedProperty: $0
+                }
+            }
+            return entity
+        })
+        #expect(unflagged != model && unflagged.versionHash == model.versionHash)
+    }
+
     @Test func malformedXMLNamesTheFileAndLine() {
         do {
             _ = try ManagedObjectModel(contentsOfCoreDataModel: fixture("Broken.xcdatamodel"))
@@ -117,15 +179,23 @@ import Testing
         }
     }
 
-    @Test func anInvalidModelFileReportsEveryProblemWithItsFile() {
+    @Test func anInvalidModelFileReportsEveryProblemWithItsFile() throws {
         do {
             _ = try ManagedObjectModel(contentsOfCoreDataModel: fixture("Invalid.xcdatamodel"))
             Issue.record("an invalid model loaded")
         } catch {
-            #expect(Set(error.problems.map(\.code)) == [.defaultValueType, .unknownDestination, .inverseMismatch, .unknownInverse])
+            #expect(Set(error.problems.map(\.code)) == [.invalidIndex, .unknownDestination, .inverseMismatch, .unknownInverse])
             #expect(error.problems.allSatisfy { $0.file?.hasSuffix("Invalid.xcdatamodel/contents") == true })
-            #expect(error.description.contains("Order.total: the default value \"lots\" (string) is not a valid Integer 16"))
             #expect(error.description.contains("Order.customer: the destination entity \"Client\" does not exist"))
+            // An index problem names the index as the index and the element's property as the property.
+            let index = try #require(error.problems.first { $0.code == .invalidIndex })
+            #expect(index.entity == "Order" && index.index == "byTotal" && index.property == "totl")
+            #expect(index.description.contains("Order.totl: the fetch index \"byTotal\" names the unknown property \"totl\""))
+            // A default Core Data would drop is dropped with a warning, not counted as a problem; and for diagnosis
+            // the error carries what was read.
+            #expect(error.warnings.map(\.message) == ["Order.total: the default value \"lots\" is not a value of type Integer 16; it is left out, as Core Data leaves it out"])
+            #expect(error.parsedEntities.map(\.name) == ["Order", "Line"])
+            #expect(error.parsedEntities.first?.properties.map(\.name) == ["total", "customer", "lines"])
         }
     }
 
@@ -151,7 +221,7 @@ import Testing
 
     @Test func everyFixtureRoundTripsThroughJSON() throws {
         for name in ["AllTypes.xcdatamodel", "Library.xcdatamodeld", "Inheritance.xcdatamodel", "Indexes.xcdatamodel",
-                     "Configurations.xcdatamodel", "OldStyle.xcdatamodel"] {
+                     "Configurations.xcdatamodel", "OldStyle.xcdatamodel", "Lenient.xcdatamodel"] {
             let model = try ManagedObjectModel(contentsOfCoreDataModel: fixture(name))
             let reloaded = try ManagedObjectModel(json: model.jsonData())
             #expect(reloaded == model, "\(name)")

@@ -23,6 +23,14 @@ public struct AttributeDescription: Sendable, Hashable {
     public var valueTypeName: String?
     /// Whether the attribute is indexed on its own (the older `indexed="YES"` form of a fetch index).
     public var isIndexed: Bool
+    /// Whether Core Data may keep a large binary value in a file beside the store (Xcode's "Allows External
+    /// Storage"). Kept so the model round-trips; the LMDB store keeps every value in its row, where LMDB puts a
+    /// large one on overflow pages of its own.
+    public var allowsExternalBinaryDataStorage: Bool
+    /// Whether the value is kept in persistent history when its object is deleted (Xcode's "Preserve After
+    /// Deletion", Core Data's tombstone). Kept so the model round-trips; the LMDB store's change log records which
+    /// objects a save deleted, not their values.
+    public var preservesValueInHistoryOnDeletion: Bool
     /// Free-form information for the app; not persisted and not part of the version hash.
     public var userInfo: [String: String]
     /// The attribute's name in the previous model version, when it was renamed (Core Data's renaming identifier).
@@ -35,6 +43,7 @@ public struct AttributeDescription: Sendable, Hashable {
         _ name: String, _ type: AttributeType, isOptional: Bool = false, isTransient: Bool = false,
         defaultValue: AttributeValue? = nil, validation: AttributeValidation = AttributeValidation(),
         transformerName: String? = nil, valueTypeName: String? = nil, isIndexed: Bool = false,
+        allowsExternalBinaryDataStorage: Bool = false, preservesValueInHistoryOnDeletion: Bool = false,
         userInfo: [String: String] = [:], renamingIdentifier: String? = nil, versionHashModifier: String? = nil
     ) {
         self.name = name
@@ -46,6 +55,8 @@ public struct AttributeDescription: Sendable, Hashable {
         self.transformerName = transformerName
         self.valueTypeName = valueTypeName
         self.isIndexed = isIndexed
+        self.allowsExternalBinaryDataStorage = allowsExternalBinaryDataStorage
+        self.preservesValueInHistoryOnDeletion = preservesValueInHistoryOnDeletion
         self.userInfo = userInfo
         self.renamingIdentifier = renamingIdentifier
         self.versionHashModifier = versionHashModifier

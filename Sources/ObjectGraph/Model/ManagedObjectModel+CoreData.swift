@@ -97,7 +97,7 @@ extension ManagedObjectModel {
                 var problem = problem
                 problem.file = problem.file ?? file
                 return problem
-            })
+            }, parsedEntities: parts.entities, warnings: reader.warnings)
         }
         warnings = reader.warnings
     }
@@ -107,6 +107,8 @@ extension ManagedObjectModel {
 struct CoreDataModelReader {
     let file: String?
     var warnings: [ModelWarning] = []
+    /// The line of each fetch index element, by entity, index and property, for warnings about it later.
+    private var elementLines: [String: Int] = [:]
 
     init(file: String?) {
         self.file = file
@@ -132,11 +134,57 @@ struct CoreDataModelReader {
             }
         }
         let identifier = root["userDefinedModelVersionIdentifier"].flatMap { $0.isEmpty ? nil : $0 }
-        return (entities, configurations, templates, identifier)
+        return (dropToManyIndexElements(entities), configurations, templates, identifier)
     }
 
-    private mutating func warn(_ node: XMLElementNode, _ message: String) {
-        warnings.append(ModelWarning(file: file.map { "\($0):\(node.line)" } ?? "line \(node.line)", message: message))
+    /// Core Data accepts a fetch index element naming a to-many relationship and indexes nothing for it: the element
+    /// is left out with a warning, the rest of the index kept (and an index left with no element, dropped).
+    private mutating func dropToManyIndexElements(_ entities: [EntityDescription]) -> [EntityDescription] {
+        let byName = Dictionary(entities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        func isToMany(_ name: String, in entity: EntityDescription) -> Bool {
+            var current: EntityDescription? = entity
+            for _ in 0...entities.count {
+                guard let owner = current else { return false }
+                if let property = owner.properties.first(where: { $0.name == name }) {
+                    if case .relationship(let relationship) = property { return relationship.isToMany }
+                    return false
+                }
+                current = owner.parentName.flatMap { byName[$0] }
+            }
+            return false
+        }
+        return entities.map { entity in
+            var entity = entity
+            entity.fetchIndexes = entity.fetchIndexes.compactMap { index in
+                var index = index
+                index.elements.removeAll { element in
+                    guard isToMany(element.propertyName, in: entity) else { return false }
+                    let line = elementLines["\(entity.name)/\(index.name)/\(element.propertyName)"]
+                    warn(line: line, entity: entity.name, property: element.propertyName,
+                         "the fetch index \"\(index.name)\" of \"\(entity.name)\" names the to-many relationship \"\(element.propertyName)\", which no index can hold (its links are indexed both ways already); the element is left out")
+                    return true
+                }
+                guard index.elements.isEmpty else { return index }
+                warn(line: elementLines["\(entity.name)/\(index.name)/"], entity: entity.name, property: nil,
+                     "the fetch index \"\(index.name)\" of \"\(entity.name)\" indexes nothing else; it is left out")
+                return nil
+            }
+            return entity
+        }
+    }
+
+    private mutating func warn(_ node: XMLElementNode, entity: String? = nil, property: String? = nil, _ message: String) {
+        warn(line: node.line, entity: entity, property: property, message)
+    }
+
+    private mutating func warn(line: Int?, entity: String?, property: String?, _ message: String) {
+        let place = switch (file, line) {
+        case let (file?, line?): "\(file):\(line)"
+        case let (file?, nil): file
+        case let (nil, line?): "line \(line)"
+        case (nil, nil): nil as String?
+        }
+        warnings.append(ModelWarning(file: place, entity: entity, property: property, message: message))
     }
 
     private mutating func entity(_ node: XMLElementNode) -> EntityDescription {
@@ -146,7 +194,7 @@ struct CoreDataModelReader {
             versionHashModifier: node["versionHashModifier"])
         for child in node.children {
             switch child.name {
-            case "attribute": entity.properties.append(.attribute(attribute(child)))
+            case "attribute": entity.properties.append(.attribute(attribute(child, in: entity.name)))
             case "relationship": entity.properties.append(.relationship(relationship(child)))
             case "fetchedProperty":
                 let request = child.children(named: "fetchRequest").first
@@ -167,6 +215,9 @@ struct CoreDataModelReader {
             case "compoundIndexes":
                 for compound in child.children(named: "compoundIndex") {
                     let names = compound.children(named: "index").compactMap { $0["value"] }
+                    let name = names.joined(separator: "_") + "_compoundIndex"
+                    for element in compound.children(named: "index") { elementLines["\(entity.name)/\(name)/\(element["value"] ?? "")"] = element.line }
+                    elementLines["\(entity.name)/\(name)/"] = compound.line
                     entity.fetchIndexes.append(FetchIndexDescription(names.joined(separator: "_") + "_compoundIndex", properties: names))
                 }
             case "userInfo":
@@ -186,6 +237,8 @@ struct CoreDataModelReader {
                 continue
             }
             let collation: FetchIndexElementDescription.Collation = element["type"] == "R-Tree" ? .rTree : .binary
+            elementLines["\(entityName)/\(node["name"] ?? "")/\(property)"] = element.line
+            elementLines["\(entityName)/\(node["name"] ?? "")/"] = node.line
             elements.append(FetchIndexElementDescription(property, ascending: element["order"] != "descending", collation: collation))
         }
         return FetchIndexDescription(node["name"] ?? "", elements: elements)
@@ -199,7 +252,7 @@ struct CoreDataModelReader {
         return info
     }
 
-    private mutating func attribute(_ node: XMLElementNode) -> AttributeDescription {
+    private mutating func attribute(_ node: XMLElementNode, in entityName: String) -> AttributeDescription {
         let name = node["name"] ?? ""
         let typeName = node["attributeType"]
         var type = AttributeType.undefined
@@ -210,45 +263,108 @@ struct CoreDataModelReader {
                 warn(node, "the attribute \"\(name)\" has the type \"\(typeName)\", which LMDBStore does not support; it is read as Undefined")
             }
         }
+        /// A value written as text, read as `type` the way Core Data reads it: converted when that loses nothing,
+        /// otherwise left out with a warning naming the entity, the attribute and the text.
+        func value(_ field: String, _ role: String) -> AttributeValue? {
+            guard let text = node[field] else { return nil }
+            switch Self.value(text, as: type) {
+            case .exact(let value):
+                return value
+            case .converted(let value):
+                warn(node, entity: entityName, property: name,
+                     "\(entityName).\(name): the \(role) \"\(text)\" is read as \(value) for the type \(type.coreDataName), as Core Data reads it")
+                return value
+            case .unusable:
+                warn(node, entity: entityName, property: name,
+                     "\(entityName).\(name): the \(role) \"\(text)\" is not a value of type \(type.coreDataName); it is left out, as Core Data leaves it out")
+                return nil
+            }
+        }
         var validation = AttributeValidation()
-        let minimum = node["minValueString"], maximum = node["maxValueString"]
         switch type {
         case .string, .binaryData:
-            validation.minimumLength = minimum.flatMap { Int($0) }
-            validation.maximumLength = maximum.flatMap { Int($0) }
+            validation.minimumLength = node["minValueString"].flatMap { Int($0) }
+            validation.maximumLength = node["maxValueString"].flatMap { Int($0) }
         case .date:
-            validation.minimumValue = node["minDateTimeInterval"].flatMap(Double.init).map { .date(Date(timeIntervalSinceReferenceDate: $0)) }
-            validation.maximumValue = node["maxDateTimeInterval"].flatMap(Double.init).map { .date(Date(timeIntervalSinceReferenceDate: $0)) }
+            validation.minimumValue = dateValue(node, "minDateTimeInterval", "minimum date", entity: entityName, attribute: name)
+            validation.maximumValue = dateValue(node, "maxDateTimeInterval", "maximum date", entity: entityName, attribute: name)
         default:
-            validation.minimumValue = minimum.map { Self.value($0, as: type) }
-            validation.maximumValue = maximum.map { Self.value($0, as: type) }
+            validation.minimumValue = value("minValueString", "minimum value")
+            validation.maximumValue = value("maxValueString", "maximum value")
         }
         validation.pattern = node["regularExpressionString"]
-        let defaultValue: AttributeValue? = type == .date
-            ? node["defaultDateTimeInterval"].flatMap(Double.init).map { .date(Date(timeIntervalSinceReferenceDate: $0)) }
-            : node["defaultValueString"].map { Self.value($0, as: type) }
+        let defaultValue = type == .date
+            ? dateValue(node, "defaultDateTimeInterval", "default date", entity: entityName, attribute: name)
+            : value("defaultValueString", "default value")
         return AttributeDescription(
             name, type, isOptional: node.flag("optional"), isTransient: node.flag("transient"), defaultValue: defaultValue,
             validation: validation, transformerName: node["valueTransformerName"], valueTypeName: node["customClassName"],
-            isIndexed: node.flag("indexed"), userInfo: userInfo(node), renamingIdentifier: node["elementID"],
-            versionHashModifier: node["versionHashModifier"])
+            isIndexed: node.flag("indexed"), allowsExternalBinaryDataStorage: node.flag("allowsExternalBinaryDataStorage"),
+            preservesValueInHistoryOnDeletion: node.flag("preserveAfterDeletion"), userInfo: userInfo(node),
+            renamingIdentifier: node["elementID"], versionHashModifier: node["versionHashModifier"])
     }
 
-    /// A value written as text in a model file; text that does not parse as `type` stays a string, so the model
-    /// check reports it as a value of the wrong type.
-    static func value(_ text: String, as type: AttributeType) -> AttributeValue {
-        let parsed: AttributeValue? = switch type {
-        case .integer16, .integer32, .integer64: Int64(text).map(AttributeValue.integer)
-        case .double: Double(text).map(AttributeValue.double)
-        case .float: Float(text).map(AttributeValue.float)
-        case .decimal: Decimal(string: text).map(AttributeValue.decimal)
-        case .boolean: text == "YES" || text == "1" ? .boolean(true) : text == "NO" || text == "0" ? .boolean(false) : nil
-        case .uuid: UUID(uuidString: text).map(AttributeValue.uuid)
-        case .uri: URL(string: text).map(AttributeValue.uri)
-        case .string: .string(text)
+    /// A date written as seconds since the reference date, or `nil` (with a warning when the text is not a number).
+    private mutating func dateValue(_ node: XMLElementNode, _ field: String, _ role: String, entity: String, attribute: String) -> AttributeValue? {
+        guard let text = node[field] else { return nil }
+        guard let seconds = Double(text), seconds.isFinite else {
+            warn(node, entity: entity, property: attribute,
+                 "\(entity).\(attribute): the \(role) \"\(text)\" is not a number of seconds; it is left out, as Core Data leaves it out")
+            return nil
+        }
+        return .date(Date(timeIntervalSinceReferenceDate: seconds))
+    }
+
+    /// How text from a model file reads as a value of an attribute type.
+    enum TextValue: Equatable {
+        /// The text is written as the type writes it.
+        case exact(AttributeValue)
+        /// The text is another type's spelling of a value that converts without loss: `0.0` or `NO` for an integer.
+        case converted(AttributeValue)
+        /// The text is no value of the type, or one out of its range.
+        case unusable
+    }
+
+    /// Reads text from a model file as a value of `type`, as Core Data does: exactly when it is written that way,
+    /// converted when another spelling converts without loss (`"0.0"`, `"NO"`, `"YES"` for numbers; `"0"`, `"1"` for
+    /// Booleans), and not at all when it cannot be (`"empy"` for a UUID, `"0.5"` or `"70000"` for an Integer 16).
+    static func value(_ text: String, as type: AttributeType) -> TextValue {
+        let flag: Bool? = switch text {
+        case "YES", "true": true
+        case "NO", "false": false
         default: nil
         }
-        return parsed ?? .string(text)
+        let number = Double(text).flatMap { $0.isFinite ? $0 : nil }
+        switch type {
+        case .integer16, .integer32, .integer64:
+            let range = type.integerRange!
+            if let exact = Int64(text) { return range.contains(exact) ? .exact(.integer(exact)) : .unusable }
+            if let number, number.rounded() == number, let whole = Int64(exactly: number), range.contains(whole) {
+                return .converted(.integer(whole))
+            }
+            return flag.map { .converted(.integer($0 ? 1 : 0)) } ?? .unusable
+        case .double:
+            if let number = Double(text) { return .exact(.double(number)) }
+            return flag.map { .converted(.double($0 ? 1 : 0)) } ?? .unusable
+        case .float:
+            if let number = Float(text) { return .exact(.float(number)) }
+            return flag.map { .converted(.float($0 ? 1 : 0)) } ?? .unusable
+        case .decimal:
+            if number != nil, let decimal = Decimal(string: text) { return .exact(.decimal(decimal)) }
+            return flag.map { .converted(.decimal($0 ? 1 : 0)) } ?? .unusable
+        case .boolean:
+            if let flag { return text == "YES" || text == "NO" ? .exact(.boolean(flag)) : .converted(.boolean(flag)) }
+            if number == 0 || number == 1 { return text == "0" || text == "1" ? .exact(.boolean(number == 1)) : .converted(.boolean(number == 1)) }
+            return .unusable
+        case .uuid:
+            return UUID(uuidString: text).map { .exact(.uuid($0)) } ?? .unusable
+        case .uri:
+            return URL(string: text).map { .exact(.uri($0)) } ?? .unusable
+        case .string:
+            return .exact(.string(text))
+        case .date, .binaryData, .transformable, .objectID, .undefined:
+            return .unusable
+        }
     }
 
     private func relationship(_ node: XMLElementNode) -> RelationshipDescription {
@@ -258,7 +374,7 @@ struct CoreDataModelReader {
             node["name"] ?? "", destination: node["destinationEntity"] ?? "", inverse: node["inverseName"], toMany: toMany,
             ordered: node.flag("ordered"), isOptional: node.flag("optional"), isTransient: node.flag("transient"),
             minimumCount: Int(node["minCount"] ?? "") ?? 0, maximumCount: toMany ? Int(node["maxCount"] ?? "") ?? 0 : 1,
-            deleteRule: deleteRule, userInfo: userInfo(node), renamingIdentifier: node["elementID"],
+            deleteRule: deleteRule, isIndexed: node.flag("indexed"), userInfo: userInfo(node), renamingIdentifier: node["elementID"],
             versionHashModifier: node["versionHashModifier"])
     }
 }

@@ -24,8 +24,16 @@ extension ManagedObjectModel {
             throw ModelError(problems: [ModelProblem(.malformedFile, file: file,
                 message: "the JSON model has format version \(document.formatVersion); this LMDBStore reads up to \(Self.jsonFormatVersion)")])
         }
-        try self.init(entities: document.entities, configurations: document.configurations,
-                      fetchRequestTemplates: document.fetchRequestTemplates, versionIdentifier: document.versionIdentifier)
+        do {
+            try self.init(entities: document.entities, configurations: document.configurations,
+                          fetchRequestTemplates: document.fetchRequestTemplates, versionIdentifier: document.versionIdentifier)
+        } catch {
+            throw ModelError(problems: error.problems.map { problem in
+                var problem = problem
+                problem.file = problem.file ?? file
+                return problem
+            }, parsedEntities: document.entities)
+        }
     }
 
     /// Reads a model from a JSON file, checking it.
@@ -206,7 +214,7 @@ extension PropertyDescription: Codable {
 extension AttributeDescription: Codable {
     enum CodingKeys: String, CodingKey {
         case name, type, optional, transient, `default`, validation, transformer, valueType, indexed, userInfo
-        case renamingIdentifier, versionHashModifier
+        case allowsExternalStorage, preservesValueOnDeletion, renamingIdentifier, versionHashModifier
     }
 
     private enum ValidationKeys: String, CodingKey { case minimum, maximum, minimumLength, maximumLength, pattern }
@@ -229,6 +237,8 @@ extension AttributeDescription: Codable {
             isTransient: try c.decodeFlag(.transient), defaultValue: try AttributeValue.decode(from: c, forKey: .default, as: type),
             validation: validation, transformerName: try c.decodeIfPresent(String.self, forKey: .transformer),
             valueTypeName: try c.decodeIfPresent(String.self, forKey: .valueType), isIndexed: try c.decodeFlag(.indexed),
+            allowsExternalBinaryDataStorage: try c.decodeFlag(.allowsExternalStorage),
+            preservesValueInHistoryOnDeletion: try c.decodeFlag(.preservesValueOnDeletion),
             userInfo: try c.decodeUserInfo(.userInfo),
             renamingIdentifier: try c.decodeIfPresent(String.self, forKey: .renamingIdentifier),
             versionHashModifier: try c.decodeIfPresent(String.self, forKey: .versionHashModifier))
@@ -253,6 +263,8 @@ extension AttributeDescription: Codable {
         try c.encodeIfPresent(transformerName, forKey: .transformer)
         try c.encodeIfPresent(valueTypeName, forKey: .valueType)
         try c.encodeIfTrue(isIndexed, forKey: .indexed)
+        try c.encodeIfTrue(allowsExternalBinaryDataStorage, forKey: .allowsExternalStorage)
+        try c.encodeIfTrue(preservesValueInHistoryOnDeletion, forKey: .preservesValueOnDeletion)
         try c.encodeUnlessEmpty(userInfo, forKey: .userInfo)
         try c.encodeIfPresent(renamingIdentifier, forKey: .renamingIdentifier)
         try c.encodeIfPresent(versionHashModifier, forKey: .versionHashModifier)
@@ -310,7 +322,7 @@ extension AttributeValue {
 extension RelationshipDescription: Codable {
     enum CodingKeys: String, CodingKey {
         case name, destination, inverse, toMany, ordered, optional, transient, minimumCount, maximumCount, deleteRule
-        case userInfo, renamingIdentifier, versionHashModifier
+        case indexed, userInfo, renamingIdentifier, versionHashModifier
     }
 
     /// Reads a relationship from its JSON description. `optional` defaults to `true` and `deleteRule` to `nullify`.
@@ -324,7 +336,7 @@ extension RelationshipDescription: Codable {
             minimumCount: try c.decodeIfPresent(Int.self, forKey: .minimumCount) ?? 0,
             maximumCount: try c.decodeIfPresent(Int.self, forKey: .maximumCount) ?? 0,
             deleteRule: try c.decodeIfPresent(DeleteRule.self, forKey: .deleteRule) ?? .nullify,
-            userInfo: try c.decodeUserInfo(.userInfo),
+            isIndexed: try c.decodeFlag(.indexed), userInfo: try c.decodeUserInfo(.userInfo),
             renamingIdentifier: try c.decodeIfPresent(String.self, forKey: .renamingIdentifier),
             versionHashModifier: try c.decodeIfPresent(String.self, forKey: .versionHashModifier))
     }
@@ -342,6 +354,7 @@ extension RelationshipDescription: Codable {
         if minimumCount != 0 { try c.encode(minimumCount, forKey: .minimumCount) }
         if isToMany && maximumCount != 0 { try c.encode(maximumCount, forKey: .maximumCount) }
         if deleteRule != .nullify { try c.encode(deleteRule, forKey: .deleteRule) }
+        try c.encodeIfTrue(isIndexed, forKey: .indexed)
         try c.encodeUnlessEmpty(userInfo, forKey: .userInfo)
         try c.encodeIfPresent(renamingIdentifier, forKey: .renamingIdentifier)
         try c.encodeIfPresent(versionHashModifier, forKey: .versionHashModifier)

@@ -85,12 +85,12 @@ extension ManagedObjectModel {
             let properties = allProperties(entity.name)
             for index in entity.fetchIndexes {
                 if index.elements.isEmpty {
-                    problems.append(ModelProblem(.invalidIndex, entity: entity.name, property: index.name,
+                    problems.append(ModelProblem(.invalidIndex, entity: entity.name, index: index.name,
                                                  message: "the fetch index \"\(index.name)\" has no elements"))
                 }
                 for element in index.elements {
                     if let message = Self.keyPropertyProblem(element.propertyName, properties) {
-                        problems.append(ModelProblem(.invalidIndex, entity: entity.name, property: index.name,
+                        problems.append(ModelProblem(.invalidIndex, entity: entity.name, property: element.propertyName, index: index.name,
                                                      message: "the fetch index \"\(index.name)\" \(message)"))
                     }
                 }

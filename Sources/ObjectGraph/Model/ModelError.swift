@@ -2,10 +2,18 @@
 public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Each problem found, in the order they were found.
     public var problems: [ModelProblem]
+    /// For diagnosis, when a model file was read but its model did not check: the entities as they were read (empty
+    /// when the file itself could not be read or parsed).
+    public var parsedEntities: [EntityDescription]
+    /// What reading the model file passed over or converted before the check failed (see
+    /// ``ManagedObjectModel/warnings``).
+    public var warnings: [ModelWarning]
 
-    /// Creates an error from its problems.
-    public init(problems: [ModelProblem]) {
+    /// Creates an error from its problems, and what was read before they were found.
+    public init(problems: [ModelProblem], parsedEntities: [EntityDescription] = [], warnings: [ModelWarning] = []) {
         self.problems = problems
+        self.parsedEntities = parsedEntities
+        self.warnings = warnings
     }
 
     /// One line per problem.
@@ -73,18 +81,22 @@ public struct ModelProblem: Sendable, Hashable, CustomStringConvertible {
     public var code: Code
     /// The entity concerned, if any.
     public var entity: String?
-    /// The property (or index, constraint, configuration, template) concerned, if any.
+    /// The property (or constraint, configuration, template) concerned, if any.
     public var property: String?
+    /// The fetch index concerned, for ``Code/invalidIndex``.
+    public var index: String?
     /// The file concerned, if any.
     public var file: String?
     /// What is wrong, in a sentence.
     public var message: String
 
     /// Creates a problem.
-    public init(_ code: Code, entity: String? = nil, property: String? = nil, file: String? = nil, message: String) {
+    public init(_ code: Code, entity: String? = nil, property: String? = nil, index: String? = nil, file: String? = nil,
+                message: String) {
         self.code = code
         self.entity = entity
         self.property = property
+        self.index = index
         self.file = file
         self.message = message
     }
@@ -97,16 +109,22 @@ public struct ModelProblem: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Something in a model file that was understood but not used, or not understood at all.
+/// Something in a model file that was understood but not used, converted, or not understood at all.
 public struct ModelWarning: Sendable, Hashable, CustomStringConvertible {
-    /// The file the warning concerns.
+    /// The file the warning concerns, with the line when known (`contents:42`).
     public var file: String?
-    /// What was passed over, in a sentence.
+    /// The entity concerned, if any.
+    public var entity: String?
+    /// The property concerned, if any.
+    public var property: String?
+    /// What was passed over or converted, in a sentence.
     public var message: String
 
     /// Creates a warning.
-    public init(file: String? = nil, message: String) {
+    public init(file: String? = nil, entity: String? = nil, property: String? = nil, message: String) {
         self.file = file
+        self.entity = entity
+        self.property = property
         self.message = message
     }
 

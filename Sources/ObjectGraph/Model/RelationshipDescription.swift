@@ -47,6 +47,11 @@ public struct RelationshipDescription: Sendable, Hashable {
     public var maximumCount: Int
     /// What deleting an object does to the objects it relates to.
     public var deleteRule: DeleteRule
+    /// Whether the relationship is marked as indexed (Xcode's `indexed="YES"`). Kept so the model round-trips; it
+    /// changes nothing stored, because a store that looks relationships up from either side keeps them indexed
+    /// anyway (the LMDB store keeps a table from destination to owners for every to-one, and link tables both ways
+    /// for every to-many), so it is not part of the version hash.
+    public var isIndexed: Bool
     /// Free-form information for the app; not persisted and not part of the version hash.
     public var userInfo: [String: String]
     /// The relationship's name in the previous model version, when it was renamed.
@@ -58,8 +63,8 @@ public struct RelationshipDescription: Sendable, Hashable {
     public init(
         _ name: String, destination: String, inverse: String? = nil, toMany: Bool = false, ordered: Bool = false,
         isOptional: Bool = true, isTransient: Bool = false, minimumCount: Int = 0, maximumCount: Int = 0,
-        deleteRule: DeleteRule = .nullify, userInfo: [String: String] = [:], renamingIdentifier: String? = nil,
-        versionHashModifier: String? = nil
+        deleteRule: DeleteRule = .nullify, isIndexed: Bool = false, userInfo: [String: String] = [:],
+        renamingIdentifier: String? = nil, versionHashModifier: String? = nil
     ) {
         self.name = name
         self.destinationEntityName = destination
@@ -71,6 +76,7 @@ public struct RelationshipDescription: Sendable, Hashable {
         self.minimumCount = minimumCount
         self.maximumCount = toMany || ordered ? maximumCount : 1
         self.deleteRule = deleteRule
+        self.isIndexed = isIndexed
         self.userInfo = userInfo
         self.renamingIdentifier = renamingIdentifier
         self.versionHashModifier = versionHashModifier
