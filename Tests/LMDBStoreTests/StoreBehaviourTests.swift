@@ -206,6 +206,41 @@ import Testing
         #expect(try store.verify().isEmpty)
     }
 
+    /// Names stored decomposed (`e` + U+0301) and precomposed compare and sort as one string in the LMDB store as in
+    /// memory, through an index and through a scan: the row check, the sort and the index keys agree.
+    @Test(arguments: [true, false])
+    func decomposedStringsCompareAndSortLikeTheirComposedForm(indexed: Bool) throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Person") {
+                AttributeDescription("name", .string, isIndexed: indexed)
+            }
+        }
+        let names = ["Rene\u{301}e", "Ren\u{E9}e", "Renee", "Renf", "e\u{301}e\u{301}e\u{301}", "\u{E9}\u{E9}\u{E9}\u{E9}", "Z"]
+        let folder = StoreFolder()
+        let (lmdb, _, memory) = try folder.twinStores(model) { coordinator in
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for name in names { try context.insertNewObject(forEntityName: "Person").setValue(name, forKey: "name") }
+            try context.save()
+        }
+        for format in ["name < %@", "name >= %@", "name == %@", "name BETWEEN {%@, 'Rf'}"] {
+            let request = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: format, "Ren\u{E9}eb"),
+                                       sortDescriptors: [FetchSortDescriptor(keyPath: "name")])
+            func answer(_ coordinator: PersistentStoreCoordinator) throws -> [[UInt32]] {
+                let context = ManagedObjectContext(coordinator: coordinator)
+                return try context.fetch(request).map {
+                    ($0.value(forKey: "name") as! String).precomposedStringWithCanonicalMapping.unicodeScalars.map(\.value)
+                }
+            }
+            #expect(try answer(lmdb) == answer(memory), "\(format)")
+        }
+        let all = FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor(keyPath: "name")])
+        let reader = ManagedObjectContext(coordinator: lmdb)
+        let sorted = try reader.fetch(all).map { $0.value(forKey: "name") as! String }
+        #expect(sorted.map { $0.precomposedStringWithCanonicalMapping } == ["Renee", "Renf", "Ren\u{E9}e", "Ren\u{E9}e", "Z", "\u{E9}\u{E9}\u{E9}", "\u{E9}\u{E9}\u{E9}\u{E9}"])
+        let below = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "name < %@", "Ren\u{E9}eb"))
+        #expect(try ManagedObjectContext(coordinator: lmdb).count(for: below) == 4, "Renee, Renf (f sorts before é) and both Renée")
+    }
+
     @Test(arguments: [500, 511, 512, 10_000])
     func longUniqueStringsAreCheckedExactlyAndFetchLikeTheEvaluator(length: Int) throws {
         let folder = StoreFolder()

@@ -177,7 +177,9 @@ private struct KeyPathChecker {
             try check(operand, role: role, variables: variables)
         case .index(let base, let selector):
             try check(base, role: role, variables: variables)
+            // A computed key (`$a.$b`) is known only when the predicate is evaluated.
             if case .expression(let index) = selector { try check(index, role: role, variables: variables) }
+            if case .key(let key) = selector { try check(key, role: role, variables: variables) }
         case .subquery(let collection, let variable, let condition):
             try check(collection, role: role, variables: variables)
             var inner = variables

@@ -302,8 +302,29 @@ struct PredicateEvaluator {
 
     private func index(_ base: PredicateValue, _ selector: IndexSelector, _ node: ExpressionNode) throws(PredicateEvaluationError) -> PredicateValue {
         if base.isNull { return .null }
-        if case .dictionary(let pairs) = base, case .expression(.constant(.string(let key))) = selector {
-            return pairs[key] ?? .null
+        // A key computed at evaluation (`$a.$b`, or `$a[$b]` with a string): the value for that key, as Foundation
+        // gives `valueForKey:` / `objectForKeyedSubscript:`.
+        var position: PredicateValue? = nil
+        switch selector {
+        case .key(let expression):
+            var copy = self
+            let key = try copy.value(expression)
+            guard case .string(let name) = key, !name.isEmpty else {
+                throw failure(.typeMismatch, "a key after \".\" must be a string, not \(key.kindPhrase)", node.format)
+            }
+            return try keyPath(name, from: base, node)
+        case .expression(let expression):
+            var copy = self
+            let value = try copy.value(expression)
+            if case .string(let name) = value {
+                if case .array = base {
+                    throw failure(.typeMismatch, "an array is indexed by an integer, not \(value.kindPhrase)", node.format)
+                }
+                return try member(base, name, node)
+            }
+            position = value
+        case .first, .last, .size:
+            break
         }
         guard let elements = base.collectionElements else {
             throw failure(.typeMismatch, "only collections can be indexed, not \(base.kindPhrase)", node.format)
@@ -312,11 +333,9 @@ struct PredicateEvaluator {
         case .first: return elements.first ?? .null
         case .last: return elements.last ?? .null
         case .size: return .integer(Int64(elements.count))
-        case .expression(let expression):
-            var copy = self
-            let position = try copy.value(expression)
-            guard case .integer(let offset) = position else {
-                throw failure(.typeMismatch, "an index must be an integer, not \(position.kindPhrase)", node.format)
+        case .expression, .key:
+            guard case .integer(let offset)? = position else {
+                throw failure(.typeMismatch, "an index must be an integer or a key, not \((position ?? .null).kindPhrase)", node.format)
             }
             guard offset >= 0, offset < elements.count else {
                 throw failure(.indexOutOfRange, "index \(offset) is outside a collection of \(elements.count)", node.format)

@@ -6,8 +6,10 @@ extension FetchPredicate {
     /// `%@` takes any value (a string becomes a string constant), `%K` a key path string, `%d`/`%i`/`%ld`/`%lld`/`%u`
     /// an integer, `%f`/`%lf` a number, `%s` a string. Quoted specifiers (`'%@'`) and quoted `$VARIABLES` are text.
     ///
+    /// Arguments beyond those the text uses are ignored, as Foundation ignores them.
+    ///
     /// - Throws: ``PredicateSyntaxError`` naming the offset (and line and column), the token found there, and what
-    ///   was expected; also when there are too few or too many arguments.
+    ///   was expected; also when there are fewer arguments than specifiers.
     public init(format: String, _ arguments: any PredicateArgument...) throws(PredicateSyntaxError) {
         try self.init(format: format, argumentArray: arguments)
     }
@@ -91,6 +93,7 @@ extension ExpressionNode {
             "FUNCTION(" + ([target.format, PredicateValue.string(selector).format] + arguments.map(\.format)).joined(separator: ", ") + ")"
         case .arithmetic(let op, let lhs, let rhs): lhs.arithmeticOperandFormat + " " + op.rawValue + " " + rhs.arithmeticOperandFormat
         case .negate(let operand): "-" + operand.arithmeticOperandFormat
+        case .index(let base, .key(let key)): base.postfixOperandFormat + "." + key.format
         case .index(let base, let selector): base.postfixOperandFormat + "[" + selector.format + "]"
         case .subquery(let collection, let variable, let predicate):
             "SUBQUERY(" + collection.format + ", $" + variable + ", " + predicate.format + ")"
@@ -138,7 +141,7 @@ extension IndexSelector {
         case .first: "FIRST"
         case .last: "LAST"
         case .size: "SIZE"
-        case .expression(let expression): expression.format
+        case .expression(let expression), .key(let expression): expression.format
         }
     }
 }

@@ -78,9 +78,15 @@ extension ExpressionNode {
             return .arithmetic(op, try lhs.substituting(values, bound: bound), try rhs.substituting(values, bound: bound))
         case .negate(let operand): return .negate(try operand.substituting(values, bound: bound))
         case .index(let base, let selector):
-            let newSelector: IndexSelector
-            if case .expression(let inner) = selector { newSelector = .expression(try inner.substituting(values, bound: bound)) } else { newSelector = selector }
-            return .index(try base.substituting(values, bound: bound), newSelector)
+            let newBase = try base.substituting(values, bound: bound)
+            switch selector {
+            case .expression(let inner):
+                return .index(newBase, .expression(try inner.substituting(values, bound: bound)))
+            case .key(let inner):
+                return .index(newBase, .key(try inner.substituting(values, bound: bound)))
+            case .first, .last, .size:
+                return .index(newBase, selector)
+            }
         case .subquery(let collection, let variable, let condition):
             return .subquery(try collection.substituting(values, bound: bound), variable,
                              try condition.substituting(values, bound: bound.union([variable])))
@@ -108,6 +114,7 @@ extension ExpressionNode {
         case .index(let base, let selector):
             base.collectVariables(into: &names, bound: bound)
             if case .expression(let inner) = selector { inner.collectVariables(into: &names, bound: bound) }
+            if case .key(let inner) = selector { inner.collectVariables(into: &names, bound: bound) }
         case .subquery(let collection, let variable, let condition):
             collection.collectVariables(into: &names, bound: bound)
             condition.collectVariables(into: &names, bound: bound.union([variable]))

@@ -99,7 +99,7 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         case (.string(let a), .string(let b)):
             let result: ComparisonResult
             switch comparison {
-            case .default: return a == b ? 0 : a < b ? -1 : 1
+            case .default: return PredicateOrdering.canonicalOrder(a, b)
             case .caseInsensitive: result = a.caseInsensitiveCompare(b)
             case .localizedStandard: result = a.localizedStandardCompare(b)
             }

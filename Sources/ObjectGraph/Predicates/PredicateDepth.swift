@@ -53,6 +53,7 @@ extension ExpressionNode {
             return 1 + deepest([lhs, rhs])
         case .index(let base, let selector):
             if case .expression(let index) = selector { return 1 + deepest([base, index]) }
+            if case .key(let key) = selector { return 1 + deepest([base, key]) }
             return 1 + base.depth(upTo: below)
         case .subquery(let collection, _, let condition):
             return 1 + max(collection.depth(upTo: below), condition.depth(upTo: below))

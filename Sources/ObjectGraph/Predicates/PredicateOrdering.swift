@@ -22,14 +22,40 @@ enum PredicateOrdering {
         if let order = numericOrder(lhs, rhs) { return order }
         switch (lhs, rhs) {
         case (.string(let a), .string(let b)):
-            let (x, y) = (StringMatching.fold(a, options), StringMatching.fold(b, options))
-            return x == y ? 0 : x < y ? -1 : 1
+            return canonicalOrder(StringMatching.fold(a, options), StringMatching.fold(b, options))
         case (.date(let a), .date(let b)): return a == b ? 0 : a < b ? -1 : 1
         case (.uuid(let a), .uuid(let b)): return a.uuidString == b.uuidString ? 0 : a.uuidString < b.uuidString ? -1 : 1
         case (.data(let a), .data(let b)): return a == b ? 0 : a.lexicographicallyPrecedes(b) ? -1 : 1
         case (.uri(let a), .uri(let b)):
             return a.absoluteString == b.absoluteString ? 0 : a.absoluteString < b.absoluteString ? -1 : 1
         default: return nil
+        }
+    }
+
+    /// The order of two strings by the Unicode scalars of their canonical composition (NFC), which is the byte order
+    /// of their NFC UTF-8 — the order index keys keep them in. Canonically equivalent strings (`"é"` precomposed or
+    /// as `"e"` + U+0301) are equal, and order the same against every other string. (Swift's `<` is not consistent
+    /// for such pairs on every platform, so it is not used.)
+    static func canonicalOrder(_ lhs: String, _ rhs: String) -> Int {
+        if let order = stableOrder(lhs, rhs) { return order }
+        let x = lhs.precomposedStringWithCanonicalMapping.utf8, y = rhs.precomposedStringWithCanonicalMapping.utf8
+        return x.elementsEqual(y) ? 0 : x.lexicographicallyPrecedes(y) ? -1 : 1
+    }
+
+    /// The byte order of two strings that are their own NFC: every scalar below U+0300 (UTF-8 bytes below 0xCC),
+    /// where no character composes or reorders; `nil` for any other pair.
+    private static func stableOrder(_ lhs: String, _ rhs: String) -> Int? {
+        var lhs = lhs, rhs = rhs
+        return lhs.withUTF8 { x in
+            rhs.withUTF8 { y -> Int? in
+                var index = 0
+                let common = min(x.count, y.count)
+                while index < common, x[index] == y[index] { index += 1 }
+                for byte in x where byte >= 0xCC { return nil }
+                for byte in y where byte >= 0xCC { return nil }
+                if index == common { return x.count == y.count ? 0 : x.count < y.count ? -1 : 1 }
+                return x[index] < y[index] ? -1 : 1
+            }
         }
     }
 

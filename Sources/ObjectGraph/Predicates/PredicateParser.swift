@@ -55,9 +55,7 @@ struct PredicateParser {
         guard current.kind == .end else {
             throw error("expected the end of the predicate (an AND or OR is missing?)")
         }
-        if argumentIndex < arguments.count {
-            throw error("\(arguments.count) format arguments were given but the text uses only \(argumentIndex)")
-        }
+        // Arguments beyond those the text uses are ignored, as Foundation ignores them.
     }
 
     // MARK: - Tokens
@@ -249,6 +247,13 @@ struct PredicateParser {
         while true {
             let token = current
             if accept(".") {
+                if case .variable(let variable) = current.kind {
+                    // `$a.$b`: the key is the variable's value, known only when the predicate is evaluated.
+                    advance()
+                    node = .index(node, .key(.variable(variable)))
+                    try checkDepth(node, at: token)
+                    continue
+                }
                 let name = try keyName()
                 switch node {
                 case .keyPath(let path): node = .keyPath(path + "." + name)
@@ -273,12 +278,19 @@ struct PredicateParser {
         }
     }
 
-    /// A key name after a dot: an identifier (reserved words allowed here), `#name` or `@operator`.
+    /// A key name after a dot: an identifier (reserved words allowed here), `#name`, `@operator`, or `%K` (the
+    /// argument's key path, as in `ANY %K.%K == %@`).
     private mutating func keyName() throws(PredicateSyntaxError) -> String {
         let token = current
         switch token.kind {
         case .identifier(let name), .escapedIdentifier(let name): advance(); return name
         case .atIdentifier(let name): advance(); return "@" + name
+        case .formatSpecifier("K"):
+            advance()
+            guard case .string(let keyPath) = try nextArgument(for: token), !keyPath.isEmpty else {
+                throw error("%K needs a key path string, but its argument is \(arguments[argumentIndex - 1].kindPhrase)", at: token)
+            }
+            return keyPath
         default: throw error("expected a key name after \".\"")
         }
     }

@@ -1,30 +1,49 @@
 /// The syntax tree of predicates, shared with the query planner (`package` access): a planner pattern-matches these
 /// enums directly, while users hold the opaque ``FetchPredicate`` and ``PredicateExpression``.
 
-/// A comparison's operator.
-package enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
+/// A comparison's operator, as the predicate text writes it.
+public enum ComparisonOperator: String, Sendable, Hashable, CaseIterable {
+    /// `<`
     case lessThan = "<"
+    /// `<=`
     case lessThanOrEqual = "<="
+    /// `>`
     case greaterThan = ">"
+    /// `>=`
     case greaterThanOrEqual = ">="
+    /// `==`
     case equal = "=="
+    /// `!=`
     case notEqual = "!="
+    /// `MATCHES`: a regular expression that matches the whole string.
     case matches = "MATCHES"
+    /// `LIKE`: a pattern with `*` and `?` wildcards.
     case like = "LIKE"
+    /// `BEGINSWITH`
     case beginsWith = "BEGINSWITH"
+    /// `ENDSWITH`
     case endsWith = "ENDSWITH"
+    /// `IN`: the left value is among the right collection's (or a substring of the right string).
     case `in` = "IN"
+    /// `CONTAINS`: the left collection holds the right value (or the left string contains the right one).
     case contains = "CONTAINS"
+    /// `BETWEEN`: the left value lies within the right `{low, high}`.
     case between = "BETWEEN"
+    /// `UTI-CONFORMS-TO`
     case utiConformsTo = "UTI-CONFORMS-TO"
+    /// `UTI-EQUALS`
     case utiEquals = "UTI-EQUALS"
 }
 
 /// How a comparison treats a collection on its left: `ANY`/`SOME`, `ALL`, `NONE`, or the value as it is.
-package enum ComparisonModifier: String, Sendable, Hashable {
+public enum ComparisonModifier: String, Sendable, Hashable {
+    /// The left value as it is (a to-many key path still means ANY of its values).
     case direct = ""
+    /// `ANY` (or `SOME`): some element satisfies the comparison.
     case any = "ANY"
+    /// `ALL`: every element does.
     case all = "ALL"
+    /// `NONE`: no element does.
     case none = "NONE"
 }
 
@@ -64,6 +83,8 @@ package indirect enum IndexSelector: Sendable, Hashable {
     case last
     case size
     case expression(ExpressionNode)
+    /// A key computed when the predicate is evaluated, written after a dot: `$a.$b`.
+    case key(ExpressionNode)
 }
 
 /// A predicate.

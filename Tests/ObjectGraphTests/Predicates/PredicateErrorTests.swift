@@ -62,7 +62,7 @@ import Testing
     }
 
     @Test func wrongArgumentsAreNamed() {
-        #expect(throws: PredicateSyntaxError.self) { try FetchPredicate(format: "a == %@", 1, 2) }
+        #expect(throws: PredicateSyntaxError.self) { try FetchPredicate(format: "a == %@ OR b == %@", 1) }
         do {
             _ = try FetchPredicate(format: "%K == 1", 5)
             Issue.record("a number was accepted as a key path")
