@@ -19,7 +19,45 @@ extension StoreConformance {
         Check(name: "batchedFetchesAndPrefetchingLoadTheRightObjects", body: batchedFetchesAndPrefetchingLoadTheRightObjects),
         Check(name: "dictionaryResultsMatchTheObjects", body: dictionaryResultsMatchTheObjects),
         Check(name: "savesAreAnnouncedWithTheirIDs", body: savesAreAnnouncedWithTheirIDs),
+        Check(name: "fetchedPropertiesFetchAndKeepTheirResultsUntilRefreshed", body: fetchedPropertiesFetchAndKeepTheirResultsUntilRefreshed),
     ]
+
+    /// A fetched property is a fetch with `$FETCH_SOURCE` (the object) and `$FETCHED_PROPERTY` (its description)
+    /// bound; its result stays on the object, as Core Data keeps it, until the object is refreshed.
+    static func fetchedPropertiesFetchAndKeepTheirResultsUntilRefreshed(_ h: Harness) throws {
+        let items = try seedItems(h)
+        let setup = h.context()
+        let owner = try setup.insertNewObject(forEntityName: "Owner")
+        try owner.setValue("fetcher", forKey: "name")
+        for item in items.prefix(12) { try setup.object(with: item.objectID).setValue(owner, forKey: "owner") }
+        try setup.save()
+        func names(_ objects: [ManagedObject]) -> Set<String> { Set(objects.compactMap { $0.value(forKey: "name") as? String }) }
+        let expected = Set(items.prefix(12).compactMap { $0.value(forKey: "name") as? String }.filter { $0.hasPrefix("alpha") })
+
+        let context = h.context()
+        let reader = context.object(with: owner.objectID)
+        let found = try reader.fetchedObjects(forKey: "itemsNamedLikeMe")
+        try h.require(names(found) == expected, "the fetched property found \(names(found)), not \(expected)")
+        try h.require((reader.value(forKey: "itemsNamedLikeMe") as? [ManagedObject]).map(names) == expected,
+                      "value(forKey:) of a fetched property differs from fetchedObjects(forKey:)")
+        let viaPredicate = try FetchPredicate(format: "itemsNamedLikeMe.@count == %@", expected.count).evaluate(with: reader)
+        try h.require(viaPredicate, "a predicate does not see the fetched property's objects")
+
+        // Another item joins in another context: the kept result does not change until the object is refreshed.
+        let writer = h.context()
+        let late = try writer.insertNewObject(forEntityName: "Item")
+        try late.setValue("alpha late", forKey: "name")
+        try late.setValue(writer.object(with: owner.objectID), forKey: "owner")
+        try writer.save()
+        try h.require(names(try reader.fetchedObjects(forKey: "itemsNamedLikeMe")) == expected, "a kept fetched property changed by itself")
+        context.refresh(reader, mergeChanges: false)
+        let refreshed = names(try reader.fetchedObjects(forKey: "itemsNamedLikeMe"))
+        try h.require(refreshed == expected.union(["alpha late"]), "after a refresh the fetched property found \(refreshed)")
+        do {
+            _ = try reader.fetchedObjects(forKey: "name")
+            throw CheckFailure(message: "fetchedObjects(forKey:) answered for an attribute")
+        } catch let error as ManagedObjectContextError where error.code == .unknownName {}
+    }
 
     static func batchedReadsAgreeWithSingleReads(_ h: Harness) throws {
         let items = try seedItems(h)

@@ -2,7 +2,8 @@ import Foundation
 import ObjectGraph
 
 extension StoreConformance {
-    /// The kit's model: `Sample` (every attribute type), `Owner`/`Item` (to-one, to-many, ordered to-many),
+    /// The kit's model: `Sample` (every attribute type), `Owner`/`Item` (to-one, to-many, ordered to-many, a fetched
+    /// property),
     /// `Label` (many-to-many, unique `name`), `Shape` → `Circle`/`Square` (inheritance).
     public static let model: ManagedObjectModel = {
         do {
@@ -26,6 +27,9 @@ extension StoreConformance {
                     AttributeDescription("name", .string)
                     RelationshipDescription("items", destination: "Item", inverse: "owner", toMany: true, deleteRule: .cascade)
                     RelationshipDescription("queue", destination: "Item", inverse: "queuedBy", ordered: true)
+                    FetchedPropertyDescription("itemsNamedLikeMe", entity: "Item",
+                                               predicate: "owner == $FETCH_SOURCE AND name BEGINSWITH $FETCHED_PROPERTY.userInfo.prefix",
+                                               userInfo: ["prefix": "alpha"])
                 }
                 EntityDescription("Item") {
                     AttributeDescription("name", .string)

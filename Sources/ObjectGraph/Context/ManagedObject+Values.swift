@@ -3,8 +3,9 @@ import Foundation
 extension ManagedObject {
     /// The value of a property: attributes as Swift values (`String`, `Int16`/`Int32`/`Int64`, `Double`, `Float`,
     /// `Decimal`, `Bool`, `Date`, `Data`, `UUID`, `URL`, ``ManagedObjectID``, or a transformable's value); a to-one
-    /// relationship as its ``ManagedObject``; a to-many as `[ManagedObject]` (in order, for ordered ones).
-    /// `nil` for NULL, an empty to-one, or an unknown key.
+    /// relationship as its ``ManagedObject``; a to-many as `[ManagedObject]` (in order, for ordered ones); a fetched
+    /// property as the `[ManagedObject]` its fetch finds (see ``fetchedObjects(forKey:)``).
+    /// `nil` for NULL, an empty to-one, an unknown key, or a fetched property whose fetch fails.
     public func value(forKey key: String) -> Any? {
         switch model.property(named: key, in: entity.name) {
         case .attribute(let attribute):
@@ -15,7 +16,9 @@ extension ManagedObject {
             if relationship.isToMany { return relatedObjects(forKey: key) }
             willAccessValues()
             return toOne[key].flatMap { managedObjectContext?.object(with: $0) }
-        case .fetchedProperty, nil:
+        case .fetchedProperty:
+            return try? fetchedObjects(forKey: key)
+        case nil:
             return nil
         }
     }
@@ -302,7 +305,10 @@ extension ManagedObject: KeyValueReadable {
             willAccessValues()
             guard let id = toOne[key], let object = managedObjectContext?.object(with: id) else { return .null }
             return .object(PredicateObject(object))
-        default:
+        case .fetchedProperty:
+            guard let objects = try? fetchedObjects(forKey: key) else { return .null }
+            return .array(objects.map { .object(PredicateObject($0)) })
+        case nil:
             return .null
         }
     }

@@ -48,6 +48,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var toMany: [String: [ManagedObjectID]] = [:]
     var committed: Snapshot?
     var changedKeys: Set<String> = []
+    /// Fetched properties' results (as IDs, so that no object keeps another alive), kept until the object is
+    /// refreshed or turned into a fault.
+    var fetchedResults: [String: [ManagedObjectID]] = [:]
     /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
     /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
     var pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)] = [:]

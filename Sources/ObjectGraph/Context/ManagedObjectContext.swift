@@ -289,6 +289,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             ? try? persistentStoreCoordinator.incrementalStore(for: object.objectID).newValuesForObject(with: object.objectID)
             : try? sourceNode(for: object.objectID)
         guard let node = fresh else { return }
+        object.fetchedResults.removeAll()
         persistentStoreCoordinator.updateCache(object.objectID, node: node)
         let localAttributes = object.changedKeys.reduce(into: [String: AttributeValue?]()) { $0[$1] = object.attributes[$1] }
         let localToOne = object.changedKeys.reduce(into: [String: ManagedObjectID?]()) { $0[$1] = object.toOne[$1] }
@@ -307,6 +308,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     func turnIntoFault(_ object: ManagedObject) {
         object.isFaultStorage = true
+        object.fetchedResults.removeAll()
         object.pendingToMany.removeAll()
         object.attributes = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == true }
         object.toOne = [:]
