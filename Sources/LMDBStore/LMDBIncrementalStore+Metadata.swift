@@ -10,6 +10,7 @@ extension LMDBIncrementalStore {
         static let storeType = "storeType"
         static let modelHash = "modelHash"
         static let entities = "entities"
+        static let model = "model"
         static func fields(_ entity: String) -> String { "fields/" + entity }
     }
 
@@ -66,8 +67,8 @@ extension LMDBIncrementalStore {
             try create(environment, stored)
         } else {
             try check(stored, path: path)
-            if stored[MetaKey.format] == "1" {
-                try upgradeFromFormat1(environment, path: path)
+            if let format = stored[MetaKey.format].flatMap(Int.init), format < Self.formatVersion {
+                try upgrade(environment, from: format, path: path)
                 stored[MetaKey.format] = String(Self.formatVersion)
             }
         }
@@ -137,17 +138,29 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// Upgrades a format-1 file: format 1 kept each indexed row under its own key (tuple + row key → entity tag),
-    /// format 2 keeps a key's rows as its duplicate values (tuple → row key + entity tag). The `index/…` and
-    /// `toone/…` tables are dropped and rebuilt from the rows, which both formats share and which are not touched,
-    /// `rowsPerTransaction` rows to a write transaction (so a large store never needs one enormous transaction);
-    /// the new format is recorded once every entry is written. Interrupted, the file stays at format 1 (its index
-    /// tables gone or partly filled) and the next open starts over.
+    /// Upgrades a file of an older format to the current one, rebuilding from the rows (which every format shares
+    /// and which are not touched) the secondary tables whose layout changed:
+    ///
+    /// - from format 1, every `index/…` and `toone/…` table: format 1 kept each indexed row under its own key
+    ///   (tuple + row key → entity tag), format 2 keeps a key's rows as its duplicate values (tuple → row key +
+    ///   entity tag);
+    /// - from format 2, the `index/…` tables of indexes with a case- or diacritic-insensitive element: format 3
+    ///   folds strings by its own stated rule (``StringFolding``) instead of Foundation's.
+    ///
+    /// Format 3 also keeps the model in `meta`. Rows are re-indexed `rowsPerTransaction` to a write transaction (so
+    /// a large store never needs one enormous transaction); the new format and the model are recorded once every
+    /// entry is written. Interrupted, the file keeps its old format (its rebuilt tables gone or partly filled) and
+    /// the next open starts over.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/storeUnusable`` naming a row
     ///   that cannot be decoded (nothing is recorded; the rows stay as they were).
-    func upgradeFromFormat1(_ environment: Environment, path: String, rowsPerTransaction: Int = 50_000) throws {
-        let rebuilt = layout.databaseNames.filter { !StoreLayout.options(for: $0).isEmpty }
+    func upgrade(_ environment: Environment, from format: Int, path: String, rowsPerTransaction: Int = 50_000) throws {
+        let folded = Set(layout.entities.values.flatMap(\.indexes).filter { entry in
+            entry.index.elements.contains { $0.collation == .caseInsensitive || $0.collation == .caseAndDiacriticInsensitive }
+        }.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) })
+        let rebuilt = layout.databaseNames.filter { name in
+            format == 1 ? !StoreLayout.options(for: name).isEmpty : folded.contains(name)
+        }
         do {
             // 1. Drop the old tables, whichever flags an interrupted upgrade left them with.
             var old: [Database] = []
@@ -164,14 +177,14 @@ extension LMDBIncrementalStore {
             // map runs again — which a write that drops a table cannot), then dropped, which needs next to none.
             for database in old { try environment.write { transaction in try database.clear(in: transaction) } }
             try environment.write { transaction in for database in old { try database.drop(in: transaction) } }
-            // 2. Create them with duplicate values, then fill them from every row, a batch of rows at a time.
+            // 2. Create them with their flags, then fill them from every row, a batch of rows at a time.
             var tables: [String: Database] = [:]
             for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
             let roots = Set(layout.entities.values.map(\.root)).sorted()
             let rowTables = try roots.map { try environment.openDatabase(named: StoreLayout.rowsDatabase(root: $0)) }
             let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
             let maintainer = IndexEntries(layout: layout)
-            for (root, rows) in zip(roots, rowTables) {
+            for (root, rows) in zip(roots, rowTables) where !rebuilt.isEmpty {
                 var resume: [UInt8]? = []
                 while let start = resume {
                     resume = nil
@@ -189,11 +202,11 @@ extension LMDBIncrementalStore {
                                 do {
                                     row = try RowCodec.decode(entry.value, layout: layout)
                                 } catch let error as RowDecodingError {
-                                    throw ManagedObjectContextError(.storeUnusable, message: "\(path): the row with key \(key) in \(root)'s table cannot be read while upgrading the file from format 1: \(error.reason)")
+                                    throw ManagedObjectContextError(.storeUnusable, message: "\(path): the row with key \(key) in \(root)'s table cannot be read while upgrading the file from format \(format): \(error.reason)")
                                 }
                                 guard let entity = layout.entity(tag: row.entityTag) else { return true }
                                 for index in maintainer.entries(for: row, key: key, entity: entity).indexes {
-                                    try tables[index.database]!.put(index.value, forKey: index.key, in: transaction)
+                                    try tables[index.database]?.put(index.value, forKey: index.key, in: transaction)
                                 }
                                 return true
                             }
@@ -201,14 +214,15 @@ extension LMDBIncrementalStore {
                     }
                 }
             }
-            // 3. Record the new format.
+            // 3. Record the model and the new format.
             try environment.write { transaction in
+                try meta.put(Array(model.jsonData()), forKey: Array(MetaKey.model.utf8), in: transaction)
                 try meta.put(Array(String(Self.formatVersion).utf8), forKey: Array(MetaKey.format.utf8), in: transaction)
             }
         } catch let error as ManagedObjectContextError {
             throw error
         } catch {
-            throw storeError(error, "cannot upgrade \(path) from format 1")
+            throw storeError(error, "cannot upgrade \(path) from format \(format)")
         }
     }
 
@@ -223,6 +237,7 @@ extension LMDBIncrementalStore {
             for (name, entity) in layout.entities {
                 values[MetaKey.fields(name)] = String(decoding: try JSONSerialization.data(withJSONObject: entity.fields.map(\.name)), as: UTF8.self)
             }
+            values[MetaKey.model] = String(decoding: model.jsonData(), as: UTF8.self)
             try environment.write { transaction in
                 for (key, value) in values { try meta.put(Array(value.utf8), forKey: Array(key.utf8), in: transaction) }
             }
@@ -247,6 +262,31 @@ extension LMDBIncrementalStore {
         }
         return [PersistentStoreMetadataKey.uuid: stored[MetaKey.uuid] ?? "", PersistentStoreMetadataKey.storeType: stored[MetaKey.storeType] ?? "",
                 PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? ""]
+    }
+
+    /// The model a store file was written with, as its `meta` table keeps it (format 3 and later, in the JSON form
+    /// of `Docs/MODEL-JSON.md`); `nil` for an older file not opened for writing since (opening upgrades it).
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/storeUnusable`` naming the file
+    ///   when it is missing, not an LMDBStore store, or keeps a model that does not load (the model's problems are
+    ///   in the message).
+    public static func storedModel(at url: URL) throws -> ManagedObjectModel? {
+        let environment: Environment
+        do {
+            environment = try Environment.open(at: url.path, options: .init { $0.isReadOnly = true })
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot read the metadata of \(url.path)", underlying: error)
+        }
+        let stored = try readMetadata(environment: environment, path: url.path)
+        guard !stored.isEmpty else {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) is an LMDB file but not an LMDBStore store")
+        }
+        guard let json = stored[MetaKey.model] else { return nil }
+        do {
+            return try ManagedObjectModel(json: Data(json.utf8), file: url.path + " (meta/model)")
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) keeps a model that does not load: \(error)", underlying: error)
+        }
     }
 
     private static func readMetadata(environment: Environment, path: String) throws -> [String: String] {

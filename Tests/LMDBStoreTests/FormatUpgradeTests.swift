@@ -4,8 +4,9 @@ import LMDB
 import ObjectGraph
 import Testing
 
-/// Files written in format 1 (each index row under its own key) are upgraded to format 2 (a key's rows as its
-/// duplicate values) when a store opens them; the rows are never touched.
+/// Files written in older formats are upgraded when a store opens them — format 1 (each index row under its own
+/// key) to a key's rows as its duplicate values, format 2 (Foundation's string folding, no model in the file) to
+/// folded indexes rebuilt by the stated rule and the model kept in `meta`; the rows are never touched.
 @Suite struct FormatUpgradeTests {
     let books = ToManyJoinTests()
 
@@ -39,6 +40,7 @@ import Testing
                 for entry in list { try tables[name]!.put(Array(entry.value[8..<10]), forKey: entry.key + entry.value[0..<8], in: transaction) }
             }
             try meta.put(Array("1".utf8), forKey: Array("format".utf8), in: transaction)
+            _ = try meta.delete(key: Array("model".utf8), in: transaction)
             try damage(environment, tables.merging(["rows/Book": rows]) { $1 }, transaction)
         }
         let rowCount = try environment.read { try rows.statistics(in: $0).entries }
@@ -49,8 +51,9 @@ import Testing
         let folder = StoreFolder()
         let before = try formatOneStore(folder)
         let (coordinator, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "2")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "3")
         #expect(try store.verify().isEmpty, "every index entry was rebuilt from the rows")
+        #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == books.model, "the upgrade records the model")
         let state = try store.open
         #expect(throws: Never.self) { try state.environment.openDatabase(named: "index/Book/byYear", options: [.dupSort, .dupFixed], create: false) }
         let rebuilt = try state.environment.read { transaction in
@@ -70,15 +73,83 @@ import Testing
         }
     }
 
+    /// A format-2 file (strings in folded indexes folded as Foundation folds them; no model in `meta`) opens as
+    /// format 3: its folded indexes rebuilt by the stated rule, its other tables left alone, the model recorded.
+    @Test func aFormatTwoFileGetsItsFoldedIndexesRebuiltAndItsModelRecorded() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("City") {
+                AttributeDescription("name", .string)
+                AttributeDescription("population", .integer64)
+                FetchIndexDescription("byName", elements: [FetchIndexElementDescription("name", collation: .caseAndDiacriticInsensitive)])
+                FetchIndexDescription("byPopulation", properties: ["population"])
+            }
+        }
+        let names = ["Straße", "STRASSE", "İstanbul", "Zürich", "ZURICH", "Ørsted", "ΟΔΟΣ", "e\u{301}cole", "ÉCOLE"]
+        let folder = StoreFolder()
+        do {
+            let (coordinator, store) = try folder.coordinator(model)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for (offset, name) in names.enumerated() {
+                let city = try context.insertNewObject(forEntityName: "City")
+                try city.setValue(name, forKey: "name")
+                try city.setValue(Int64(offset), forKey: "population")
+            }
+            try context.save()
+            // Back to format 2: no model, and the folded index holds keys folded some other way.
+            let state = try store.open
+            let byName = store.database("index/City/byName", in: state)
+            let meta = store.database("meta", in: state)
+            try state.environment.write { transaction in
+                try byName.clear(in: transaction)
+                try byName.put(Array(repeating: 0, count: 10), forKey: [0x30, 0x7A, 0x00], in: transaction)
+                try meta.put(Array("2".utf8), forKey: Array("format".utf8), in: transaction)
+                _ = try meta.delete(key: Array("model".utf8), in: transaction)
+            }
+            #expect(try !store.verify().isEmpty)
+        }
+        #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == nil, "a format-2 file keeps no model")
+        let (coordinator, store) = try folder.coordinator(model, "store.lmdb")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "3")
+        #expect(try store.verify().isEmpty, "the folded index was rebuilt from the rows")
+        #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == model)
+        let request = FetchRequest(entityName: "City", predicate: try FetchPredicate(format: "name ==[cd] %@", "strasse"))
+        #expect(store.explain(request).contains("byName"))
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: request) == 2)
+        let zurich = FetchRequest(entityName: "City", predicate: try FetchPredicate(format: "name ==[cd] 'zurich'"))
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: zurich) == 2)
+    }
+
+    /// A new store keeps its model in `meta`; a model there that does not load is an error naming the file.
+    @Test func aStoreDescribesItselfAndADamagedModelIsNamed() throws {
+        let folder = StoreFolder()
+        do {
+            let (_, store) = try folder.coordinator(books.model)
+            #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == books.model)
+            let state = try store.open
+            let meta = store.database("meta", in: state)
+            try state.environment.write { transaction in
+                try meta.put(Array(#"{"formatVersion": 1, "entities": [{"name": "Book", "parent": "Nowhere"}]}"#.utf8), forKey: Array("model".utf8), in: transaction)
+            }
+        }
+        do {
+            _ = try LMDBIncrementalStore.storedModel(at: folder.file())
+            Issue.record("a damaged stored model loaded")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .storeUnusable)
+            #expect(error.message.contains("store.lmdb keeps a model that does not load") && error.message.contains("meta/model"), "\(error.message)")
+        }
+        #expect(throws: ManagedObjectContextError.self) { try LMDBIncrementalStore.storedModel(at: folder.file("missing.lmdb")) }
+    }
+
     /// Rows are re-indexed a batch at a time: with batches of 7 rows, every row's entries are still written once.
     @Test func theUpgradeRebuildsTheIndexesInBatches() throws {
         let folder = StoreFolder()
         let before = try formatOneStore(folder)
         let (_, store) = try folder.coordinator(ToManyJoinTests().model, "other.lmdb")
         let environment = try Environment.open(at: folder.file().path)
-        try store.upgradeFromFormat1(environment, path: folder.file().path, rowsPerTransaction: 7)
+        try store.upgrade(environment, from: 1, path: folder.file().path, rowsPerTransaction: 7)
         let (_, upgraded) = try folder.coordinator(books.model)
-        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "2")
+        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "3")
         #expect(try upgraded.verify().isEmpty)
         let state = try upgraded.open
         let entries = try state.environment.read { transaction in
@@ -95,7 +166,7 @@ import Testing
             for (name, table) in tables where name.hasPrefix("index/") { try table.drop(in: transaction) }
         }
         let (_, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "2")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "3")
         #expect(try store.verify().isEmpty)
     }
 

@@ -64,12 +64,13 @@ struct IndexEntries {
         return bytes
     }
 
-    /// A string as a folded index holds it (lower-cased and/or without diacritics); other values as they are.
+    /// A string as a folded index holds it (case and/or diacritics folded as `[c]`/`[d]` comparisons fold them,
+    /// ``StringFolding``); other values as they are.
     static func folded(_ value: AttributeValue?, _ collation: FetchIndexElementDescription.Collation) -> AttributeValue? {
         guard case .string(let text)? = value else { return value }
         switch collation {
-        case .caseInsensitive: return .string(text.folding(options: [.caseInsensitive], locale: nil))
-        case .caseAndDiacriticInsensitive: return .string(text.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil))
+        case .caseInsensitive: return .string(StringFolding.fold(text, caseInsensitive: true, diacriticInsensitive: false))
+        case .caseAndDiacriticInsensitive: return .string(StringFolding.fold(text, caseInsensitive: true, diacriticInsensitive: true))
         case .binary, .rTree: return value
         }
     }

@@ -55,16 +55,23 @@ struct StoreLayout: Sendable {
         Int(tag) < entitiesByTag.count ? entitiesByTag[Int(tag)] : nil
     }
 
+    /// The order entity tags and field numbers follow: the bytes of the names' NFC UTF-8 (for the ASCII names
+    /// models almost always use, plain byte order), stated so that a reader in another language derives the same
+    /// numbers (`Docs/FORMAT.md`).
+    static func namePrecedes(_ lhs: String, _ rhs: String) -> Bool {
+        lhs.precomposedStringWithCanonicalMapping.utf8.lexicographicallyPrecedes(rhs.precomposedStringWithCanonicalMapping.utf8)
+    }
+
     init(model: ManagedObjectModel) {
         self.model = model
         var entities: [String: EntityLayout] = [:]
         var names: [UInt16: String] = [:]
-        for (offset, name) in model.entityNames.sorted().enumerated() {
+        for (offset, name) in model.entityNames.sorted(by: Self.namePrecedes).enumerated() {
             let tag = UInt16(offset + 1)
             names[tag] = name
             let properties = model.allProperties(of: name).filter(\.isPersistent)
             var fields: [Field] = []
-            for property in properties.sorted(by: { $0.name < $1.name }) {
+            for property in properties.sorted(by: { Self.namePrecedes($0.name, $1.name) }) {
                 switch property {
                 case .attribute(let attribute): fields.append(Field(name: attribute.name, id: UInt16(fields.count), kind: .attribute(attribute)))
                 case .relationship(let relationship) where !relationship.isToMany:

@@ -77,13 +77,10 @@ enum PredicateOrdering {
 
 /// String operations with `[c]`, `[d]` and `[n]` options.
 enum StringMatching {
-    /// The string with case and/or diacritics folded away, as the options ask.
+    /// The string with case and/or diacritics folded away, as the options ask (see ``StringFolding``).
     static func fold(_ text: String, _ options: ComparisonOptions) -> String {
-        var folding: String.CompareOptions = []
-        if options.contains(.caseInsensitive) { folding.insert(.caseInsensitive) }
-        if options.contains(.diacriticInsensitive) { folding.insert(.diacriticInsensitive) }
-        guard !folding.isEmpty else { return text }
-        return text.folding(options: folding, locale: nil)
+        StringFolding.fold(text, caseInsensitive: options.contains(.caseInsensitive),
+                           diacriticInsensitive: options.contains(.diacriticInsensitive))
     }
 
     static func contains(_ haystack: String, _ needle: String, options: ComparisonOptions) -> Bool {

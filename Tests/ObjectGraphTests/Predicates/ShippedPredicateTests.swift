@@ -136,3 +136,39 @@ import Testing
         } }
     }
 }
+
+/// The folding rule `[c]`/`[d]` and folded indexes share, on the strings `Docs/FORMAT.md` lists: the table there is
+/// this test's table.
+@Suite struct StringFoldingTests {
+    static let table: [(text: String, caseFolded: String, caseAndDiacriticFolded: String)] = [
+        ("Straße", "strasse", "strasse"),
+        ("ÉCOLE", "\u{E9}cole", "ecole"),
+        ("Rene\u{301}e", "ren\u{E9}e", "renee"),
+        ("Ångström", "\u{E5}ngstr\u{F6}m", "angstrom"),
+        ("İstanbul", "i\u{307}stanbul", "istanbul"),
+        ("ΟΔΟΣ", "οδοσ", "οδοσ"),
+        ("ﬁle", "file", "file"),
+        ("Øresund", "\u{F8}resund", "\u{F8}resund"),
+        ("\u{1C5}", "\u{1C6}", "\u{1C6}"),
+        ("Ⅻ", "\u{217B}", "\u{217B}"),
+        ("ABC xyz 123", "abc xyz 123", "abc xyz 123"),
+    ]
+
+    @Test func foldingFollowsTheStatedRule() {
+        for row in Self.table {
+            let folded = StringFolding.fold(row.text, caseInsensitive: true, diacriticInsensitive: false)
+            let both = StringFolding.fold(row.text, caseInsensitive: true, diacriticInsensitive: true)
+            #expect(Array(folded.unicodeScalars) == Array(row.caseFolded.unicodeScalars), "\(row.text) [c]")
+            #expect(Array(both.unicodeScalars) == Array(row.caseAndDiacriticFolded.unicodeScalars), "\(row.text) [cd]")
+        }
+        #expect(StringFolding.fold("Crème", caseInsensitive: false, diacriticInsensitive: true) == "Creme")
+        #expect(StringFolding.fold("Crème", caseInsensitive: false, diacriticInsensitive: false) == "Crème")
+    }
+
+    @Test func comparisonsFoldByTheSameRule() throws {
+        #expect(try FetchPredicate(format: "SELF ==[c] 'STRASSE'").evaluate(with: "straße"))
+        #expect(try FetchPredicate(format: "SELF ==[cd] 'istanbul'").evaluate(with: "İstanbul"))
+        #expect(try !FetchPredicate(format: "SELF ==[c] 'istanbul'").evaluate(with: "İstanbul"), "the dot above stays without [d]")
+        #expect(try FetchPredicate(format: "SELF BEGINSWITH[cd] 'eco'").evaluate(with: "E\u{301}COLE"))
+    }
+}
