@@ -250,16 +250,7 @@ extension LMDBIncrementalStore {
     ///
     /// - Throws: ``ManagedObjectContextError`` naming the file when it is missing or not an LMDBStore store.
     public static func readMetadata(at url: URL) throws -> [String: String] {
-        let environment: Environment
-        do {
-            environment = try Environment.open(at: url.path, options: .init { $0.isReadOnly = true })
-        } catch {
-            throw ManagedObjectContextError(.storeUnusable, message: "cannot read the metadata of \(url.path)", underlying: error)
-        }
-        let stored = try readMetadata(environment: environment, path: url.path)
-        guard !stored.isEmpty else {
-            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) is an LMDB file but not an LMDBStore store")
-        }
+        let stored = try storedMetadata(at: url)
         return [PersistentStoreMetadataKey.uuid: stored[MetaKey.uuid] ?? "", PersistentStoreMetadataKey.storeType: stored[MetaKey.storeType] ?? "",
                 PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? ""]
     }
@@ -271,6 +262,16 @@ extension LMDBIncrementalStore {
     ///   when it is missing, not an LMDBStore store, or keeps a model that does not load (the model's problems are
     ///   in the message).
     public static func storedModel(at url: URL) throws -> ManagedObjectModel? {
+        guard let json = try storedMetadata(at: url)[MetaKey.model] else { return nil }
+        do {
+            return try ManagedObjectModel(json: Data(json.utf8), file: url.path + " (meta/model)")
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) keeps a model that does not load: \(error)", underlying: error)
+        }
+    }
+
+    /// Every `meta` entry of a store file, read without opening it for writing.
+    private static func storedMetadata(at url: URL) throws -> [String: String] {
         let environment: Environment
         do {
             environment = try Environment.open(at: url.path, options: .init { $0.isReadOnly = true })
@@ -281,12 +282,7 @@ extension LMDBIncrementalStore {
         guard !stored.isEmpty else {
             throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) is an LMDB file but not an LMDBStore store")
         }
-        guard let json = stored[MetaKey.model] else { return nil }
-        do {
-            return try ManagedObjectModel(json: Data(json.utf8), file: url.path + " (meta/model)")
-        } catch {
-            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) keeps a model that does not load: \(error)", underlying: error)
-        }
+        return stored
     }
 
     private static func readMetadata(environment: Environment, path: String) throws -> [String: String] {

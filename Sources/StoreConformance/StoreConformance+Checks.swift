@@ -26,11 +26,7 @@ extension StoreConformance {
     /// bound; its result stays on the object, as Core Data keeps it, until the object is refreshed.
     static func fetchedPropertiesFetchAndKeepTheirResultsUntilRefreshed(_ h: Harness) throws {
         let items = try seedItems(h)
-        let setup = h.context()
-        let owner = try setup.insertNewObject(forEntityName: "Owner")
-        try owner.setValue("fetcher", forKey: "name")
-        for item in items.prefix(12) { try setup.object(with: item.objectID).setValue(owner, forKey: "owner") }
-        try setup.save()
+        let owner = try saveOwner("fetcher", of: items.prefix(12), h)
         func names(_ objects: [ManagedObject]) -> Set<String> { Set(objects.compactMap { $0.value(forKey: "name") as? String }) }
         let expected = Set(items.prefix(12).compactMap { $0.value(forKey: "name") as? String }.filter { $0.hasPrefix("alpha") })
 
@@ -61,11 +57,7 @@ extension StoreConformance {
 
     static func batchedReadsAgreeWithSingleReads(_ h: Harness) throws {
         let items = try seedItems(h)
-        let context = h.context()
-        let owner = try context.insertNewObject(forEntityName: "Owner")
-        try owner.setValue("o", forKey: "name")
-        for item in items.prefix(5) { try context.object(with: item.objectID).setValue(owner, forKey: "owner") }
-        try context.save()
+        let owner = try saveOwner("o", of: items.prefix(5), h)
         guard let store = h.coordinator.persistentStores[0] as? any IncrementalStore else {
             throw CheckFailure(message: "the store is not an incremental store")
         }
@@ -85,11 +77,7 @@ extension StoreConformance {
 
     static func batchedFetchesAndPrefetchingLoadTheRightObjects(_ h: Harness) throws {
         let items = try seedItems(h)
-        let context = h.context()
-        let owner = try context.insertNewObject(forEntityName: "Owner")
-        try owner.setValue("prefetched", forKey: "name")
-        for item in items { try context.object(with: item.objectID).setValue(owner, forKey: "owner") }
-        try context.save()
+        _ = try saveOwner("prefetched", of: items, h)
         let fresh = h.context()
         let request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor(keyPath: "name")])
             .with { $0.fetchBatchSize = 7; $0.relationshipKeyPathsForPrefetching = ["owner"] }
@@ -173,6 +161,16 @@ extension StoreConformance {
         }
         let fetched = try h.context().fetchObjectIDs(FetchRequest(entityName: "Owner"))
         try h.require(Set(fetched) == Set(ids), "a fetch returned other IDs than the saved ones")
+    }
+
+    /// Saves a new owner named `name` of `items`, from a context of its own.
+    static func saveOwner(_ name: String, of items: some Sequence<ManagedObject>, _ h: Harness) throws -> ManagedObject {
+        let context = h.context()
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        try owner.setValue(name, forKey: "name")
+        for item in items { try context.object(with: item.objectID).setValue(owner, forKey: "owner") }
+        try context.save()
+        return owner
     }
 
     static func seedItems(_ h: Harness) throws -> [ManagedObject] {

@@ -93,11 +93,7 @@ extension ManagedObjectModel {
             try self.init(entities: parts.entities, configurations: parts.configurations,
                           fetchRequestTemplates: parts.templates, versionIdentifier: parts.versionIdentifier)
         } catch {
-            throw ModelError(problems: error.problems.map { problem in
-                var problem = problem
-                problem.file = problem.file ?? file
-                return problem
-            }, parsedEntities: parts.entities, warnings: reader.warnings)
+            throw error.located(in: file, parsedEntities: parts.entities, warnings: reader.warnings)
         }
         warnings = reader.warnings
     }

@@ -28,11 +28,7 @@ extension ManagedObjectModel {
             try self.init(entities: document.entities, configurations: document.configurations,
                           fetchRequestTemplates: document.fetchRequestTemplates, versionIdentifier: document.versionIdentifier)
         } catch {
-            throw ModelError(problems: error.problems.map { problem in
-                var problem = problem
-                problem.file = problem.file ?? file
-                return problem
-            }, parsedEntities: document.entities)
+            throw error.located(in: file, parsedEntities: document.entities)
         }
     }
 

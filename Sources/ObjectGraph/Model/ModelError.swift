@@ -16,6 +16,15 @@ public struct ModelError: Error, Sendable, Hashable, CustomStringConvertible {
         self.warnings = warnings
     }
 
+    /// The error with `file` on every problem that names no file, and what was read before the problems were found.
+    func located(in file: String?, parsedEntities: [EntityDescription], warnings: [ModelWarning] = []) -> ModelError {
+        ModelError(problems: problems.map { problem in
+            var problem = problem
+            problem.file = problem.file ?? file
+            return problem
+        }, parsedEntities: parsedEntities, warnings: warnings)
+    }
+
     /// One line per problem.
     public var description: String {
         let noun = problems.count == 1 ? "problem" : "problems"
