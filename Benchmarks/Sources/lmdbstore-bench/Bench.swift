@@ -187,7 +187,7 @@ struct Preparation {
                 let elapsed = clock.now - start
                 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
                 measurements.append(Measurement(workload: "bulk load (batches of \(options.batch), two indexes)", system: system,
-                                                objects: size, operations: total, seconds: seconds, p50: .nan, p99: .nan, p999: .nan))
+                                                objects: size, operations: total, seconds: seconds, p50: nil, p99: nil, p999: nil))
             }
             Progress.finish()
             try Data().write(to: marker)

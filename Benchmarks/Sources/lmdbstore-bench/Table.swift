@@ -46,8 +46,8 @@ enum Table {
         return String(format: "%.2f", value)
     }
 
-    static func latency(_ nanoseconds: Double) -> String {
-        guard nanoseconds.isFinite else { return "–" }
+    static func latency(_ nanoseconds: Double?) -> String {
+        guard let nanoseconds, nanoseconds.isFinite else { return "–" }
         if nanoseconds >= 1e9 { return String(format: "%.2f s", nanoseconds / 1e9) }
         if nanoseconds >= 1e6 { return String(format: "%.2f ms", nanoseconds / 1e6) }
         if nanoseconds >= 1e3 { return String(format: "%.1f µs", nanoseconds / 1e3) }

@@ -12,9 +12,11 @@ struct Measurement: Codable {
     var objects: Int
     var operations: Int
     var seconds: Double
-    var p50: Double
-    var p99: Double
-    var p999: Double
+    /// Latency percentiles in nanoseconds; `nil` for a workload timed as a whole (a bulk load, the mixed run),
+    /// which JSON writes as no key at all.
+    var p50: Double?
+    var p99: Double?
+    var p999: Double?
     var plan: String?
 
     var opsPerSecond: Double { Double(operations) / seconds }
@@ -367,7 +369,7 @@ struct Workloads {
             group.wait()
             written.append(writes.value)
             record(Measurement(workload: name, system: system, objects: dataset.employees, operations: counter.value, seconds: seconds,
-                               p50: .nan, p99: .nan, p999: .nan))
+                               p50: nil, p99: nil, p999: nil))
         }
         // The writer updates key(0), key(1), … with `updatedSalary`; give both systems the same set.
         try equalizeSalaries(lmdbUpdated: written[0], grdbUpdated: written[1])

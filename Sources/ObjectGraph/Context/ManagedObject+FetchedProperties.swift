@@ -11,11 +11,11 @@ extension ManagedObject {
     ///   has no fetched property named `key`, ``ManagedObjectContextError/Code/objectNotFound`` when the object has no
     ///   context, or the fetch's error.
     public func fetchedObjects(forKey key: String) throws -> [ManagedObject] {
-        guard case .fetchedProperty(let property) = model.property(named: key, in: entity.name) else {
-            throw ManagedObjectContextError(.unknownName, message: "the entity \(entity.name) has no fetched property \"\(key)\"")
+        guard case .fetchedProperty(let property) = handle.property(named: key) else {
+            throw ManagedObjectContextError(.unknownName, message: "the entity \(entityName) has no fetched property \"\(key)\"")
         }
         guard let context = managedObjectContext else {
-            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) has no context to fetch \(entity.name).\(key) in")
+            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) has no context to fetch \(entityName).\(key) in")
         }
         if let cached = fetchedResults[key] {
             // An object saved since has a permanent ID now: its temporary one no longer leads to it, so fetch again.

@@ -10,8 +10,8 @@ extension ManagedObject {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` when `key` is
     ///   not a to-many relationship.
     public func mutableRelationship(forKey key: String) throws(ManagedObjectContextError) -> ToManyRelationship {
-        guard case .relationship(let relationship) = model.property(named: key, in: entity.name), relationship.isToMany else {
-            throw ManagedObjectContextError(.unknownName, message: "\(entity.name).\(key) is not a to-many relationship")
+        guard case .relationship(let relationship) = handle.property(named: key), relationship.isToMany else {
+            throw ManagedObjectContextError(.unknownName, message: "\(entityName).\(key) is not a to-many relationship")
         }
         return ToManyRelationship(owner: self, relationship: relationship)
     }
@@ -113,7 +113,7 @@ extension ManagedObject {
 
     func primitiveRemove(_ key: String, _ id: ManagedObjectID) {
         if toMany[key] == nil, lifecycle != .inserted, let context = managedObjectContext,
-           let relationship = model.relationship(named: key, in: entity.name), context.recordsWithoutLoading(relationship, of: self) {
+           let relationship = handle.relationship(named: key), context.recordsWithoutLoading(relationship, of: self) {
             pendingToMany[key, default: ([], [])].removed.insert(id)
             pendingToMany[key]!.added.removeAll { $0 == id }
             markChanged(key)

@@ -7,7 +7,7 @@ extension ManagedObject {
     /// property as the `[ManagedObject]` its fetch finds (see ``fetchedObjects(forKey:)``).
     /// `nil` for NULL, an empty to-one, an unknown key, or a fetched property whose fetch fails.
     public func value(forKey key: String) -> Any? {
-        switch model.property(named: key, in: entity.name) {
+        switch handle.property(named: key) {
         case .attribute(let attribute):
             if attribute.type == .undefined { return transientObjects[key] }
             if !attribute.isTransient { willAccessValues() }
@@ -31,7 +31,7 @@ extension ManagedObject {
     ///   entity, property, expected type and the value's type, or ``ManagedObjectContextError/Code/unknownName``;
     ///   nothing is changed then.
     public func setValue(_ value: Any?, forKey key: String) throws(ManagedObjectContextError) {
-        switch model.property(named: key, in: entity.name) {
+        switch handle.property(named: key) {
         case .attribute(let attribute):
             if attribute.type == .undefined {
                 transientObjects[key] = value
@@ -42,7 +42,7 @@ extension ManagedObject {
                 guard let attributeValue = Self.attributeValue(value, for: attribute) else {
                     if let range = attribute.type.integerRange, let number = value as? any BinaryInteger {
                         throw ManagedObjectContextError(.wrongValueType,
-                            message: "\(entity.name).\(key) is \(attribute.type.coreDataName), and \(number) is outside its range \(range.lowerBound)...\(range.upperBound) (object \(objectID))")
+                            message: "\(entityName).\(key) is \(attribute.type.coreDataName), and \(number) is outside its range \(range.lowerBound)...\(range.upperBound) (object \(objectID))")
                     }
                     throw wrongType(key, expected: attribute.type.coreDataName, value: value)
                 }
@@ -74,9 +74,9 @@ extension ManagedObject {
                 setToOne(key, relationship, to: destination)
             }
         case .fetchedProperty:
-            throw ManagedObjectContextError(.wrongValueType, message: "\(entity.name).\(key) is a fetched property and cannot be set")
+            throw ManagedObjectContextError(.wrongValueType, message: "\(entityName).\(key) is a fetched property and cannot be set")
         case nil:
-            throw ManagedObjectContextError(.unknownName, message: "the entity \(entity.name) has no property \"\(key)\"")
+            throw ManagedObjectContextError(.unknownName, message: "the entity \(entityName) has no property \"\(key)\"")
         }
     }
 
@@ -120,20 +120,20 @@ extension ManagedObject {
         if (value as? Double)?.isNaN == true || (value as? Float)?.isNaN == true || (value as? Decimal)?.isNaN == true
             || (value as? Date)?.timeIntervalSinceReferenceDate.isNaN == true {
             return ManagedObjectContextError(.wrongValueType,
-                message: "\(entity.name).\(key) cannot hold NaN: it is not equal to itself, so it cannot be compared, sorted or indexed (object \(objectID))")
+                message: "\(entityName).\(key) cannot hold NaN: it is not equal to itself, so it cannot be compared, sorted or indexed (object \(objectID))")
         }
         return ManagedObjectContextError(.wrongValueType,
-            message: "\(entity.name).\(key) takes \(expected), not a value of type \(type(of: value)) (object \(objectID))")
+            message: "\(entityName).\(key) takes \(expected), not a value of type \(type(of: value)) (object \(objectID))")
     }
 
     private func checkDestination(_ object: ManagedObject, _ relationship: RelationshipDescription) throws(ManagedObjectContextError) {
-        guard model.entity(object.entity.name, isKindOf: relationship.destinationEntityName) else {
+        guard model.entity(object.entityName, isKindOf: relationship.destinationEntityName) else {
             throw ManagedObjectContextError(.wrongValueType,
-                message: "\(entity.name).\(relationship.name) takes \(relationship.destinationEntityName) objects, not \(object.entity.name)")
+                message: "\(entityName).\(relationship.name) takes \(relationship.destinationEntityName) objects, not \(object.entityName)")
         }
         guard object.managedObjectContext === managedObjectContext else {
             throw ManagedObjectContextError(.wrongValueType,
-                message: "\(entity.name).\(relationship.name) cannot point at an object of another context (\(object.objectID))")
+                message: "\(entityName).\(relationship.name) cannot point at an object of another context (\(object.objectID))")
         }
     }
 
@@ -296,7 +296,7 @@ extension ManagedObject: KeyValueReadable {
 
     /// The value a predicate sees for `key`: attributes as values, relationships as objects.
     public func predicateValue(forKey key: String) -> PredicateValue {
-        switch model.property(named: key, in: entity.name) {
+        switch handle.property(named: key) {
         case .attribute(let attribute):
             if !attribute.isTransient { willAccessValues() }
             return attributes[key].map(PredicateValue.init) ?? .null

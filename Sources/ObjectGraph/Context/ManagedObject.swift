@@ -21,20 +21,29 @@ import Foundation
 open class ManagedObject: Hashable, CustomStringConvertible {
     /// What a context passes to ``init(construction:)``; opaque to subclasses.
     public struct Construction {
-        let entity: EntityDescription
+        let entity: ManagedObjectModel.EntityHandle
         let model: ManagedObjectModel
         let objectID: ManagedObjectID
         let context: ManagedObjectContext
     }
 
+    /// The object's entity, shared with every object of the entity.
+    let handle: ManagedObjectModel.EntityHandle
     /// The object's entity.
-    public let entity: EntityDescription
+    public var entity: EntityDescription { handle.description }
+    /// The name of the object's entity.
+    public var entityName: String { handle.name }
     /// The model the entity belongs to.
     public let model: ManagedObjectModel
     /// The object's ID: temporary until the object is saved.
     public internal(set) var objectID: ManagedObjectID
     /// The context the object lives in; `nil` once it is deleted and saved, or the context is gone.
-    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+    public internal(set) var managedObjectContext: ManagedObjectContext? {
+        get { link?.context }
+        set { link = newValue?.link }
+    }
+    /// The context's shared link (`nil` once the object left its context).
+    private var link: ContextLink?
 
     // MARK: State (kept by the context)
 
@@ -69,7 +78,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Creates an object. Subclasses that add stored properties must call this initializer; only contexts create
     /// objects.
     public required init(construction: Construction) {
-        entity = construction.entity
+        handle = construction.entity
         model = construction.model
         objectID = construction.objectID
         managedObjectContext = construction.context
@@ -123,10 +132,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public func committedValues(forKeys keys: [String]? = nil) -> [String: Any?] {
         willAccessValues()
         guard let committed else { return [:] }
-        let names = keys ?? model.allProperties(of: entity.name).filter(\.isPersistent).map(\.name)
+        let names = keys ?? model.allProperties(of: entityName).filter(\.isPersistent).map(\.name)
         var result: [String: Any?] = [:]
         for name in names {
-            switch model.property(named: name, in: entity.name) {
+            switch handle.property(named: name) {
             case .attribute(let attribute):
                 result[name] = committed.attributes[name].map { Self.swiftValue($0, for: attribute) } ?? nil
             case .relationship(let relationship) where !relationship.isToMany:
@@ -156,6 +165,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// `<Entity: id> (fault)` or with the values.
     public var description: String {
-        "<\(entity.name): \(objectID)>" + (isFault ? " (fault)" : "")
+        "<\(entityName): \(objectID)>" + (isFault ? " (fault)" : "")
     }
 }

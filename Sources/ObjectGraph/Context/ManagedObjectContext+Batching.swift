@@ -46,7 +46,7 @@ extension ManagedObjectContext {
                 try loadValues(of: current)
                 var next: [ManagedObject] = []
                 var seen = Set<ManagedObjectID>()
-                let byEntity = Dictionary(grouping: current, by: { $0.entity.name })
+                let byEntity = Dictionary(grouping: current, by: { $0.entityName })
                 for (entityName, group) in byEntity {
                     guard let relationship = model.relationship(named: component, in: entityName) else { continue }
                     if relationship.isToMany {

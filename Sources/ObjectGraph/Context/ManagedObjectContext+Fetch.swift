@@ -25,7 +25,7 @@ extension ManagedObjectContext {
     public func fetch<T: ManagedObject>(_ request: FetchRequest, as type: T.Type) throws -> [T] {
         try fetch(request).map { object in
             guard let typed = object as? T else {
-                throw ManagedObjectContextError(.wrongValueType, message: "\(object.entity.name) objects are \(Swift.type(of: object)), not \(T.self)")
+                throw ManagedObjectContextError(.wrongValueType, message: "\(object.entityName) objects are \(Swift.type(of: object)), not \(T.self)")
             }
             return typed
         }

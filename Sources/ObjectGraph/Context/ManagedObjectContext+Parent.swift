@@ -8,7 +8,7 @@ extension ManagedObjectContext {
         guard object.lifecycle != .deleted else {
             throw ManagedObjectContextError(.objectNotFound, message: "\(id) is deleted in the parent context")
         }
-        let persistent = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == false }
+        let persistent = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == false }
         return IncrementalStoreNode(objectID: id, attributes: persistent, toOne: object.toOne, version: object.version)
     }
 
@@ -40,8 +40,8 @@ extension ManagedObjectContext {
         let deleted = Set(deletedIDs)
         let saved = ContextChanges(inserted: Set(insertedIDs), updated: Set(changedIDs.filter { registered[$0]?.isUpdated == true }), deleted: deleted)
         for id in insertedIDs {
-            guard let object = registered[id], let entity = model.entity(named: id.entityName) else { continue }
-            let copy = parent.adoptInsertedObject(entity, id)
+            guard let object = registered[id] else { continue }
+            let copy = parent.adoptInsertedObject(object.handle, id)
             copy.attributes = object.attributes
             copy.toOne = object.toOne
             copy.toMany = object.toMany
@@ -51,7 +51,7 @@ extension ManagedObjectContext {
             let target = parent.object(with: id)
             target.willAccessValues()
             for key in object.changedKeys {
-                switch model.property(named: key, in: object.entity.name) {
+                switch object.handle.property(named: key) {
                 case .attribute: target.attributes[key] = object.attributes[key]
                 case .relationship(let relationship) where !relationship.isToMany: target.toOne[key] = object.toOne[key]
                 case .relationship: target.toMany[key] = object.toMany[key]
@@ -72,7 +72,7 @@ extension ManagedObjectContext {
             guard let object = registered[id], object.lifecycle != .deleted else { continue }
             object.lifecycle = .clean
             object.changedKeys.removeAll()
-            let persistent = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == false }
+            let persistent = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == false }
             object.committed = ManagedObject.Snapshot(attributes: persistent, toOne: object.toOne, toMany: object.toMany, version: object.version)
         }
         insertedIDs.removeAll()
@@ -82,7 +82,7 @@ extension ManagedObjectContext {
     }
 
     /// Registers an object a child inserted, under the child's ID.
-    func adoptInsertedObject(_ entity: EntityDescription, _ id: ManagedObjectID) -> ManagedObject {
+    func adoptInsertedObject(_ entity: ManagedObjectModel.EntityHandle, _ id: ManagedObjectID) -> ManagedObject {
         if let existing = registered[id] { return existing }
         let object = makeObject(entity, id)
         object.lifecycle = .inserted

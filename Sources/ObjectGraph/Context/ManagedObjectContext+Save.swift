@@ -41,7 +41,7 @@ extension ManagedObjectContext {
         while index < deletedIDs.count {
             guard let object = registered[deletedIDs[index]] else { index += 1; continue }
             index += 1
-            for case .relationship(let relationship) in model.allProperties(of: object.entity.name) where !relationship.isTransient {
+            for case .relationship(let relationship) in model.allProperties(of: object.entityName) where !relationship.isTransient {
                 let related = relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOne[relationship.name].map { [$0] } ?? []
                 switch relationship.deleteRule {
                 case .cascade:
@@ -81,11 +81,11 @@ extension ManagedObjectContext {
         }
         for id in deletedIDs {
             guard let object = registered[id] else { continue }
-            for case .relationship(let relationship) in model.allProperties(of: object.entity.name) where relationship.deleteRule == .deny {
+            for case .relationship(let relationship) in model.allProperties(of: object.entityName) where relationship.deleteRule == .deny {
                 let related = (relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOne[relationship.name].map { [$0] } ?? [])
                     .filter { !deleted.contains($0) }
                 if !related.isEmpty {
-                    failures.append(ValidationFailure(objectID: id, entityName: object.entity.name, propertyName: relationship.name,
+                    failures.append(ValidationFailure(objectID: id, entityName: object.entityName, propertyName: relationship.name,
                         message: "cannot be deleted while \(relationship.name) holds \(related.count) object\(related.count == 1 ? "" : "s") (delete rule deny)"))
                 }
             }
@@ -99,22 +99,22 @@ extension ManagedObjectContext {
 
     private static func failure(from error: any Error, _ object: ManagedObject) -> ValidationFailure {
         if let failure = error as? ValidationFailure { return failure }
-        return ValidationFailure(objectID: object.objectID, entityName: object.entity.name, propertyName: nil, message: "\(error)")
+        return ValidationFailure(objectID: object.objectID, entityName: object.entityName, propertyName: nil, message: "\(error)")
     }
 
     /// The model's rules an object breaks.
     func modelFailures(_ object: ManagedObject) -> [ValidationFailure] {
         var failures: [ValidationFailure] = []
         func fail(_ property: String, _ message: String) {
-            failures.append(ValidationFailure(objectID: object.objectID, entityName: object.entity.name, propertyName: property, message: message))
+            failures.append(ValidationFailure(objectID: object.objectID, entityName: object.entityName, propertyName: property, message: message))
         }
         object.willAccessValues()
         if let error = object.faultError {
             // Its values never loaded: its rules say nothing. The object itself is the problem.
-            return [ValidationFailure(objectID: object.objectID, entityName: object.entity.name, propertyName: nil,
+            return [ValidationFailure(objectID: object.objectID, entityName: object.entityName, propertyName: nil,
                                       message: "is not in its store (deleted, or its ID names no object), yet a change refers to it: \(error.message)")]
         }
-        for property in model.allProperties(of: object.entity.name) where property.isPersistent {
+        for property in model.allProperties(of: object.entityName) where property.isPersistent {
             switch property {
             case .attribute(let attribute):
                 guard let value = object.attributes[attribute.name] else {
@@ -235,7 +235,7 @@ extension ManagedObjectContext {
     private func changeDescription(_ object: ManagedObject, map: (ManagedObjectID) -> ManagedObjectID, allToMany: Bool,
                                    expectedVersion: Int64?) -> ObjectChange {
         var change = ObjectChange(objectID: map(object.objectID), expectedVersion: expectedVersion)
-        for property in model.allProperties(of: object.entity.name) where property.isPersistent {
+        for property in model.allProperties(of: object.entityName) where property.isPersistent {
             switch property {
             case .attribute(let attribute):
                 if let value = object.attributes[attribute.name] { change.attributes[attribute.name] = value }
@@ -322,7 +322,7 @@ extension ManagedObjectContext {
                 object.committed?.toMany = [:]
             case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump:
                 let storeTrumps = mergePolicy == .mergeByPropertyStoreTrump
-                for property in model.allProperties(of: object.entity.name) where property.isPersistent {
+                for property in model.allProperties(of: object.entityName) where property.isPersistent {
                     let key = property.name
                     let storeChanged: Bool
                     switch property {

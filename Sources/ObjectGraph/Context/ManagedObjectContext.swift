@@ -39,6 +39,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
         didSet { persistentStoreCoordinator.setMerging(self, automaticallyMergesChangesFromParent) }
     }
     private let queue = DispatchQueue(label: "LMDBStore.ManagedObjectContext")
+    /// What the context's objects reach it through: one weak reference for all of them, so that an object costs no
+    /// weak-reference side table of its own.
+    let link = ContextLink()
 
     /// The model of the context's coordinator.
     public var model: ManagedObjectModel { persistentStoreCoordinator.managedObjectModel }
@@ -47,6 +50,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public init(coordinator: PersistentStoreCoordinator) {
         self.persistentStoreCoordinator = coordinator
         self.parent = nil
+        link.context = self
     }
 
     /// Creates a child of `parent`: fetches and faults see the parent's unsaved state, ``save()`` pushes changes into
@@ -55,6 +59,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public init(parent: ManagedObjectContext) {
         self.persistentStoreCoordinator = parent.persistentStoreCoordinator
         self.parent = parent
+        link.context = self
     }
 
     deinit {
@@ -96,13 +101,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` for an unknown
     ///   entity, or an abstract one.
     public func insertNewObject(forEntityName entityName: String) throws(ManagedObjectContextError) -> ManagedObject {
-        guard let entity = model.entity(named: entityName) else {
+        let handle = model.handle(forEntityNamed: entityName)
+        guard model.entity(named: entityName) != nil else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(entityName)\"")
         }
-        guard !entity.isAbstract else {
+        guard !handle.description.isAbstract else {
             throw ManagedObjectContextError(.unknownName, message: "the entity \"\(entityName)\" is abstract; insert one of its sub-entities")
         }
-        let object = makeObject(entity, .temporary(entityName: entityName))
+        let object = makeObject(handle, .temporary(entityName: entityName))
         object.lifecycle = .inserted
         object.isFaultStorage = false
         for case .attribute(let attribute) in model.allProperties(of: entityName) {
@@ -133,8 +139,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The object with `objectID`: the registered one, or a new fault. Does no I/O.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
         if let existing = registered[objectID] { return existing }
-        let entity = model.entity(named: objectID.entityName) ?? EntityDescription(objectID.entityName)
-        let object = makeObject(entity, objectID)
+        let object = makeObject(model.handle(forEntityNamed: objectID.entityName), objectID)
         registered[objectID] = object
         persistentStoreCoordinator.register([objectID])
         return object
@@ -146,18 +151,18 @@ public final class ManagedObjectContext: @unchecked Sendable {
         var objects: [ManagedObject] = []
         objects.reserveCapacity(objectIDs.count)
         var fresh: [ManagedObjectID] = []
-        var lastEntity: (description: EntityDescription, type: ManagedObject.Type)?
+        var lastEntity: (handle: ManagedObjectModel.EntityHandle, type: ManagedObject.Type)?
         for id in objectIDs {
             if let existing = registered[id] {
                 objects.append(existing)
                 continue
             }
-            if lastEntity?.description.name != id.entityName {
-                let entity = model.entity(named: id.entityName) ?? EntityDescription(id.entityName)
-                lastEntity = (entity, persistentStoreCoordinator.objectClass(for: entity.name))
+            if lastEntity?.handle.name != id.entityName {
+                let handle = model.handle(forEntityNamed: id.entityName)
+                lastEntity = (handle, persistentStoreCoordinator.objectClass(for: handle.name))
             }
             let object = lastEntity!.type.init(construction: ManagedObject.Construction(
-                entity: lastEntity!.description, model: model, objectID: id, context: self))
+                entity: lastEntity!.handle, model: model, objectID: id, context: self))
             registered[id] = object
             fresh.append(id)
             objects.append(object)
@@ -186,7 +191,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         registered[objectID]
     }
 
-    func makeObject(_ entity: EntityDescription, _ objectID: ManagedObjectID) -> ManagedObject {
+    func makeObject(_ entity: ManagedObjectModel.EntityHandle, _ objectID: ManagedObjectID) -> ManagedObject {
         let type = persistentStoreCoordinator.objectClass(for: entity.name)
         return type.init(construction: ManagedObject.Construction(entity: entity, model: model, objectID: objectID, context: self))
     }
@@ -223,7 +228,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Clears every relationship of `object`, updating the other sides.
     func clearRelationships(of object: ManagedObject) {
-        for case .relationship(let relationship) in model.allProperties(of: object.entity.name) where !relationship.isTransient {
+        for case .relationship(let relationship) in model.allProperties(of: object.entityName) where !relationship.isTransient {
             if relationship.isToMany {
                 try? object.replaceToMany(relationship.name, relationship, with: [])
             } else {
@@ -297,7 +302,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         apply(node, to: object)
         object.toMany = [:]
         for key in object.changedKeys {
-            switch model.property(named: key, in: object.entity.name) {
+            switch object.handle.property(named: key) {
             case .attribute: object.attributes[key] = localAttributes[key] ?? nil
             case .relationship(let relationship) where !relationship.isToMany: object.toOne[key] = localToOne[key] ?? nil
             case .relationship: object.toMany[key] = localToMany[key] ?? nil
@@ -310,7 +315,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.isFaultStorage = true
         object.fetchedResults.removeAll()
         object.pendingToMany.removeAll()
-        object.attributes = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == true }
+        object.attributes = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == true }
         object.toOne = [:]
         object.toMany = [:]
         object.committed = nil
@@ -340,7 +345,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Puts a node's values into an object and makes them its committed snapshot.
     func apply(_ node: IncrementalStoreNode, to object: ManagedObject) {
-        let transient = object.attributes.filter { model.attribute(named: $0.key, in: object.entity.name)?.isTransient == true }
+        let transient = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == true }
         object.attributes = node.attributes.merging(transient) { stored, _ in stored }
         object.toOne = node.toOne
         object.version = node.version
@@ -366,7 +371,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Loads a to-many relationship's members.
     func fulfillRelationshipFault(of object: ManagedObject, key: String) {
-        guard let relationship = model.relationship(named: key, in: object.entity.name) else { return }
+        guard let relationship = object.handle.relationship(named: key) else { return }
         let ids = (try? sourceRelationship(relationship, of: object.objectID)) ?? []
         object.toMany[key] = ids
         if object.committed == nil { object.willAccessValues() }
@@ -391,8 +396,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         var order: [String] = []
         var byStore: [String: (store: any IncrementalStore, objects: [ManagedObject])] = [:]
         for object in objects {
-            guard let store = persistentStoreCoordinator.stores(holding: object.entity.name).first else {
-                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(object.entity.name)")
+            guard let store = persistentStoreCoordinator.stores(holding: object.entityName).first else {
+                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(object.entityName)")
             }
             if byStore[store.identifier] == nil { order.append(store.identifier); byStore[store.identifier] = (store, []) }
             byStore[store.identifier]!.objects.append(object)
@@ -432,3 +437,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
 /// `Result` under another name inside the context, whose generic parameter is called `Result`.
 typealias Result_<Success, Failure: Error> = Swift.Result<Success, Failure>
+
+/// A context as its objects reach it: weak, so objects never keep their context alive, and shared by all of a
+/// context's objects (set once, when the context is made).
+final class ContextLink {
+    weak var context: ManagedObjectContext?
+}

@@ -84,11 +84,12 @@ public struct ManagedObjectModel: Sendable {
         let versionHash: [UInt8]
         let entityIndex: [String: Int]
         let resolved: [String: ResolvedEntity]
+        let handles: [String: EntityHandle]
         let warnings: [ModelWarning]
 
         init(entities: [EntityDescription], configurations: [ModelConfiguration], fetchRequestTemplates: [FetchRequestTemplate],
              versionIdentifier: String?, versionHash: [UInt8], entityIndex: [String: Int], resolved: [String: ResolvedEntity],
-             warnings: [ModelWarning] = []) {
+             handles: [String: EntityHandle]? = nil, warnings: [ModelWarning] = []) {
             self.entities = entities
             self.configurations = configurations
             self.fetchRequestTemplates = fetchRequestTemplates
@@ -96,14 +97,54 @@ public struct ManagedObjectModel: Sendable {
             self.versionHash = versionHash
             self.entityIndex = entityIndex
             self.resolved = resolved
+            self.handles = handles ?? Dictionary(uniqueKeysWithValues: entities.map { entity in
+                (entity.name, EntityHandle(entity, properties: resolved[entity.name]!.properties, propertyIndex: resolved[entity.name]!.propertyIndex))
+            })
             self.warnings = warnings
         }
 
         func with(warnings: [ModelWarning]) -> Storage {
             Storage(entities: entities, configurations: configurations, fetchRequestTemplates: fetchRequestTemplates,
                     versionIdentifier: versionIdentifier, versionHash: versionHash, entityIndex: entityIndex, resolved: resolved,
-                    warnings: warnings)
+                    handles: handles, warnings: warnings)
         }
+    }
+
+    /// The shared, immutable runtime view of one entity: what every managed object of the entity points at (one
+    /// reference, instead of a copy of its description per object), with its properties, inherited ones included,
+    /// looked up by one hash of the name.
+    final class EntityHandle: Sendable {
+        let description: EntityDescription
+        let name: String
+        let properties: [PropertyDescription]
+        let propertyIndex: [String: Int]
+
+        init(_ description: EntityDescription, properties: [PropertyDescription], propertyIndex: [String: Int]) {
+            self.description = description
+            self.name = description.name
+            self.properties = properties
+            self.propertyIndex = propertyIndex
+        }
+
+        /// The entity's property with this name, inherited or its own.
+        func property(named name: String) -> PropertyDescription? {
+            propertyIndex[name].map { properties[$0] }
+        }
+
+        /// The entity's attribute with this name, inherited or its own.
+        func attribute(named name: String) -> AttributeDescription? {
+            if case .attribute(let attribute) = property(named: name) { attribute } else { nil }
+        }
+
+        /// The entity's relationship with this name, inherited or its own.
+        func relationship(named name: String) -> RelationshipDescription? {
+            if case .relationship(let relationship) = property(named: name) { relationship } else { nil }
+        }
+    }
+
+    /// The runtime view of the entity with this name; for a name the model lacks, a view of an empty entity.
+    func handle(forEntityNamed name: String) -> EntityHandle {
+        storage.handles[name] ?? EntityHandle(EntityDescription(name), properties: [], propertyIndex: [:])
     }
 
     private var storage: Storage
