@@ -66,6 +66,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var version: Int64 = 0
     /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
     public internal(set) var faultError: ManagedObjectContextError?
+    /// Whether the context has registered the object with its coordinator, which keeps the object's stored row
+    /// cached while some context uses it: done when the object first loads its values, not for faults that never
+    /// fire (a to-many relationship or a fetch of IDs hands out thousands).
+    var holdsRow = false
 
     /// Persisted values as last read or saved.
     struct Snapshot {

@@ -11,6 +11,12 @@ extension ManagedObjectContext {
         guard !batch.isLoaded else { return }
         batch.isLoaded = true
         let faults = batch.objectIDs.filter { registered[$0]?.isFaultStorage == true }
+        let unheld = faults.compactMap { id -> ManagedObjectID? in
+            guard let object = registered[id], !object.holdsRow, !id.isTemporaryID else { return nil }
+            object.holdsRow = true
+            return id
+        }
+        if !unheld.isEmpty { persistentStoreCoordinator.register(unheld) }
         guard let nodes = try? sourceNodes(for: faults) else { return }
         for id in faults {
             guard let object = registered[id], object.isFaultStorage, let node = nodes[id] else { continue }
@@ -99,7 +105,7 @@ extension ManagedObjectContext {
             registered[id] = nil
             if isKnownUniquelyReferenced(&objects[index]) {
                 objects[index].managedObjectContext = nil
-                persistentStoreCoordinator.unregister([id])
+                releaseRow(of: objects[index])
             } else {
                 registered[id] = objects[index]
             }

@@ -90,7 +90,7 @@ extension ManagedObjectContext {
         registered[id] = object
         insertedIDs.append(id)
         pendingNotification.inserted.insert(id)
-        if !id.isTemporaryID { persistentStoreCoordinator.register([id]) }
+        holdRow(of: object)
         return object
     }
 }

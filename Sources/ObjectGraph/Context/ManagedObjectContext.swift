@@ -63,7 +63,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     deinit {
-        persistentStoreCoordinator.unregister(Array(registered.keys))
+        persistentStoreCoordinator.unregister(registered.values.filter(\.holdsRow).map(\.objectID))
     }
 
     /// Runs `body` on the context's serial queue and returns its result, so that code elsewhere can use the context
@@ -141,7 +141,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let existing = registered[objectID] { return existing }
         let object = makeObject(model.handle(forEntityNamed: objectID.entityName), objectID)
         registered[objectID] = object
-        persistentStoreCoordinator.register([objectID])
         return object
     }
 
@@ -150,7 +149,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func objects(with objectIDs: [ManagedObjectID]) -> [ManagedObject] {
         var objects: [ManagedObject] = []
         objects.reserveCapacity(objectIDs.count)
-        var fresh: [ManagedObjectID] = []
         var lastEntity: (handle: ManagedObjectModel.EntityHandle, type: ManagedObject.Type)?
         for id in objectIDs {
             if let existing = registered[id] {
@@ -164,10 +162,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
             let object = lastEntity!.type.init(construction: ManagedObject.Construction(
                 entity: lastEntity!.handle, model: model, objectID: id, context: self))
             registered[id] = object
-            fresh.append(id)
             objects.append(object)
         }
-        if !fresh.isEmpty { persistentStoreCoordinator.register(fresh) }
         return objects
     }
 
@@ -223,7 +219,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func forget(_ object: ManagedObject) {
         registered[object.objectID] = nil
         changedIDs.remove(object.objectID)
-        if !object.objectID.isTemporaryID { persistentStoreCoordinator.unregister([object.objectID]) }
+        releaseRow(of: object)
     }
 
     /// Clears every relationship of `object`, updating the other sides.
@@ -268,7 +264,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Forgets every object; objects handed out before must not be used afterwards.
     public func reset() {
         for object in registered.values { object.managedObjectContext = nil }
-        persistentStoreCoordinator.unregister(registered.keys.filter { !$0.isTemporaryID })
+        persistentStoreCoordinator.unregister(registered.values.filter(\.holdsRow).map(\.objectID))
         registered.removeAll()
         insertedIDs.removeAll()
         deletedIDs.removeAll()
@@ -329,6 +325,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             loadBatch(batch)
             if !object.isFaultStorage { return }
         }
+        holdRow(of: object)
         do {
             let node = try sourceNode(for: object.objectID)
             apply(node, to: object)
@@ -343,8 +340,24 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
     }
 
+    /// Registers `object` with the coordinator (once), so the coordinator keeps its stored row cached while this
+    /// context uses it.
+    func holdRow(of object: ManagedObject) {
+        guard !object.holdsRow, !object.objectID.isTemporaryID else { return }
+        object.holdsRow = true
+        persistentStoreCoordinator.register([object.objectID])
+    }
+
+    /// Gives back what ``holdRow(of:)`` took.
+    func releaseRow(of object: ManagedObject) {
+        guard object.holdsRow else { return }
+        object.holdsRow = false
+        persistentStoreCoordinator.unregister([object.objectID])
+    }
+
     /// Puts a node's values into an object and makes them its committed snapshot.
     func apply(_ node: IncrementalStoreNode, to object: ManagedObject) {
+        holdRow(of: object)
         let transient = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == true }
         object.attributes = node.attributes.merging(transient) { stored, _ in stored }
         object.toOne = node.toOne
@@ -431,7 +444,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 object.toMany[key] = ids.map { assignments[$0] ?? $0 }
             }
         }
-        persistentStoreCoordinator.register(Array(assignments.values))
+        var saved: [ManagedObjectID] = []
+        for id in assignments.values {
+            guard let object = registered[id], !object.holdsRow else { continue }
+            object.holdsRow = true
+            saved.append(id)
+        }
+        persistentStoreCoordinator.register(saved)
     }
 }
 

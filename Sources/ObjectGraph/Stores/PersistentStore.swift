@@ -95,10 +95,12 @@ public protocol IncrementalStore: PersistentStore {
     /// - Throws: An error if keys cannot be allocated.
     func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID]
 
-    /// Objects a context now holds; a store may pin cached rows.
+    /// Objects whose values a context now holds — called when an object first loads its values (a fault fires, a
+    /// fetch or a refresh hands it a row, a save gives it a permanent ID), not for faults that never fire; a store
+    /// may pin cached rows.
     func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID])
 
-    /// Objects a context let go of.
+    /// Objects a context let go of, of those it was said to hold.
     func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID])
 }
 
