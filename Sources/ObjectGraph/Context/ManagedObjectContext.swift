@@ -345,7 +345,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func holdRow(of object: ManagedObject) {
         guard !object.holdsRow, !object.objectID.isTemporaryID else { return }
         object.holdsRow = true
-        persistentStoreCoordinator.register([object.objectID])
+        persistentStoreCoordinator.register(object.objectID)
     }
 
     /// Gives back what ``holdRow(of:)`` took.
@@ -358,8 +358,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Puts a node's values into an object and makes them its committed snapshot.
     func apply(_ node: IncrementalStoreNode, to object: ManagedObject) {
         holdRow(of: object)
-        let transient = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == true }
-        object.attributes = node.attributes.merging(transient) { stored, _ in stored }
+        let transient = object.attributes.isEmpty ? [:] : object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == true }
+        // Without transient values the node's dictionary is shared, not copied.
+        object.attributes = transient.isEmpty ? node.attributes : node.attributes.merging(transient) { stored, _ in stored }
         object.toOne = node.toOne
         object.version = node.version
         object.isFaultStorage = false

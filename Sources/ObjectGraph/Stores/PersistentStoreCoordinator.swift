@@ -30,7 +30,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     public let managedObjectModel: ManagedObjectModel
 
     private let lock = NSRecursiveLock()
-    private var stores: [any PersistentStore] = []
+    private var stores: [any PersistentStore] = [] {
+        didSet { routes = stores.map { Route(identifier: $0.identifier, store: $0, incremental: $0 as? any IncrementalStore) } }
+    }
+    /// Each store with its identifier read once (a store may compute it from its metadata on every call) and its
+    /// incremental-store view cast once: what every fault and save looks a store up by.
+    private var routes: [Route] = []
+
+    private struct Route {
+        let identifier: String
+        let store: any PersistentStore
+        let incremental: (any IncrementalStore)?
+    }
     private var classes: [String: ManagedObject.Type] = [:]
     /// `objectClass(for:)`'s answers (an entity without a class of its own takes its nearest ancestor's).
     private var resolvedClasses: [String: ManagedObject.Type] = [:]
@@ -142,7 +153,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The store with this identifier.
     public func persistentStore(withIdentifier identifier: String) -> (any PersistentStore)? {
-        lock.withLock { stores.first { $0.identifier == identifier } }
+        lock.withLock { routes.first { $0.identifier == identifier }?.store }
     }
 
     /// The incremental stores that hold `entityName`.
@@ -156,7 +167,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     func incrementalStore(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> any IncrementalStore {
         guard let identifier = objectID.storeIdentifier,
-              let store = persistentStore(withIdentifier: identifier) as? any IncrementalStore else {
+              let store = lock.withLock({ routes.first { $0.identifier == identifier }?.incremental }) else {
             throw ManagedObjectContextError(.noStore, message: "no store of this coordinator holds \(objectID)")
         }
         return store
@@ -297,6 +308,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         lock.withLock { if rowCache[objectID] != nil { rowCache[objectID]!.node = node } }
     }
 
+    /// Registers one object: as ``register(_:)-([ManagedObjectID])`` without building groups of IDs.
+    func register(_ objectID: ManagedObjectID) {
+        guard let identifier = objectID.storeIdentifier else { return }
+        let store = lock.withLock { () -> (any IncrementalStore)? in
+            rowCache[objectID, default: CachedRow(node: nil, registrations: 0)].registrations += 1
+            return routes.first { $0.identifier == identifier }?.incremental
+        }
+        store?.managedObjectContextDidRegisterObjects(with: [objectID])
+    }
+
     func register(_ objectIDs: [ManagedObjectID]) {
         lock.withLock {
             for id in objectIDs where !id.isTemporaryID { rowCache[id, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
@@ -330,7 +351,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
         }
         for group in groups {
-            if let store = persistentStore(withIdentifier: group.store) as? any IncrementalStore { body(store, group.ids) }
+            if let store = lock.withLock({ routes.first { $0.identifier == group.store }?.incremental }) { body(store, group.ids) }
         }
     }
 }
