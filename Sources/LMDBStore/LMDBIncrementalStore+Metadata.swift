@@ -81,8 +81,7 @@ extension LMDBIncrementalStore {
             throw storeError(error, "the store lacks a table its model needs")
         }
         let uuid = stored[MetaKey.uuid] ?? ""  // checked above, or just written
-        let state = OpenState(environment: environment, databases: databases, storeIdentifier: uuid,
-                              entityNamesByTag: layout.entityNamesByTag)
+        let state = OpenState(environment: environment, databases: databases, storeIdentifier: uuid, layout: layout)
         lock.withLock {
             self.state = state
             metadataStorage = [

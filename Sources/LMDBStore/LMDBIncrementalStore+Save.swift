@@ -141,7 +141,7 @@ extension LMDBIncrementalStore {
         guard let entity = layout.entity(objectID.entityName) else {
             throw ManagedObjectContextError(.unknownName, message: "\(objectID) names an entity the model does not have")
         }
-        return database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+        return state.rows(of: entity)
     }
 
     /// The row of `objectID`, or `nil` when there is none — or when the row under its key is another entity's (an

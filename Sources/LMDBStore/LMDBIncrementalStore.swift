@@ -52,14 +52,30 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let storeIdentifier: String
         /// The object ID namespace of each entity, by entity tag.
         let namespaces: [ObjectIDNamespace?]
+        /// The row table of each entity (its root's), by entity tag: a fault finds it without building its name.
+        let rowTables: [Database?]
 
-        init(environment: Environment, databases: [String: Database], storeIdentifier: String, entityNamesByTag: [UInt16: String]) {
+        init(environment: Environment, databases: [String: Database], storeIdentifier: String, layout: StoreLayout) {
             self.environment = environment
             self.databases = databases
             self.storeIdentifier = storeIdentifier
-            var namespaces = [ObjectIDNamespace?](repeating: nil, count: Int(entityNamesByTag.keys.max() ?? 0) + 1)
-            for (tag, name) in entityNamesByTag { namespaces[Int(tag)] = .shared(entityName: name, storeIdentifier: storeIdentifier) }
+            let count = Int(layout.entityNamesByTag.keys.max() ?? 0) + 1
+            var namespaces = [ObjectIDNamespace?](repeating: nil, count: count)
+            var rowTables = [Database?](repeating: nil, count: count)
+            for (tag, name) in layout.entityNamesByTag {
+                namespaces[Int(tag)] = .shared(entityName: name, storeIdentifier: storeIdentifier)
+                rowTables[Int(tag)] = layout.entity(name).flatMap { databases[StoreLayout.rowsDatabase(root: $0.root)] }
+            }
             self.namespaces = namespaces
+            self.rowTables = rowTables
+        }
+
+        /// The row table holding `entity`'s rows.
+        func rows(of entity: StoreLayout.EntityLayout) -> Database {
+            guard Int(entity.tag) < rowTables.count, let table = rowTables[Int(entity.tag)] else {
+                preconditionFailure("the layout's row table of \(entity.name) was not opened")
+            }
+            return table
         }
     }
 
@@ -138,10 +154,11 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         guard let entity = layout.entity(objectID.entityName) else {
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) names an entity the model does not have")
         }
-        let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+        let rows = state.rows(of: entity)
         let key = try key(of: objectID)
         let row = try state.environment.read { transaction in
-            try Self.keyBytes(key).withUnsafeBytes { keyBytes in
+            // The key's bytes on the stack: a row key is a big-endian u64 (``keyBytes(_:)``).
+            try withUnsafeBytes(of: key.bigEndian) { keyBytes in
                 try rows.withValue(forKey: keyBytes, in: transaction) { bytes -> Result<StoredRow, RowDecodingError> in
                     Result { () throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout) }
                 }
