@@ -27,6 +27,23 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("Point fault through a context (object(with:), value(forKey:))", configuration: .init(scalingFactor: .kilo)) { benchmark in
+        var random = SystemRandomNumberGenerator()
+        let context = ManagedObjectContext(coordinator: fixture.coordinator)
+        for n in benchmark.scaledIterations {
+            let id = fixture.ids[Int.random(in: 0..<objectCount, using: &random)]
+            blackHole(context.object(with: id).value(forKey: "age"))
+            if n % 1_000 == 999 { context.reset() }
+        }
+    }
+
+    Benchmark("Register 1 000 faults in a new context", configuration: .init(maxIterations: 1_000)) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let context = ManagedObjectContext(coordinator: fixture.coordinator)
+            for id in fixture.ids.prefix(1_000) { blackHole(context.object(with: id)) }
+        }
+    }
+
     Benchmark("Save 10 000 new objects in one context save", configuration: .init(maxIterations: 20)) { benchmark in
         for _ in benchmark.scaledIterations {
             let context = ManagedObjectContext(coordinator: fixture.coordinator)
