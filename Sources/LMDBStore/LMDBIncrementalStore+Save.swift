@@ -94,9 +94,12 @@ extension LMDBIncrementalStore {
                     }
                     try rowsDatabase(change.objectID, state).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
-                for change in request.insertedObjects + request.updatedObjects {
+                for (position, change) in (request.insertedObjects + request.updatedObjects).enumerated() {
+                    let isInsert = position < request.insertedObjects.count
                     for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
                         if let targets = change.toMany[relationship.name] {
+                            // A new object has no links yet: an empty relationship has nothing to write or remove.
+                            if isInsert && targets.isEmpty { continue }
                             try rewriteLinks(relationship, of: change.objectID, to: targets, references, state: state, transaction: transaction)
                         } else if let delta = change.toManyChanges[relationship.name], !relationship.isOrdered {
                             try applyLinkChanges(relationship, of: change.objectID, delta, references, state: state, transaction: transaction)
