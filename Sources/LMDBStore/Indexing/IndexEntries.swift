@@ -27,27 +27,23 @@ struct IndexEntries {
         var uniques: [IndexEntry] = []
         let tag = [UInt8(row.entityTag >> 8), UInt8(row.entityTag & 0xFF)]
         let rowKey = LMDBIncrementalStore.keyBytes(key)
-        for (owner, index) in entity.indexes {
+        for (position, (_, index)) in entity.indexes.enumerated() {
             let elements = index.elements.map { element -> [UInt8] in
                 var bytes = elementBytes(element.propertyName, row, folding: element.collation)
                 if !element.isAscending { bytes = bytes.map { ~$0 } }
                 return bytes
             }
-            indexes.append(IndexEntry(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
-                                      key: Self.fit(elements), value: rowKey + tag))
+            indexes.append(IndexEntry(database: entity.indexTables[position], key: Self.fit(elements), value: rowKey + tag))
         }
-        for (owner, number, constraint) in entity.uniques {
+        for (position, (_, _, constraint)) in entity.uniques.enumerated() {
             let values = constraint.propertyNames.map { value($0, row) }
             if values.contains(where: { $0 == nil }) { continue }  // NULLs never clash
             let elements = constraint.propertyNames.map { elementBytes($0, row) }
-            uniques.append(IndexEntry(database: StoreLayout.uniqueDatabase(entity: owner, number: number),
-                                      key: Self.fit(elements), value: rowKey + tag))
+            uniques.append(IndexEntry(database: entity.uniqueTables[position], key: Self.fit(elements), value: rowKey + tag))
         }
-        for relationship in entity.toOneRelationships {
+        for (position, relationship) in entity.toOneRelationships.enumerated() {
             guard let reference = row.toOne[relationship.name] else { continue }
-            indexes.append(IndexEntry(database: StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: relationship.name, in: entity.name),
-                                                                           relationship: relationship.name),
-                                      key: LMDBIncrementalStore.keyBytes(reference.key), value: rowKey + tag))
+            indexes.append(IndexEntry(database: entity.toOneTables[position], key: LMDBIncrementalStore.keyBytes(reference.key), value: rowKey + tag))
         }
         return (indexes, uniques)
     }

@@ -27,10 +27,15 @@ struct StoreLayout: Sendable {
         let toOneRelationships: [RelationshipDescription]
         /// To-many relationships kept in link tables (ordered ones, many-to-many, and those without an inverse).
         let linkRelationships: [RelationshipDescription]
+        /// The table names of ``indexes``, ``uniques`` and ``toOneRelationships``, in the same order: made once, so
+        /// the index entries a save computes for every row share them instead of building each name again.
+        let indexTables: [String]
+        let uniqueTables: [String]
+        let toOneTables: [String]
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
              indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
-             toOneRelationships: [RelationshipDescription], linkRelationships: [RelationshipDescription]) {
+             toOneRelationships: [RelationshipDescription], toOneOwners: [String], linkRelationships: [RelationshipDescription]) {
             self.name = name
             self.tag = tag
             self.root = root
@@ -40,6 +45,9 @@ struct StoreLayout: Sendable {
             self.uniques = uniques
             self.toOneRelationships = toOneRelationships
             self.linkRelationships = linkRelationships
+            indexTables = indexes.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) }
+            uniqueTables = uniques.map { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) }
+            toOneTables = zip(toOneRelationships, toOneOwners).map { StoreLayout.toOneDatabase(entity: $1, relationship: $0.name) }
         }
     }
 
@@ -90,11 +98,15 @@ struct StoreLayout: Sendable {
                 }
             }
             let relationships = properties.compactMap { if case .relationship(let r) = $0 { r } else { nil } }
+            let toOne = relationships.filter { !$0.isToMany }
+            let toOneOwners = toOne.map { relationship in
+                ancestry.first { model.entity(named: $0)?.relationships.contains { $0.name == relationship.name } == true } ?? name
+            }
             entities[name] = EntityLayout(
                 name: name, tag: tag, root: ancestry.first ?? name, fields: fields,
                 fieldIndex: Dictionary(uniqueKeysWithValues: fields.map { ($0.name, Int($0.id)) }),
                 indexes: indexes, uniques: uniques,
-                toOneRelationships: relationships.filter { !$0.isToMany },
+                toOneRelationships: toOne, toOneOwners: toOneOwners,
                 linkRelationships: relationships.filter { Self.needsLinkTable($0, model) })
         }
         self.entities = entities
