@@ -106,7 +106,7 @@ extension ManagedObjectContext {
             }
             candidates = kept
             let extra = (insertedIDs + changedIDs.sorted()).compactMap { registered[$0] }
-                .filter { family.contains($0.entity.name) && ($0.isInserted || $0.isUpdated) }
+                .filter { family.contains($0.entityName) && ($0.isInserted || $0.isUpdated) }
             for object in extra where seen.insert(object.objectID).inserted {
                 if try request.predicate?.evaluate(with: object) ?? true { candidates.append(object) }
             }

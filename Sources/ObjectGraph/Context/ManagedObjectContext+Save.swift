@@ -262,9 +262,9 @@ extension ManagedObjectContext {
     /// Makes every saved object clean, with its saved values as its snapshot.
     private func finishSave() {
         var transientNames: [String: Set<String>] = [:]
-        func transients(of entity: EntityDescription) -> Set<String> {
+        func transients(of entity: ManagedObjectModel.EntityHandle) -> Set<String> {
             if let known = transientNames[entity.name] { return known }
-            let names = Set(model.allProperties(of: entity.name).compactMap { property -> String? in
+            let names = Set(entity.properties.compactMap { property -> String? in
                 if case .attribute(let attribute) = property, attribute.isTransient { attribute.name } else { nil }
             })
             transientNames[entity.name] = names
@@ -282,7 +282,7 @@ extension ManagedObjectContext {
             object.lifecycle = .clean
             object.changedKeys.removeAll()
             object.pendingToMany.removeAll()
-            let transient = transients(of: object.entity)
+            let transient = transients(of: object.handle)
             let persistent = transient.isEmpty ? object.attributes : object.attributes.filter { !transient.contains($0.key) }
             object.committed = ManagedObject.Snapshot(attributes: persistent, toOne: object.toOne, toMany: object.toMany, version: object.version)
             persistentStoreCoordinator.updateCache(object.objectID,

@@ -419,7 +419,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         var assignments: [ManagedObjectID: ManagedObjectID] = [:]
         for identifier in order {
             let (store, group) = byStore[identifier]!
-            let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: $0.entity.name) })
+            let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: $0.entityName) })
             guard ids.count == group.count else {
                 throw ManagedObjectContextError(.unsupportedRequest, message: "the store returned \(ids.count) permanent IDs for \(group.count) objects")
             }
