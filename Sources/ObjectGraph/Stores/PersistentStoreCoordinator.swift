@@ -221,7 +221,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let (cached, epoch) = lock.withLock { (rowCache[objectID]?.node, cacheEpoch) }
         if let cached { return cached }
         let node = try incrementalStore(for: objectID).newValuesForObject(with: objectID)
-        cache([node], readIn: epoch)
+        lock.withLock {
+            // One lookup: the row is kept only for a registered object, and only if no catch-up dropped rows since.
+            guard cacheEpoch == epoch, let position = rowCache.index(forKey: objectID) else { return }
+            rowCache.values[position].node = node
+        }
         return node
     }
 
