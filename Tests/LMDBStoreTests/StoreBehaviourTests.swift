@@ -241,6 +241,38 @@ import Testing
         #expect(try ManagedObjectContext(coordinator: lmdb).count(for: below) == 4, "Renee, Renf (f sorts before é) and both Renée")
     }
 
+    final class AwokenNote: ManagedObject {
+        nonisolated(unsafe) static var awakenings = 0
+        override func awakeFromFetch() { AwokenNote.awakenings += 1 }
+    }
+
+    /// A fetch with `returnsObjectsAsFaults = false` loads each object once, and the rows it loaded stay in the
+    /// coordinator's cache while the objects are registered: fetching them again finds them current, so nothing is
+    /// refaulted, read or awoken a second time. (Objects register with the coordinator before their rows are read,
+    /// or the rows would not be cached and every later fetch would refault them.)
+    @Test func aFetchOfLoadedObjectsLoadsEachOnceAndKeepsTheirRowsCached() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Note") { AttributeDescription("text", .string) }
+        }
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(model)
+        coordinator.registerClass(AwokenNote.self, forEntityName: "Note")
+        do {
+            // Saved from a context that is gone before the fetch, so the coordinator caches none of the rows.
+            let writer = ManagedObjectContext(coordinator: coordinator)
+            for n in 0..<50 { try writer.insertNewObject(forEntityName: "Note").setValue("note \(n)", forKey: "text") }
+            try writer.save()
+        }
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let before = AwokenNote.awakenings
+        let notes = try reader.fetch(FetchRequest(entityName: "Note").with { $0.returnsObjectsAsFaults = false })
+        #expect(notes.count == 50 && notes.allSatisfy { !$0.isFault })
+        #expect(AwokenNote.awakenings - before == 50, "each object was loaded once")
+        // Fetched again, nothing has changed: nothing is refaulted, read or awoken again.
+        _ = try reader.fetch(FetchRequest(entityName: "Note").with { $0.returnsObjectsAsFaults = false })
+        #expect(AwokenNote.awakenings - before == 50, "the second fetch refaulted objects whose rows were not cached")
+    }
+
     @Test(arguments: [500, 511, 512, 10_000])
     func longUniqueStringsAreCheckedExactlyAndFetchLikeTheEvaluator(length: Int) throws {
         let folder = StoreFolder()

@@ -11,12 +11,7 @@ extension ManagedObjectContext {
         guard !batch.isLoaded else { return }
         batch.isLoaded = true
         let faults = batch.objectIDs.filter { registered[$0]?.isFaultStorage == true }
-        let unheld = faults.compactMap { id -> ManagedObjectID? in
-            guard let object = registered[id], !object.holdsRow, !id.isTemporaryID else { return nil }
-            object.holdsRow = true
-            return id
-        }
-        if !unheld.isEmpty { persistentStoreCoordinator.register(unheld) }
+        holdRows(of: faults.compactMap { registered[$0] })
         guard let nodes = try? sourceNodes(for: faults) else { return }
         for id in faults {
             guard let object = registered[id], object.isFaultStorage, let node = nodes[id] else { continue }
@@ -89,6 +84,7 @@ extension ManagedObjectContext {
     func loadValues(of objects: [ManagedObject]) throws {
         let faults = objects.filter(\.isFaultStorage).filter { (!$0.objectID.isTemporaryID || parent != nil) && $0.lifecycle != .inserted }
         guard !faults.isEmpty else { return }
+        holdRows(of: faults)
         let nodes = try sourceNodes(for: faults.map(\.objectID))
         for object in faults {
             guard object.isFaultStorage, let node = nodes[object.objectID] else { continue }

@@ -80,7 +80,8 @@ extension ManagedObjectContext {
         storeRequest.resultType = .managedObjectID
         let pending = needsPendingChanges(request)
         if parent == nil && stores.count == 1 && !pending {
-            return try ids(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]))
+            let epoch = persistentStoreCoordinator.cacheEpochNow
+            return try ids(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]), readIn: epoch)
         }
         // Several stores, unsaved changes to merge, or a parent context: every match comes back, the window is
         // applied here.
@@ -90,7 +91,10 @@ extension ManagedObjectContext {
         if let parent {
             result = try parent.matchingObjectIDs(storeRequest.with { $0.includesPendingChanges = true })
         } else {
-            for store in stores { result += try ids(from: persistentStoreCoordinator.execute(storeRequest, on: store)) }
+            for store in stores {
+                let epoch = persistentStoreCoordinator.cacheEpochNow
+                result += try ids(from: persistentStoreCoordinator.execute(storeRequest, on: store), readIn: epoch)
+            }
         }
         var candidates = objects(with: result)
         if pending {
@@ -129,7 +133,10 @@ extension ManagedObjectContext {
         }
     }
 
-    private func ids(from result: PersistentStoreResult) throws(ManagedObjectContextError) -> [ManagedObjectID] {
+    /// The IDs a store answered with; rows it handed over go into their objects and, for objects that now hold
+    /// rows, into the coordinator's cache (read in `epoch`), so the fetch's own staleness check finds them current
+    /// instead of reading every row again.
+    private func ids(from result: PersistentStoreResult, readIn epoch: UInt64) throws(ManagedObjectContextError) -> [ManagedObjectID] {
         switch result {
         case .objectIDs(let ids):
             return ids
@@ -141,6 +148,7 @@ extension ManagedObjectContext {
                     object.awakeFromFetch()
                 }
             }
+            persistentStoreCoordinator.cache(nodes, readIn: epoch)
             return nodes.map(\.objectID)
         case .count, .empty:
             throw ManagedObjectContextError(.unsupportedRequest, message: "the store answered a fetch without objects")

@@ -351,6 +351,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
         persistentStoreCoordinator.register(object.objectID)
     }
 
+    /// ``holdRow(of:)`` for many objects about to load their values together, in one call to the coordinator (before
+    /// the read, so the rows read are cached).
+    func holdRows(of objects: [ManagedObject]) {
+        var ids: [ManagedObjectID] = []
+        for object in objects where !object.holdsRow && !object.objectID.isTemporaryID {
+            object.holdsRow = true
+            ids.append(object.objectID)
+        }
+        if !ids.isEmpty { persistentStoreCoordinator.register(ids) }
+    }
+
     /// Gives back what ``holdRow(of:)`` took.
     func releaseRow(of object: ManagedObject) {
         guard object.holdsRow else { return }

@@ -248,9 +248,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return result
     }
 
+    /// The row cache's epoch: read before a store read, it lets ``cache(_:readIn:)`` keep only rows no catch-up
+    /// could have outdated meanwhile.
+    var cacheEpochNow: UInt64 { lock.withLock { cacheEpoch } }
+
     /// Keeps rows read from a store for the registered objects among them — unless rows were dropped for changes
     /// made elsewhere since the read began (`epoch`), when they may be older than what the cache must hold.
-    private func cache(_ nodes: [IncrementalStoreNode], readIn epoch: UInt64) {
+    func cache(_ nodes: [IncrementalStoreNode], readIn epoch: UInt64) {
         lock.withLock {
             guard cacheEpoch == epoch else { return }
             for node in nodes where rowCache[node.objectID] != nil { rowCache[node.objectID]!.node = node }
