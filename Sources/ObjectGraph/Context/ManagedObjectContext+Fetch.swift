@@ -10,7 +10,7 @@ extension ManagedObjectContext {
     ///   when no store holds it, the store's error when it cannot
     ///   run the request, or a ``PredicateEvaluationError`` from matching pending changes.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
-        let ids = try matchingObjectIDs(request)
+        let ids = try matchingObjectIDs(request, loadingValues: !request.returnsObjectsAsFaults)
         let objects = objects(with: ids)
         if parent == nil { refreshStale(objects) }
         if !request.returnsObjectsAsFaults { try loadValues(of: objects) }
@@ -74,12 +74,19 @@ extension ManagedObjectContext {
             || changedIDs.contains { family.contains($0.entityName) && registered[$0]?.isUpdated == true }
     }
 
-    func matchingObjectIDs(_ request: FetchRequest) throws -> [ManagedObjectID] {
+    /// The IDs of the objects matching `request`, in its order. With `loadingValues`, a store that can hands over
+    /// the matched rows with them (the rows it read to match), and the objects take their values from those: each
+    /// row is read once.
+    func matchingObjectIDs(_ request: FetchRequest, loadingValues: Bool = false) throws -> [ManagedObjectID] {
         let stores = try storesFor(request)
         var storeRequest = request
         storeRequest.resultType = .managedObjectID
         let pending = needsPendingChanges(request)
         if parent == nil && stores.count == 1 && !pending {
+            if loadingValues {
+                storeRequest.resultType = .managedObject
+                storeRequest.returnsObjectsAsFaults = false
+            }
             let epoch = persistentStoreCoordinator.cacheEpochNow
             return try ids(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]), readIn: epoch)
         }
