@@ -103,9 +103,10 @@ func checkJournal(_ coordinator: PersistentStoreCoordinator, _ store: LMDBIncrem
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            // Mostly within the writer's first saves; every 20th round late enough that even a loaded machine (a
-            // slow process start) gets saves through before the kill.
-            usleep(round % 20 == 19 ? 300_000 : UInt32(2_000 + random.next() % 30_000))
+            // Mostly within the writer's first saves; every 50th round late enough that even a loaded machine (a
+            // slow process start) gets some saves through before the kill (not so late that the store grows large
+            // and the checks after each kill slow down).
+            usleep(round % 50 == 49 ? 150_000 : UInt32(2_000 + random.next() % 30_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             #expect(process.terminationReason == .uncaughtSignal || process.terminationStatus == 0, "round \(round)")
