@@ -182,7 +182,7 @@ extension LMDBIncrementalStore {
             let roots = Set(layout.entities.values.map(\.root)).sorted()
             let rowTables = try roots.map { try environment.openDatabase(named: StoreLayout.rowsDatabase(root: $0)) }
             let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
-            let maintainer = IndexEntries(layout: layout)
+            let maintainer = IndexEntries()
             for (root, rows) in zip(roots, rowTables) where !rebuilt.isEmpty {
                 var resume: [UInt8]? = []
                 while let start = resume {

@@ -17,7 +17,7 @@ extension LMDBIncrementalStore {
     func save(_ request: SaveChangesRequest) throws {
         let state = try open
         for change in request.insertedObjects + request.updatedObjects { try checkValues(change) }
-        let maintainer = IndexEntries(layout: layout)
+        let maintainer = IndexEntries()
         do {
             try state.environment.write { transaction in
                 // 1. Read the current rows and check versions.

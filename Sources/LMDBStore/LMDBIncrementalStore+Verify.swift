@@ -11,7 +11,7 @@ extension LMDBIncrementalStore {
     /// - Throws: ``ManagedObjectContextError`` when the store is not loaded or cannot be read at all.
     public func verify() throws -> [String] {
         let state = try open
-        let maintainer = IndexEntries(layout: layout)
+        let maintainer = IndexEntries()
         return try state.environment.read { transaction in
             var problems: [String] = []
             var expected: [String: Set<[UInt8]>] = [:]

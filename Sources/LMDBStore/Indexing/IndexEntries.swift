@@ -16,8 +16,6 @@ struct IndexEntry: Hashable {
 /// puts the entries of its new state and deletes those of its old state that changed; `verify` recomputes them
 /// from every row.
 struct IndexEntries {
-    let layout: StoreLayout
-
     /// The longest index tuple kept whole: LMDB's 511-byte key limit less 8 (format 1 ended each index key with
     /// the row key; format 2 keeps the same cut so that long values are cut where they always were).
     static let maxTupleBytes = 511 - 8

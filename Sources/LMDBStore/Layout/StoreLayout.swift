@@ -99,9 +99,7 @@ struct StoreLayout: Sendable {
             }
             let relationships = properties.compactMap { if case .relationship(let r) = $0 { r } else { nil } }
             let toOne = relationships.filter { !$0.isToMany }
-            let toOneOwners = toOne.map { relationship in
-                ancestry.first { model.entity(named: $0)?.relationships.contains { $0.name == relationship.name } == true } ?? name
-            }
+            let toOneOwners = toOne.map { Self.declaringEntity(of: $0.name, in: name, model) }
             entities[name] = EntityLayout(
                 name: name, tag: tag, root: ancestry.first ?? name, fields: fields,
                 fieldIndex: Dictionary(uniqueKeysWithValues: fields.map { ($0.name, Int($0.id)) }),
@@ -149,6 +147,10 @@ struct StoreLayout: Sendable {
 
     /// The entity that declares a relationship (the first in the ancestry that has it).
     func declaringEntity(of relationship: String, in entityName: String) -> String {
+        Self.declaringEntity(of: relationship, in: entityName, model)
+    }
+
+    private static func declaringEntity(of relationship: String, in entityName: String, _ model: ManagedObjectModel) -> String {
         model.ancestry(of: entityName).first { model.entity(named: $0)?.relationships.contains { $0.name == relationship } == true } ?? entityName
     }
 

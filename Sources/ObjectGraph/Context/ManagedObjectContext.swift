@@ -101,8 +101,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` for an unknown
     ///   entity, or an abstract one.
     public func insertNewObject(forEntityName entityName: String) throws(ManagedObjectContextError) -> ManagedObject {
-        let handle = model.handle(forEntityNamed: entityName)
-        guard model.entity(named: entityName) != nil else {
+        guard let handle = model.existingHandle(forEntityNamed: entityName) else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(entityName)\"")
         }
         guard !handle.description.isAbstract else {
@@ -459,13 +458,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 object.toMany[key] = ids.map { assignments[$0] ?? $0 }
             }
         }
-        var saved: [ManagedObjectID] = []
-        for id in assignments.values {
-            guard let object = registered[id], !object.holdsRow else { continue }
-            object.holdsRow = true
-            saved.append(id)
-        }
-        persistentStoreCoordinator.register(saved)
+        holdRows(of: assignments.values.compactMap { registered[$0] })
     }
 }
 

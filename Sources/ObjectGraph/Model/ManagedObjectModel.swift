@@ -144,7 +144,12 @@ public struct ManagedObjectModel: Sendable {
 
     /// The runtime view of the entity with this name; for a name the model lacks, a view of an empty entity.
     func handle(forEntityNamed name: String) -> EntityHandle {
-        storage.handles[name] ?? EntityHandle(EntityDescription(name), properties: [], propertyIndex: [:])
+        existingHandle(forEntityNamed: name) ?? EntityHandle(EntityDescription(name), properties: [], propertyIndex: [:])
+    }
+
+    /// The runtime view of the entity with this name, if the model has it.
+    func existingHandle(forEntityNamed name: String) -> EntityHandle? {
+        storage.handles[name]
     }
 
     private var storage: Storage

@@ -165,9 +165,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// The incremental store with this identifier, by its route.
+    private func incrementalStore(withIdentifier identifier: String) -> (any IncrementalStore)? {
+        lock.withLock { routes.first { $0.identifier == identifier }?.incremental }
+    }
+
     func incrementalStore(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> any IncrementalStore {
-        guard let identifier = objectID.storeIdentifier,
-              let store = lock.withLock({ routes.first { $0.identifier == identifier }?.incremental }) else {
+        guard let identifier = objectID.storeIdentifier, let store = incrementalStore(withIdentifier: identifier) else {
             throw ManagedObjectContextError(.noStore, message: "no store of this coordinator holds \(objectID)")
         }
         return store
@@ -240,7 +244,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             return cacheEpoch
         }
         for (storeIdentifier, ids) in Dictionary(grouping: missing.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
-            guard let store = persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else { continue }
+            guard let store = incrementalStore(withIdentifier: storeIdentifier) else { continue }
             let nodes = try store.newValuesForObjects(with: ids)
             for node in nodes { result[node.objectID] = node }
             cache(nodes, readIn: epoch)
@@ -261,13 +265,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// Runs a fetch on one store and keeps the row cache true to the store: rows the store hands over replace the
-    /// cached ones, and rows that other processes changed since the cache last caught up are dropped, so an object
-    /// a fetch returns never shows a row older than the one the fetch matched.
+    /// Runs a fetch on one store and keeps the row cache true to the store: rows that other processes changed since
+    /// the cache last caught up are dropped, so an object a fetch returns never shows a row older than the one the
+    /// fetch matched. Rows the store hands over are the caller's to cache (``cache(_:readIn:)``, with the epoch read
+    /// before this call) once it has registered the objects they belong to.
     func execute(_ request: FetchRequest, on store: any IncrementalStore) throws -> PersistentStoreResult {
-        let epoch = lock.withLock { cacheEpoch }
         let result = try store.execute(.fetch(request))
-        if case .nodes(let nodes) = result { cache(nodes, readIn: epoch) }
         if let tracking = store as? any ChangeTrackingStore { try catchUp(with: tracking) }
         return result
     }
@@ -319,11 +322,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Registers one object: as ``register(_:)-([ManagedObjectID])`` without building groups of IDs.
     func register(_ objectID: ManagedObjectID) {
         guard let identifier = objectID.storeIdentifier else { return }
-        let store = lock.withLock { () -> (any IncrementalStore)? in
-            rowCache[objectID, default: CachedRow(node: nil, registrations: 0)].registrations += 1
-            return routes.first { $0.identifier == identifier }?.incremental
-        }
-        store?.managedObjectContextDidRegisterObjects(with: [objectID])
+        lock.withLock { rowCache[objectID, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
+        incrementalStore(withIdentifier: identifier)?.managedObjectContextDidRegisterObjects(with: [objectID])
     }
 
     func register(_ objectIDs: [ManagedObjectID]) {
@@ -359,7 +359,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
         }
         for group in groups {
-            if let store = lock.withLock({ routes.first { $0.identifier == group.store }?.incremental }) { body(store, group.ids) }
+            if let store = incrementalStore(withIdentifier: group.store) { body(store, group.ids) }
         }
     }
 }
