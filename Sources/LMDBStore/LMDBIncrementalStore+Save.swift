@@ -7,17 +7,21 @@ extension LMDBIncrementalStore {
     public func execute(_ request: PersistentStoreRequest) throws -> PersistentStoreResult {
         switch request {
         case .fetch(let fetch): return try self.fetch(fetch)
-        case .save(let save): try self.save(save); return .empty
+        case .save(let save): return .versions(try self.save(save))
         }
     }
 
     /// One LMDB write transaction for the whole request: versions are checked first (a mismatch is a conflict and
     /// nothing is written), then old secondary entries that changed are removed, new ones put (uniqueness checked),
-    /// link tables rewritten for the relationships given, and rows written with their new versions.
-    func save(_ request: SaveChangesRequest) throws {
+    /// link tables rewritten for the relationships given, and rows written with their new versions — except an
+    /// updated row whose attributes and to-ones are what it holds already (only its link tables changed), which keeps
+    /// its bytes and version. Returns the version of every inserted and updated object.
+    func save(_ request: SaveChangesRequest) throws -> [ManagedObjectID: Int64] {
         let state = try open
         for change in request.insertedObjects + request.updatedObjects { try checkValues(change) }
         let maintainer = IndexEntries()
+        var versions: [ManagedObjectID: Int64] = [:]
+        versions.reserveCapacity(request.insertedObjects.count + request.updatedObjects.count)
         do {
             try state.environment.write { transaction in
                 // 1. Read the current rows and check versions.
@@ -56,8 +60,16 @@ extension LMDBIncrementalStore {
                     if exists { throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store") }
                     new[change.objectID] = try storedRow(change, version: 1)
                 }
+                var unchanged: Set<ManagedObjectID> = []
                 for change in request.updatedObjects {
-                    new[change.objectID] = try storedRow(change, version: old[change.objectID]!.version + 1)
+                    let current = old[change.objectID]!
+                    var row = try storedRow(change, version: current.version)
+                    if row == current {
+                        unchanged.insert(change.objectID)
+                    } else {
+                        row.version += 1
+                    }
+                    new[change.objectID] = row
                 }
                 // 3. Secondary entries: remove the old ones that changed, then add the new ones.
                 var oldEntries: [ManagedObjectID: (indexes: [IndexEntry], uniques: [IndexEntry])] = [:]
@@ -105,8 +117,11 @@ extension LMDBIncrementalStore {
                             try applyLinkChanges(relationship, of: change.objectID, delta, references, state: state, transaction: transaction)
                         }
                     }
+                    let row = new[change.objectID]!
+                    versions[change.objectID] = Int64(bitPattern: row.version)
+                    if !isInsert && unchanged.contains(change.objectID) { continue }
                     let entity = layout.entity(change.objectID.entityName)!
-                    let blob = RowCodec.encode(new[change.objectID]!, entity: entity, modelHash: modelHashPrefix)
+                    let blob = RowCodec.encode(row, entity: entity, modelHash: modelHashPrefix)
                     try rowsDatabase(change.objectID, state).put(blob, forKey: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
                 try appendToChangeLog(request, state: state, transaction: transaction)
@@ -116,6 +131,7 @@ extension LMDBIncrementalStore {
         } catch {
             throw storeError(error, "the save failed and wrote nothing")
         }
+        return versions
     }
 
     /// Records which objects the save touched, under the next change number, and forgets saves older than the log's

@@ -504,6 +504,42 @@ import Testing
         #expect(blueFault.relatedObjects(forKey: "players").map(\.objectID) == [first.objectID], "the saved context reads the store afresh")
         #expect(try store.verify().isEmpty)
     }
+
+    @Test func aDerivedChangeLeavesTheDestinationsRowAndVersionAlone() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let team = try setup.insertNewObject(forEntityName: "Team")
+        try team.setValue("red", forKey: "name")
+        try setup.save()
+        // Another context edits the team meanwhile; players joining it elsewhere must not make that a conflict.
+        let editor = ManagedObjectContext(coordinator: coordinator)
+        try editor.object(with: team.objectID).setValue("crimson", forKey: "name")
+        for batch in 0..<3 {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let teamFault = context.object(with: team.objectID)
+            for n in 0..<10 {
+                let player = try context.insertNewObject(forEntityName: "Player")
+                try player.setValue("p\(batch)-\(n)", forKey: "name")
+                try player.setValue(teamFault, forKey: "team")
+            }
+            #expect(teamFault.isUpdated, "the team's players changed, as Core Data reports")
+            var notified: Set<ManagedObjectID> = []
+            let token = context.addObserver { if case .didSave(let changes) = $0 { notified = changes.updated } }
+            try context.save()
+            context.removeObserver(token)
+            #expect(notified.contains(team.objectID), "the save still reports the team as updated")
+            #expect(!teamFault.hasChanges)
+        }
+        #expect(try store.newValuesForObject(with: team.objectID).version == 1, "30 players joined; the team's row was never rewritten")
+        try editor.save()
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let reloaded = fresh.object(with: team.objectID)
+        #expect(reloaded.value(forKey: "name") as? String == "crimson")
+        #expect(reloaded.relatedObjects(forKey: "players").count == 30)
+        #expect(try store.newValuesForObject(with: team.objectID).version == 2)
+        #expect(try store.verify().isEmpty)
+    }
 }
 
 /// The inverse of a many-to-many is kept by added and removed members, without loading it.
@@ -538,6 +574,33 @@ import Testing
         #expect(reloaded.value(forKey: "name") as? String == "red", "the label's own values survived the save")
         #expect(Set(reloaded.relatedObjects(forKey: "items").map(\.objectID)) == [old[0].objectID, old[2].objectID, newcomer.objectID])
         #expect(labelFault.relatedObjects(forKey: "items").count == 3, "the saving context reads the store afresh")
+        #expect(try store.verify().isEmpty)
+    }
+
+    @Test func aMembershipChangeKeepsTheOwnersRowAndVersion() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(StoreConformance.model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let label = try setup.insertNewObject(forEntityName: "Label")
+        try label.setValue("red", forKey: "name")
+        try setup.save()
+        let editor = ManagedObjectContext(coordinator: coordinator)
+        try editor.object(with: label.objectID).setValue("crimson", forKey: "name")
+
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let labelFault = context.object(with: label.objectID)
+        let item = try context.insertNewObject(forEntityName: "Item")
+        try item.setValue("new", forKey: "name")
+        try item.setValue([labelFault], forKey: "labels")
+        try context.save()
+        #expect(try store.newValuesForObject(with: label.objectID).version == 1, "only the link table changed")
+        // The context was told the version the store kept: a later change of its own saves without a conflict.
+        try labelFault.setValue("scarlet", forKey: "name")
+        try context.save()
+        #expect(try store.newValuesForObject(with: label.objectID).version == 2)
+        #expect(throws: ManagedObjectContextError.self, "the editor read version 1, which another save replaced") { try editor.save() }
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(fresh.object(with: label.objectID).relatedObjects(forKey: "items").map(\.objectID) == [item.objectID])
         #expect(try store.verify().isEmpty)
     }
 }

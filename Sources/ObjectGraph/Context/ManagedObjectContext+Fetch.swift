@@ -157,7 +157,7 @@ extension ManagedObjectContext {
             }
             persistentStoreCoordinator.cache(nodes, readIn: epoch)
             return nodes.map(\.objectID)
-        case .count, .empty:
+        case .count, .versions, .empty:
             throw ManagedObjectContextError(.unsupportedRequest, message: "the store answered a fetch without objects")
         }
     }

@@ -182,10 +182,11 @@ extension ManagedObjectContext {
         let inserted = insertedIDs.compactMap { registered[$0] }.filter(\.objectID.isTemporaryID)
         assignments = try permanentIDs(for: inserted)
         var attempts = 0
+        var versions: [ManagedObjectID: Int64]
         while true {
             attempts += 1
             do {
-                try sendRequests(assignments)
+                versions = try sendRequests(assignments)
                 break
             } catch var error as ManagedObjectContextError where error.code == .mergeConflict {
                 // The store knows what it holds; the context adds what it had read.
@@ -202,22 +203,33 @@ extension ManagedObjectContext {
         let saved = ContextChanges(inserted: Set(insertedIDs),
                                    updated: Set(changedIDs.filter { registered[$0]?.isUpdated == true }),
                                    deleted: Set(deletedIDs))
-        finishSave()
+        finishSave(versions: versions)
         return saved
     }
 
-    private func sendRequests(_ assignments: [ManagedObjectID: ManagedObjectID]) throws {
+    /// Sends each store its changes; returns the version every inserted and updated object has after the save, by
+    /// its permanent ID.
+    private func sendRequests(_ assignments: [ManagedObjectID: ManagedObjectID]) throws -> [ManagedObjectID: Int64] {
         func map(_ id: ManagedObjectID) -> ManagedObjectID { assignments[id] ?? id }
         var requests: [String: SaveChangesRequest] = [:]
+        var versions: [ManagedObjectID: Int64] = [:]
         let deleted = Set(deletedIDs)
         for id in insertedIDs {
             guard let object = registered[id] else { continue }
             let change = changeDescription(object, map: map, allToMany: true, expectedVersion: nil)
+            versions[change.objectID] = 1
             requests[change.objectID.storeIdentifier!, default: SaveChangesRequest()].insertedObjects.append(change)
         }
         for id in changedIDs.sorted() {
             guard let object = registered[id], object.isUpdated, !deleted.contains(id) else { continue }
+            guard changesStoredState(object) else {
+                // Only relationships its store derives from their inverses changed: the inverses' rows carry the
+                // change, this object's row stays as it is (and so does its version).
+                versions[id] = object.version
+                continue
+            }
             let change = changeDescription(object, map: map, allToMany: false, expectedVersion: object.version)
+            versions[id] = object.version + 1
             requests[id.storeIdentifier!, default: SaveChangesRequest()].updatedObjects.append(change)
         }
         for id in deletedIDs {
@@ -228,8 +240,21 @@ extension ManagedObjectContext {
             guard let store = persistentStoreCoordinator.persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else {
                 throw ManagedObjectContextError(.noStore, message: "the store \(storeIdentifier) is no longer part of the coordinator")
             }
-            try persistentStoreCoordinator.execute(request, on: store)
+            if case .versions(let stored) = try persistentStoreCoordinator.execute(request, on: store) {
+                versions.merge(stored) { _, told in told }
+            }
         }
+        return versions
+    }
+
+    /// Whether a save must send `object`'s changes to its store: some changed key is not a to-many relationship the
+    /// store derives from its inverse.
+    private func changesStoredState(_ object: ManagedObject) -> Bool {
+        for key in object.changedKeys {
+            guard let relationship = object.handle.relationship(named: key), relationship.isToMany,
+                  storeDerives(relationship, of: object) else { return true }
+        }
+        return false
     }
 
     private func changeDescription(_ object: ManagedObject, map: (ManagedObjectID) -> ManagedObjectID, allToMany: Bool,
@@ -260,7 +285,7 @@ extension ManagedObjectContext {
     }
 
     /// Makes every saved object clean, with its saved values as its snapshot.
-    private func finishSave() {
+    private func finishSave(versions: [ManagedObjectID: Int64]) {
         var transientNames: [String: Set<String>] = [:]
         func transients(of entity: ManagedObjectModel.EntityHandle) -> Set<String> {
             if let known = transientNames[entity.name] { return known }
@@ -278,7 +303,7 @@ extension ManagedObjectContext {
         }
         for id in insertedIDs + changedIDs.filter({ registered[$0]?.lifecycle != .inserted }) {
             guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedKeys.isEmpty else { continue }
-            object.version = object.lifecycle == .inserted ? 1 : object.version + 1
+            object.version = versions[object.objectID] ?? (object.lifecycle == .inserted ? 1 : object.version + 1)
             object.lifecycle = .clean
             object.changedKeys.removeAll()
             object.pendingToMany.removeAll()

@@ -51,7 +51,10 @@ public protocol IncrementalStore: PersistentStore {
     ///   ``PersistentStoreResult/count(_:)`` for a count request.
     /// - Save: apply every change of the ``SaveChangesRequest`` or none. Check each updated or deleted object's
     ///   ``ObjectChange/expectedVersion``: a mismatch is a conflict, thrown as ``ManagedObjectContextError`` with
-    ///   ``ManagedObjectContextError/Code/mergeConflict`` and the conflicts, and nothing is written.
+    ///   ``ManagedObjectContextError/Code/mergeConflict`` and the conflicts, and nothing is written. Return
+    ///   ``PersistentStoreResult/versions(_:)`` with the version each inserted and updated object now has (a store
+    ///   that leaves a row alone when only its link tables changed keeps its version), or
+    ///   ``PersistentStoreResult/empty`` when inserts start at version 1 and every update adds 1.
     ///
     /// - Throws: An error that says why the request cannot be run; never a silently wrong result.
     func execute(_ request: PersistentStoreRequest) throws -> PersistentStoreResult
@@ -187,7 +190,10 @@ public enum PersistentStoreResult: Sendable {
     case nodes([IncrementalStoreNode])
     /// A count.
     case count(Int)
-    /// Nothing (a save).
+    /// A save: the version each inserted and updated object's row has now, by object ID. An object left out is
+    /// taken to be at version 1 (inserted) or one above the version it was saved from (updated).
+    case versions([ManagedObjectID: Int64])
+    /// Nothing (a save whose inserts start at version 1 and whose updates add 1).
     case empty
 }
 

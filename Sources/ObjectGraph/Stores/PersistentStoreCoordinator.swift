@@ -277,17 +277,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Runs a save on one store. When the save is the only one the store's change log gained meanwhile, the row cache
     /// stays caught up (the context puts the rows it saved into the cache), so the next fetch need not drop them.
-    func execute(_ request: SaveChangesRequest, on store: any IncrementalStore) throws {
+    /// Returns the store's answer: ``PersistentStoreResult/versions(_:)`` or ``PersistentStoreResult/empty``.
+    func execute(_ request: SaveChangesRequest, on store: any IncrementalStore) throws -> PersistentStoreResult {
         guard let tracking = store as? any ChangeTrackingStore else {
-            _ = try store.execute(.save(request))
-            return
+            return try store.execute(.save(request))
         }
         let before = try tracking.currentChangeToken()
-        _ = try store.execute(.save(request))
+        let result = try store.execute(.save(request))
         let after = try tracking.currentChangeToken()
         lock.withLock {
             if after == before &+ 1, cacheTokens[store.identifier] == before { cacheTokens[store.identifier] = after }
         }
+        return result
     }
 
     /// Drops the cached rows of objects that saves recorded in `store`'s change log since the cache last caught up
