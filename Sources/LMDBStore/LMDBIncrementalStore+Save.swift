@@ -18,111 +18,134 @@ extension LMDBIncrementalStore {
     /// its bytes and version. Returns the version of every inserted and updated object.
     func save(_ request: SaveChangesRequest) throws -> [ManagedObjectID: Int64] {
         let state = try open
-        for change in request.insertedObjects + request.updatedObjects { try checkValues(change) }
+        // Inserts then updates, each with its entity's layout, found once.
+        let written = request.insertedObjects + request.updatedObjects
+        let insertCount = request.insertedObjects.count
+        var entities: [StoreLayout.EntityLayout] = []
+        entities.reserveCapacity(written.count)
+        for change in written {
+            guard let entity = state.entity(of: change.objectID) else {
+                throw ManagedObjectContextError(.unknownName, message: "\(change.objectID) names an entity the model does not have")
+            }
+            try checkValues(change, entity)
+            entities.append(entity)
+        }
         let maintainer = IndexEntries()
         var versions: [ManagedObjectID: Int64] = [:]
-        versions.reserveCapacity(request.insertedObjects.count + request.updatedObjects.count)
+        versions.reserveCapacity(written.count)
         do {
             try state.environment.write { transaction in
-                // 1. Read the current rows and check versions.
-                var old: [ManagedObjectID: StoredRow] = [:]
+                // 1. Read the current rows of updated and deleted objects and check versions.
                 var conflicts: [MergeConflict] = []
-                for change in request.updatedObjects + request.deletedObjects {
-                    let current = try readRow(change.objectID, state: state, transaction: transaction)
-                    if let current { old[change.objectID] = current }
-                    if current.map({ Int64(bitPattern: $0.version) }) != change.expectedVersion {
+                func current(_ change: ObjectChange) throws -> StoredRow? {
+                    let row = try readRow(change.objectID, state: state, transaction: transaction)
+                    if row.map({ Int64(bitPattern: $0.version) }) != change.expectedVersion {
                         conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: change.expectedVersion ?? 0,
-                                                       newVersion: current.map { Int64(bitPattern: $0.version) } ?? 0,
-                                                       persistedSnapshot: current.map { node(change.objectID, $0, in: state) }))
+                                                       newVersion: row.map { Int64(bitPattern: $0.version) } ?? 0,
+                                                       persistedSnapshot: row.map { node(change.objectID, $0, in: state) }))
                     }
+                    return row
                 }
+                let updatedRows = try request.updatedObjects.map(current)
+                let deletedRows = try request.deletedObjects.map(current)
                 guard conflicts.isEmpty else {
                     throw ManagedObjectContextError(.mergeConflict, message: "\(conflicts.count) object\(conflicts.count == 1 ? "" : "s") changed in the store since they were read",
                                                     conflicts: conflicts)
                 }
-                // 2. New row states, pointing only at objects that exist.
-                let references = References(inserted: Set(request.insertedObjects.map(\.objectID)),
+                // 2. New row states, pointing only at objects that exist (each target checked once per save).
+                var references = References(inserted: Set(request.insertedObjects.map(\.objectID)),
                                             deleted: Set(request.deletedObjects.map(\.objectID)))
-                for change in request.insertedObjects + request.updatedObjects {
-                    let before = old[change.objectID]?.toOne
+                var rows: [StoredRow] = []
+                rows.reserveCapacity(written.count)
+                for (position, change) in written.enumerated() {
+                    let entity = entities[position]
+                    let before = position < insertCount ? nil : updatedRows[position - insertCount]
                     for (name, target) in change.toOne {
-                        guard let relationship = model.relationship(named: name, in: change.objectID.entityName) else { continue }
+                        guard let relationship = entity.toOneRelationship(named: name) else { continue }
                         // A reference the row already holds was checked when it was written; rewriting it unchanged adds nothing to check.
-                        if let held = before?[name], held.key == (try? key(of: target)), held.entityTag == layout.entity(target.entityName)?.tag,
+                        if let held = before?.toOne[name], held.key == (try? key(of: target)), held.entityTag == state.entity(of: target)?.tag,
                            !references.deleted.contains(target) { continue }
-                        _ = try checkTarget(target, of: relationship, owner: change.objectID, references, state: state, transaction: transaction)
+                        _ = try checkTarget(target, of: relationship, owner: change.objectID, &references, state: state, transaction: transaction)
                     }
+                    let row = try storedRow(change, entity: entity, version: before?.version ?? 1, state: state)
+                    if position < insertCount {
+                        let exists = try state.rows(of: entity).contains(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                        if exists { throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store") }
+                    }
+                    rows.append(row)
                 }
-                var new: [ManagedObjectID: StoredRow] = [:]
-                for change in request.insertedObjects {
-                    let rows = try rowsDatabase(change.objectID, state)
-                    let exists = try rows.contains(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
-                    if exists { throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store") }
-                    new[change.objectID] = try storedRow(change, version: 1)
-                }
-                var unchanged: Set<ManagedObjectID> = []
-                for change in request.updatedObjects {
-                    let current = old[change.objectID]!
-                    var row = try storedRow(change, version: current.version)
-                    if row == current {
-                        unchanged.insert(change.objectID)
+                // An updated row whose attributes and to-ones are unchanged keeps its bytes and version.
+                var rewrites = [Bool](repeating: true, count: written.count)
+                for position in insertCount..<written.count {
+                    if rows[position] == updatedRows[position - insertCount]! {
+                        rewrites[position] = false
                     } else {
-                        row.version += 1
-                    }
-                    new[change.objectID] = row
-                }
-                // 3. Secondary entries: remove the old ones that changed, then add the new ones.
-                var oldEntries: [ManagedObjectID: (indexes: [IndexEntry], uniques: [IndexEntry])] = [:]
-                var newEntries: [ManagedObjectID: (indexes: [IndexEntry], uniques: [IndexEntry])] = [:]
-                for (id, row) in old { oldEntries[id] = maintainer.entries(for: row, key: try key(of: id), entity: layout.entity(id.entityName)!) }
-                for (id, row) in new { newEntries[id] = maintainer.entries(for: row, key: try key(of: id), entity: layout.entity(id.entityName)!) }
-                for (id, entries) in oldEntries {
-                    let keep = Set((newEntries[id]?.indexes ?? []) + (newEntries[id]?.uniques ?? []))
-                    for entry in entries.indexes + entries.uniques where !keep.contains(entry) {
-                        if entry.isDuplicate {
-                            try database(entry.database, in: state).delete(key: entry.key, value: entry.value, in: transaction)
-                        } else {
-                            try database(entry.database, in: state).delete(key: entry.key, in: transaction)
-                        }
+                        rows[position].version += 1
                     }
                 }
-                for (id, entries) in newEntries.sorted(by: { $0.key < $1.key }) {
-                    let existing = Set((oldEntries[id]?.indexes ?? []) + (oldEntries[id]?.uniques ?? []))
+                // 3. Secondary entries: remove the old ones that changed (updates and deletions), then add the new
+                // ones, in the order the context sent the objects (inserts in key order, updates sorted by ID).
+                var newEntries: [(indexes: [IndexEntry], uniques: [IndexEntry])] = []
+                newEntries.reserveCapacity(written.count)
+                for (position, row) in rows.enumerated() {
+                    newEntries.append(rewrites[position]
+                        ? maintainer.entries(for: row, key: try key(of: written[position].objectID), entity: entities[position])
+                        : ([], []))
+                }
+                var keptOld: [Set<IndexEntry>] = Array(repeating: [], count: request.updatedObjects.count)
+                for (offset, change) in request.updatedObjects.enumerated() where rewrites[insertCount + offset] {
+                    let entity = entities[insertCount + offset]
+                    let old = maintainer.entries(for: updatedRows[offset]!, key: try key(of: change.objectID), entity: entity)
+                    let new = newEntries[insertCount + offset]
+                    let keep = Set(new.indexes + new.uniques)
+                    for entry in old.indexes + old.uniques {
+                        if keep.contains(entry) { keptOld[offset].insert(entry); continue }
+                        try remove(entry, from: state.table(of: entry, in: entity), transaction)
+                    }
+                }
+                for (offset, change) in request.deletedObjects.enumerated() {
+                    guard let row = deletedRows[offset], let entity = state.entity(of: change.objectID) else { continue }
+                    let old = maintainer.entries(for: row, key: try key(of: change.objectID), entity: entity)
+                    for entry in old.indexes + old.uniques { try remove(entry, from: state.table(of: entry, in: entity), transaction) }
+                }
+                for (position, entries) in newEntries.enumerated() where rewrites[position] {
+                    let entity = entities[position]
+                    let existing = position < insertCount ? [] : keptOld[position - insertCount]
                     for entry in entries.indexes where !existing.contains(entry) {
-                        try database(entry.database, in: state).put(entry.value, forKey: entry.key, in: transaction)
+                        try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction)
                     }
                     for entry in entries.uniques where !existing.contains(entry) {
                         do {
-                            try database(entry.database, in: state).put(entry.value, forKey: entry.key, in: transaction, options: .noOverwrite)
+                            try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction, options: .noOverwrite)
                         } catch LMDBError.keyExists {
-                            throw uniquenessViolation(id, entry, new[id]!)
+                            throw uniquenessViolation(written[position].objectID, entry, rows[position])
                         }
                     }
                 }
                 // 4. Link tables, then rows.
                 for change in request.deletedObjects {
-                    for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
-                        try rewriteLinks(relationship, of: change.objectID, to: [], references, state: state, transaction: transaction)
+                    guard let entity = state.entity(of: change.objectID) else { continue }
+                    for relationship in entity.linkRelationships {
+                        try rewriteLinks(relationship, of: change.objectID, to: [], &references, state: state, transaction: transaction)
                     }
-                    try rowsDatabase(change.objectID, state).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                    try state.rows(of: entity).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
-                for (position, change) in (request.insertedObjects + request.updatedObjects).enumerated() {
-                    let isInsert = position < request.insertedObjects.count
-                    for relationship in layout.entity(change.objectID.entityName)!.linkRelationships {
+                for (position, change) in written.enumerated() {
+                    let isInsert = position < insertCount
+                    let entity = entities[position]
+                    for relationship in entity.linkRelationships {
                         if let targets = change.toMany[relationship.name] {
                             // A new object has no links yet: an empty relationship has nothing to write or remove.
                             if isInsert && targets.isEmpty { continue }
-                            try rewriteLinks(relationship, of: change.objectID, to: targets, references, state: state, transaction: transaction)
+                            try rewriteLinks(relationship, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
                         } else if let delta = change.toManyChanges[relationship.name], !relationship.isOrdered {
-                            try applyLinkChanges(relationship, of: change.objectID, delta, references, state: state, transaction: transaction)
+                            try applyLinkChanges(relationship, of: change.objectID, delta, &references, state: state, transaction: transaction)
                         }
                     }
-                    let row = new[change.objectID]!
-                    versions[change.objectID] = Int64(bitPattern: row.version)
-                    if !isInsert && unchanged.contains(change.objectID) { continue }
-                    let entity = layout.entity(change.objectID.entityName)!
-                    let blob = RowCodec.encode(row, entity: entity, modelHash: modelHashPrefix)
-                    try rowsDatabase(change.objectID, state).put(blob, forKey: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                    versions[change.objectID] = Int64(bitPattern: rows[position].version)
+                    guard rewrites[position] else { continue }
+                    let blob = RowCodec.encode(rows[position], entity: entity, modelHash: modelHashPrefix)
+                    try state.rows(of: entity).put(blob, forKey: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
                 try appendToChangeLog(request, state: state, transaction: transaction)
             }
@@ -132,6 +155,15 @@ extension LMDBIncrementalStore {
             throw storeError(error, "the save failed and wrote nothing")
         }
         return versions
+    }
+
+    /// Removes one secondary entry (a duplicate by key and value, a unique entry by key).
+    private func remove(_ entry: IndexEntry, from table: Database, _ transaction: Transaction) throws {
+        if entry.isDuplicate {
+            try table.delete(key: entry.key, value: entry.value, in: transaction)
+        } else {
+            try table.delete(key: entry.key, in: transaction)
+        }
     }
 
     /// Records which objects the save touched, under the next change number, and forgets saves older than the log's
@@ -146,7 +178,7 @@ extension LMDBIncrementalStore {
         for (kind, changes) in [(UInt8(1), request.insertedObjects), (2, request.updatedObjects), (3, request.deletedObjects)] {
             for change in changes {
                 payload.append(kind)
-                TupleEncoding.appendBigEndian(layout.entity(change.objectID.entityName)!.tag, to: &payload)
+                TupleEncoding.appendBigEndian(state.entity(of: change.objectID)!.tag, to: &payload)
                 TupleEncoding.appendBigEndian(try key(of: change.objectID), to: &payload)
             }
         }
@@ -157,7 +189,7 @@ extension LMDBIncrementalStore {
     }
 
     func rowsDatabase(_ objectID: ManagedObjectID, _ state: OpenState) throws(ManagedObjectContextError) -> Database {
-        guard let entity = layout.entity(objectID.entityName) else {
+        guard let entity = state.entity(of: objectID) else {
             throw ManagedObjectContextError(.unknownName, message: "\(objectID) names an entity the model does not have")
         }
         return state.rows(of: entity)
@@ -172,7 +204,7 @@ extension LMDBIncrementalStore {
         }
         switch decoded {
         case nil: return nil
-        case .success(let row)?: return row.entityTag == layout.entity(objectID.entityName)?.tag ? row : nil
+        case .success(let row)?: return row.entityTag == state.entity(of: objectID)?.tag ? row : nil
         case .failure(let error)?:
             throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
         }
@@ -196,24 +228,22 @@ extension LMDBIncrementalStore {
         }
     }
 
-    private func storedRow(_ change: ObjectChange, version: UInt64) throws -> StoredRow {
+    private func storedRow(_ change: ObjectChange, entity: StoreLayout.EntityLayout, version: UInt64, state: OpenState) throws -> StoredRow {
         var references: [String: StoredRow.Reference] = [:]
+        references.reserveCapacity(change.toOne.count)
         for (name, target) in change.toOne {
-            guard let tag = layout.entity(target.entityName)?.tag else {
+            guard let tag = state.entity(of: target)?.tag else {
                 throw ManagedObjectContextError(.wrongValueType, message: "\(change.objectID).\(name) points at an entity the model does not have")
             }
             references[name] = StoredRow.Reference(entityTag: tag, key: try key(of: target))
         }
-        return StoredRow(entityTag: layout.entity(change.objectID.entityName)!.tag, version: version, attributes: change.attributes, toOne: references)
+        return StoredRow(entityTag: entity.tag, version: version, attributes: change.attributes, toOne: references)
     }
 
     /// Bad input is refused before anything is written: a value of the wrong type, NaN, a string over its maximum
     /// length, an attribute or relationship the entity does not have.
-    private func checkValues(_ change: ObjectChange) throws {
-        let entityName = change.objectID.entityName
-        guard let entity = layout.entity(entityName) else {
-            throw ManagedObjectContextError(.unknownName, message: "\(change.objectID) names an entity the model does not have")
-        }
+    private func checkValues(_ change: ObjectChange, _ entity: StoreLayout.EntityLayout) throws {
+        let entityName = entity.name
         for (name, value) in change.attributes {
             guard let index = entity.fieldIndex[name], case .attribute(let attribute) = entity.fields[index].kind else {
                 throw ManagedObjectContextError(.unknownName, message: "\(entityName) has no stored attribute \"\(name)\" (object \(change.objectID))")
@@ -248,7 +278,7 @@ extension LMDBIncrementalStore {
     /// Replaces the link entries of one object's relationship.
     /// Adds and removes single members of an unordered link table: one put or delete per member, nothing read.
     private func applyLinkChanges(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, _ delta: ToManyChange,
-                                  _ references: References, state: OpenState, transaction: Transaction) throws {
+                                  _ references: inout References, state: OpenState, transaction: Transaction) throws {
         let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
                                                       relationship: relationship.name), in: state)
         let owner = Self.keyBytes(try key(of: objectID))
@@ -256,14 +286,14 @@ extension LMDBIncrementalStore {
             _ = try table.delete(key: owner + Self.keyBytes(try key(of: target)), in: transaction)
         }
         for target in delta.added {
-            let tag = try checkTarget(target, of: relationship, owner: objectID, references, state: state, transaction: transaction)
+            let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
             let targetKey = Self.keyBytes(try key(of: target))
             try table.put(targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: owner + targetKey, in: transaction)
         }
     }
 
     private func rewriteLinks(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
-                              _ references: References, state: OpenState, transaction: Transaction) throws {
+                              _ references: inout References, state: OpenState, transaction: Transaction) throws {
         let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
                                                       relationship: relationship.name), in: state)
         let owner = Self.keyBytes(try key(of: objectID))
@@ -288,7 +318,7 @@ extension LMDBIncrementalStore {
             }
             // Only members not linked before are checked: a large relationship gaining one costs one lookup.
             for (linkKey, member) in wanted {
-                let tag = try checkTarget(member.target, of: relationship, owner: objectID, references, state: state, transaction: transaction)
+                let tag = try checkTarget(member.target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
                 try table.put(member.key + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: linkKey, in: transaction)
             }
             return
@@ -301,7 +331,7 @@ extension LMDBIncrementalStore {
             }
         }
         for (position, target) in targets.enumerated() {
-            let tag = try checkTarget(target, of: relationship, owner: objectID, references, state: state, transaction: transaction)
+            let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
             let targetKey = Self.keyBytes(try key(of: target))
             var linkKey = owner
             if relationship.isOrdered {
@@ -317,6 +347,14 @@ extension LMDBIncrementalStore {
     struct References {
         let inserted: Set<ManagedObjectID>
         let deleted: Set<ManagedObjectID>
+        /// Targets found in the store already in this save, with the destination entity they were checked against
+        /// and their tag: a thousand objects pointing at one department read its row once.
+        var verified: [ManagedObjectID: (destination: String, tag: UInt16)] = [:]
+
+        init(inserted: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) {
+            self.inserted = inserted
+            self.deleted = deleted
+        }
     }
 
     /// Checks that `target` may be held by `relationship` and exists — among the save's inserts, or in the store as
@@ -327,18 +365,20 @@ extension LMDBIncrementalStore {
     ///   another entity, or ``ManagedObjectContextError/Code/objectNotFound`` naming the owner, the relationship and
     ///   the missing object.
     private func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipDescription, owner: ManagedObjectID,
-                             _ references: References, state: OpenState, transaction: Transaction) throws -> UInt16 {
-        guard let entity = layout.entity(target.entityName), model.entity(target.entityName, isKindOf: relationship.destinationEntityName) else {
+                             _ references: inout References, state: OpenState, transaction: Transaction) throws -> UInt16 {
+        if let known = references.verified[target], known.destination == relationship.destinationEntityName { return known.tag }
+        guard let entity = state.entity(of: target), model.entity(target.entityName, isKindOf: relationship.destinationEntityName) else {
             throw ManagedObjectContextError(.wrongValueType,
                 message: "\(owner.entityName).\(relationship.name) holds \(relationship.destinationEntityName) objects, not \(target) (object \(owner))")
         }
         if references.inserted.contains(target) { return entity.tag }
         let stored = try references.deleted.contains(target) ? nil
-            : rowsDatabase(target, state).withValue(forKey: Self.keyBytes(try key(of: target)), in: transaction) { RowCodec.entityTag($0) }
+            : state.rows(of: entity).withValue(forKey: Self.keyBytes(try key(of: target)), in: transaction) { RowCodec.entityTag($0) }
         guard stored == entity.tag else {
             throw ManagedObjectContextError(.objectNotFound,
                 message: "\(owner.entityName).\(relationship.name) of \(owner) points at \(target), which is not in the store\(references.deleted.contains(target) ? " (the same save deletes it)" : "")")
         }
+        references.verified[target] = (relationship.destinationEntityName, entity.tag)
         return entity.tag
     }
 }

@@ -54,6 +54,13 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let namespaces: [ObjectIDNamespace?]
         /// The row table of each entity (its root's), by entity tag: a fault finds it without building its name.
         let rowTables: [Database?]
+        /// Each entity's secondary tables (``StoreLayout/EntityLayout/secondaryTables``' order), by entity tag: a
+        /// save puts index entries without looking tables up by name.
+        let secondaryTables: [[Database]]
+        /// Each entity's layout by the identity of its object-ID namespace in this store: a save finds the layout
+        /// of an ID without hashing its entity name.
+        private let entitiesByNamespace: [ObjectIdentifier: StoreLayout.EntityLayout]
+        private let layout: StoreLayout
 
         init(environment: Environment, databases: [String: Database], storeIdentifier: String, layout: StoreLayout) {
             self.environment = environment
@@ -62,12 +69,34 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             let count = Int(layout.entityNamesByTag.keys.max() ?? 0) + 1
             var namespaces = [ObjectIDNamespace?](repeating: nil, count: count)
             var rowTables = [Database?](repeating: nil, count: count)
+            var secondaryTables = [[Database]](repeating: [], count: count)
+            var entitiesByNamespace: [ObjectIdentifier: StoreLayout.EntityLayout] = [:]
             for (tag, name) in layout.entityNamesByTag {
-                namespaces[Int(tag)] = .shared(entityName: name, storeIdentifier: storeIdentifier)
-                rowTables[Int(tag)] = layout.entity(name).flatMap { databases[StoreLayout.rowsDatabase(root: $0.root)] }
+                let namespace = ObjectIDNamespace.shared(entityName: name, storeIdentifier: storeIdentifier)
+                namespaces[Int(tag)] = namespace
+                guard let entity = layout.entity(name) else { continue }
+                rowTables[Int(tag)] = databases[StoreLayout.rowsDatabase(root: entity.root)]
+                secondaryTables[Int(tag)] = entity.secondaryTables.map { name in
+                    guard let table = databases[name] else { preconditionFailure("the layout names a database \(name) that was not opened") }
+                    return table
+                }
+                entitiesByNamespace[ObjectIdentifier(namespace)] = entity
             }
             self.namespaces = namespaces
             self.rowTables = rowTables
+            self.secondaryTables = secondaryTables
+            self.entitiesByNamespace = entitiesByNamespace
+            self.layout = layout
+        }
+
+        /// The layout of the entity an ID names (IDs of this store by their namespace, others by entity name).
+        func entity(of objectID: ManagedObjectID) -> StoreLayout.EntityLayout? {
+            entitiesByNamespace[ObjectIdentifier(objectID.namespace)] ?? layout.entity(objectID.entityName)
+        }
+
+        /// The table a secondary entry of `entity` goes to.
+        func table(of entry: IndexEntry, in entity: StoreLayout.EntityLayout) -> Database {
+            secondaryTables[Int(entity.tag)][entry.table]
         }
 
         /// The row table holding `entity`'s rows.

@@ -5,6 +5,8 @@ import ObjectGraph
 /// one of the key's values, in `unique/…` tables the key's only value.
 struct IndexEntry: Hashable {
     let database: String
+    /// The position of ``database`` in its entity's ``StoreLayout/EntityLayout/secondaryTables``.
+    let table: Int
     let key: [UInt8]
     let value: [UInt8]
 
@@ -31,17 +33,18 @@ struct IndexEntries {
                 if !element.isAscending { bytes = bytes.map { ~$0 } }
                 return bytes
             }
-            indexes.append(IndexEntry(database: entity.indexTables[position], key: Self.fit(elements), value: rowKey + tag))
+            indexes.append(IndexEntry(database: entity.indexTables[position], table: position, key: Self.fit(elements), value: rowKey + tag))
         }
         for (position, (_, _, constraint)) in entity.uniques.enumerated() {
             let values = constraint.propertyNames.map { value($0, row) }
             if values.contains(where: { $0 == nil }) { continue }  // NULLs never clash
             let elements = constraint.propertyNames.map { elementBytes($0, row) }
-            uniques.append(IndexEntry(database: entity.uniqueTables[position], key: Self.fit(elements), value: rowKey + tag))
+            uniques.append(IndexEntry(database: entity.uniqueTables[position], table: entity.indexTables.count + position, key: Self.fit(elements), value: rowKey + tag))
         }
         for (position, relationship) in entity.toOneRelationships.enumerated() {
             guard let reference = row.toOne[relationship.name] else { continue }
-            indexes.append(IndexEntry(database: entity.toOneTables[position], key: LMDBIncrementalStore.keyBytes(reference.key), value: rowKey + tag))
+            indexes.append(IndexEntry(database: entity.toOneTables[position], table: entity.indexTables.count + entity.uniqueTables.count + position,
+                                      key: LMDBIncrementalStore.keyBytes(reference.key), value: rowKey + tag))
         }
         return (indexes, uniques)
     }

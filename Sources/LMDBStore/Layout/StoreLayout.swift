@@ -27,11 +27,20 @@ struct StoreLayout: Sendable {
         let toOneRelationships: [RelationshipDescription]
         /// To-many relationships kept in link tables (ordered ones, many-to-many, and those without an inverse).
         let linkRelationships: [RelationshipDescription]
+        /// The to-one relationship stored in the field with this name, if it is one.
+        func toOneRelationship(named name: String) -> RelationshipDescription? {
+            guard let index = fieldIndex[name], case .toOne(let relationship) = fields[index].kind else { return nil }
+            return relationship
+        }
+
         /// The table names of ``indexes``, ``uniques`` and ``toOneRelationships``, in the same order: made once, so
         /// the index entries a save computes for every row share them instead of building each name again.
         let indexTables: [String]
         let uniqueTables: [String]
         let toOneTables: [String]
+        /// ``indexTables``, ``uniqueTables`` and ``toOneTables`` in one list: an ``IndexEntry``'s `table` is a
+        /// position in it.
+        let secondaryTables: [String]
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
              indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
@@ -48,6 +57,7 @@ struct StoreLayout: Sendable {
             indexTables = indexes.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) }
             uniqueTables = uniques.map { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) }
             toOneTables = zip(toOneRelationships, toOneOwners).map { StoreLayout.toOneDatabase(entity: $1, relationship: $0.name) }
+            secondaryTables = indexTables + uniqueTables + toOneTables
         }
     }
 

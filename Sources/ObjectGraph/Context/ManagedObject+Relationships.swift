@@ -32,33 +32,38 @@ extension ManagedObject {
         return toMany[key] ?? []
     }
 
-    func setToOne(_ key: String, _ relationship: RelationshipDescription, to destination: ManagedObject?) {
+    func setToOne(_ slot: ManagedObjectModel.Slot, to destination: ManagedObject?) {
+        let key = slot.name
         willAccessValues()
         let old = toOne[key]
         guard old != destination?.objectID else { return }
         primitiveSetToOne(key, destination?.objectID)
-        guard let inverseName = relationship.inverseName, let context = managedObjectContext,
-              let inverse = model.relationship(named: inverseName, in: relationship.destinationEntityName) else { return }
+        guard let inverse = slot.inverse, let context = managedObjectContext else { return }
         if let old {
             context.object(with: old).unlink(self, fromInverse: inverse)
         }
-        destination?.link(self, toInverse: inverse, relationshipBack: relationship)
+        destination?.link(self, toInverse: inverse, relationshipBack: slot.relationship!)
     }
 
-    func replaceToMany(_ key: String, _ relationship: RelationshipDescription, with objects: [ManagedObject]) throws(ManagedObjectContextError) {
+    func replaceToMany(_ slot: ManagedObjectModel.Slot, with objects: [ManagedObject]) throws(ManagedObjectContextError) {
+        let key = slot.name
         let current = relatedIDs(forKey: key)
-        var seen = Set<ManagedObjectID>()
-        let wanted = objects.filter { seen.insert($0.objectID).inserted }
+        let wanted: [ManagedObject]
+        if objects.count < 2 {
+            wanted = objects
+        } else {
+            var seen = Set<ManagedObjectID>(minimumCapacity: objects.count)
+            wanted = objects.filter { seen.insert($0.objectID).inserted }
+        }
         let wantedIDs = wanted.map(\.objectID)
         guard wantedIDs != current else { return }
-        let removed = Set(current).subtracting(wantedIDs)
-        let added = wanted.filter { !current.contains($0.objectID) }
+        let removed = current.isEmpty ? [] : Set(current).subtracting(wantedIDs)
+        let added = current.isEmpty ? wanted : wanted.filter { !current.contains($0.objectID) }
         toMany[key] = wantedIDs
         markChanged(key)
-        guard let inverseName = relationship.inverseName, let context = managedObjectContext,
-              let inverse = model.relationship(named: inverseName, in: relationship.destinationEntityName) else { return }
+        guard let inverse = slot.inverse, let context = managedObjectContext else { return }
         for id in removed { context.object(with: id).unlink(self, fromInverse: inverse) }
-        for object in added { object.link(self, toInverse: inverse, relationshipBack: relationship) }
+        for object in added { object.link(self, toInverse: inverse, relationshipBack: slot.relationship!) }
     }
 
     /// Makes this object's `inverse` point at `owner` (the other side of `relationshipBack`).

@@ -7,19 +7,24 @@ extension ManagedObject {
     /// property as the `[ManagedObject]` its fetch finds (see ``fetchedObjects(forKey:)``).
     /// `nil` for NULL, an empty to-one, an unknown key, or a fetched property whose fetch fails.
     public func value(forKey key: String) -> Any? {
-        switch handle.property(named: key) {
-        case .attribute(let attribute):
-            if attribute.type == .undefined { return transientObjects[key] }
-            if !attribute.isTransient { willAccessValues() }
-            return attributes[key].map { Self.swiftValue($0, for: attribute) }
-        case .relationship(let relationship):
-            if relationship.isToMany { return relatedObjects(forKey: key) }
+        guard let slot = handle.slot(named: key) else { return nil }
+        return value(of: slot)
+    }
+
+    /// The value of the property in `slot` (see ``value(forKey:)``).
+    func value(of slot: ManagedObjectModel.Slot) -> Any? {
+        switch slot.kind {
+        case .attribute:
+            if slot.type == .undefined { return transientObjects[slot.name] }
+            if !slot.isTransient { willAccessValues() }
+            return attributes[slot.name].map { Self.swiftValue($0, type: slot.type, transformerName: slot.transformerName) }
+        case .toOne:
             willAccessValues()
-            return toOne[key].flatMap { managedObjectContext?.object(with: $0) }
-        case .fetchedProperty:
-            return try? fetchedObjects(forKey: key)
-        case nil:
-            return nil
+            return toOne[slot.name].flatMap { managedObjectContext?.object(with: $0) }
+        case .toMany:
+            return relatedObjects(forKey: slot.name)
+        case .fetched:
+            return try? fetchedObjects(forKey: slot.name)
         }
     }
 
@@ -31,52 +36,58 @@ extension ManagedObject {
     ///   entity, property, expected type and the value's type, or ``ManagedObjectContextError/Code/unknownName``;
     ///   nothing is changed then.
     public func setValue(_ value: Any?, forKey key: String) throws(ManagedObjectContextError) {
-        switch handle.property(named: key) {
-        case .attribute(let attribute):
-            if attribute.type == .undefined {
+        guard let slot = handle.slot(named: key) else {
+            throw ManagedObjectContextError(.unknownName, message: "the entity \(entityName) has no property \"\(key)\"")
+        }
+        try setValue(value, in: slot)
+    }
+
+    /// Sets the property in `slot` (see ``setValue(_:forKey:)``).
+    func setValue(_ value: Any?, in slot: ManagedObjectModel.Slot) throws(ManagedObjectContextError) {
+        let key = slot.name
+        switch slot.kind {
+        case .attribute:
+            if slot.type == .undefined {
                 transientObjects[key] = value
                 return
             }
             let converted: AttributeValue?
             if let value {
-                guard let attributeValue = Self.attributeValue(value, for: attribute) else {
-                    if let range = attribute.type.integerRange, let number = value as? any BinaryInteger {
+                guard let attributeValue = Self.attributeValue(value, type: slot.type, transformerName: slot.transformerName) else {
+                    if let range = slot.type.integerRange, let number = value as? any BinaryInteger {
                         throw ManagedObjectContextError(.wrongValueType,
-                            message: "\(entityName).\(key) is \(attribute.type.coreDataName), and \(number) is outside its range \(range.lowerBound)...\(range.upperBound) (object \(objectID))")
+                            message: "\(entityName).\(key) is \(slot.type.coreDataName), and \(number) is outside its range \(range.lowerBound)...\(range.upperBound) (object \(objectID))")
                     }
-                    throw wrongType(key, expected: attribute.type.coreDataName, value: value)
+                    throw wrongType(key, expected: slot.type.coreDataName, value: value)
                 }
                 converted = attributeValue
             } else {
                 converted = nil
             }
-            if !attribute.isTransient { willAccessValues() }
+            if !slot.isTransient { willAccessValues() }
             guard attributes[key] != converted else { return }
             attributes[key] = converted
-            if !attribute.isTransient { markChanged(key) }
-        case .relationship(let relationship):
-            if relationship.isToMany {
-                let objects: [ManagedObject]
-                switch value {
-                case nil: objects = []
-                case let list as [ManagedObject]: objects = list
-                case let set as Set<ManagedObject>: objects = Array(set)
-                default: throw wrongType(key, expected: "a collection of \(relationship.destinationEntityName)", value: value!)
-                }
-                for object in objects { try checkDestination(object, relationship) }
-                try replaceToMany(key, relationship, with: objects)
-            } else {
-                guard let object = value else { setToOne(key, relationship, to: nil); return }
-                guard let destination = object as? ManagedObject else {
-                    throw wrongType(key, expected: relationship.destinationEntityName, value: object)
-                }
-                try checkDestination(destination, relationship)
-                setToOne(key, relationship, to: destination)
+            if !slot.isTransient { markChanged(key) }
+        case .toMany:
+            let relationship = slot.relationship!
+            let objects: [ManagedObject]
+            switch value {
+            case nil: objects = []
+            case let list as [ManagedObject]: objects = list
+            case let set as Set<ManagedObject>: objects = Array(set)
+            default: throw wrongType(key, expected: "a collection of \(relationship.destinationEntityName)", value: value!)
             }
-        case .fetchedProperty:
+            for object in objects { try checkDestination(object, relationship) }
+            try replaceToMany(slot, with: objects)
+        case .toOne:
+            guard let object = value else { setToOne(slot, to: nil); return }
+            guard let destination = object as? ManagedObject else {
+                throw wrongType(key, expected: slot.relationship!.destinationEntityName, value: object)
+            }
+            try checkDestination(destination, slot.relationship!)
+            setToOne(slot, to: destination)
+        case .fetched:
             throw ManagedObjectContextError(.wrongValueType, message: "\(entityName).\(key) is a fetched property and cannot be set")
-        case nil:
-            throw ManagedObjectContextError(.unknownName, message: "the entity \(entityName) has no property \"\(key)\"")
         }
     }
 
@@ -138,7 +149,12 @@ extension ManagedObject {
     }
 
     func markChanged(_ key: String) {
+        let first = changedKeys.isEmpty
         changedKeys.insert(key)
+        // An inserted object's first change puts it among the context's changed objects, where it stays until the
+        // save; later ones need not look it up again. A clean object is reported each time (the notification of
+        // pending changes may have been posted since).
+        guard first || lifecycle != .inserted else { return }
         managedObjectContext?.objectDidChange(self)
     }
 }
@@ -211,6 +227,11 @@ extension Int: AttributeValueConvertible {
 extension ManagedObject {
     /// A Swift value as an attribute value of `attribute`'s type, or `nil` when it does not fit.
     static func attributeValue(_ value: Any, for attribute: AttributeDescription) -> AttributeValue? {
+        attributeValue(value, type: attribute.type, transformerName: attribute.transformerName)
+    }
+
+    /// A Swift value as an attribute value of `type`, or `nil` when it does not fit.
+    static func attributeValue(_ value: Any, type: AttributeType, transformerName: String?) -> AttributeValue? {
         func integer(_ value: Any) -> Int64? {
             switch value {
             case let v as Int: Int64(v)
@@ -226,9 +247,9 @@ extension ManagedObject {
             default: nil
             }
         }
-        switch attribute.type {
+        switch type {
         case .integer16, .integer32, .integer64:
-            guard let number = integer(value), attribute.type.integerRange!.contains(number) else { return nil }
+            guard let number = integer(value), type.integerRange!.contains(number) else { return nil }
             return .integer(number)
         case .double:
             if let v = value as? Double { return v.isNaN ? nil : .double(v) }
@@ -255,7 +276,7 @@ extension ManagedObject {
         case .uri: return (value as? URL).map(AttributeValue.uri)
         case .objectID: return (value as? ManagedObjectID).map { .uri($0.uriRepresentation) }
         case .transformable:
-            if let name = attribute.transformerName, let transformer = AttributeTransformer.named(name) {
+            if let name = transformerName, let transformer = AttributeTransformer.named(name) {
                 return (try? transformer.data(from: value)).map(AttributeValue.data)
             }
             return (value as? Data).map(AttributeValue.data)
@@ -266,7 +287,12 @@ extension ManagedObject {
 
     /// An attribute value as the Swift type of `attribute`.
     static func swiftValue(_ value: AttributeValue, for attribute: AttributeDescription) -> Any {
-        switch (value, attribute.type) {
+        swiftValue(value, type: attribute.type, transformerName: attribute.transformerName)
+    }
+
+    /// An attribute value as the Swift type of an attribute of `type`.
+    static func swiftValue(_ value: AttributeValue, type: AttributeType, transformerName: String?) -> Any {
+        switch (value, type) {
         case (.integer(let v), .integer16): return Int16(truncatingIfNeeded: v)
         case (.integer(let v), .integer32): return Int32(truncatingIfNeeded: v)
         case (.integer(let v), _): return v
@@ -277,7 +303,7 @@ extension ManagedObject {
         case (.boolean(let v), _): return v
         case (.date(let v), _): return v
         case (.data(let v), .transformable):
-            if let name = attribute.transformerName, let transformer = AttributeTransformer.named(name),
+            if let name = transformerName, let transformer = AttributeTransformer.named(name),
                let decoded = try? transformer.value(from: v) { return decoded }
             return v
         case (.data(let v), _): return v
@@ -296,20 +322,20 @@ extension ManagedObject: KeyValueReadable {
 
     /// The value a predicate sees for `key`: attributes as values, relationships as objects.
     public func predicateValue(forKey key: String) -> PredicateValue {
-        switch handle.property(named: key) {
-        case .attribute(let attribute):
-            if !attribute.isTransient { willAccessValues() }
+        guard let slot = handle.slot(named: key) else { return .null }
+        switch slot.kind {
+        case .attribute:
+            if !slot.isTransient { willAccessValues() }
             return attributes[key].map(PredicateValue.init) ?? .null
-        case .relationship(let relationship):
-            if relationship.isToMany { return .array(relatedObjects(forKey: key).map { .object(PredicateObject($0)) }) }
+        case .toMany:
+            return .array(relatedObjects(forKey: key).map { .object(PredicateObject($0)) })
+        case .toOne:
             willAccessValues()
             guard let id = toOne[key], let object = managedObjectContext?.object(with: id) else { return .null }
             return .object(PredicateObject(object))
-        case .fetchedProperty:
+        case .fetched:
             guard let objects = try? fetchedObjects(forKey: key) else { return .null }
             return .array(objects.map { .object(PredicateObject($0)) })
-        case nil:
-            return .null
         }
     }
 }

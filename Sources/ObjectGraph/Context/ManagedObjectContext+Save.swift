@@ -41,8 +41,10 @@ extension ManagedObjectContext {
         while index < deletedIDs.count {
             guard let object = registered[deletedIDs[index]] else { index += 1; continue }
             index += 1
-            for case .relationship(let relationship) in model.allProperties(of: object.entityName) where !relationship.isTransient {
-                let related = relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOne[relationship.name].map { [$0] } ?? []
+            for slot in object.handle.relationshipSlots {
+                let relationship = slot.relationship!
+                guard relationship.deleteRule == .cascade || relationship.deleteRule == .nullify else { continue }
+                let related = slot.kind == .toMany ? object.relatedIDs(forKey: slot.name) : object.toOne[slot.name].map { [$0] } ?? []
                 switch relationship.deleteRule {
                 case .cascade:
                     for id in related {
@@ -50,8 +52,7 @@ extension ManagedObjectContext {
                         if target.lifecycle != .deleted { delete(target) }
                     }
                 case .nullify:
-                    guard let inverseName = relationship.inverseName,
-                          let inverse = model.relationship(named: inverseName, in: relationship.destinationEntityName) else { continue }
+                    guard let inverse = slot.inverse else { continue }
                     for id in related {
                         let target = self.object(with: id)
                         if target.lifecycle != .deleted { target.unlink(object, fromInverse: inverse) }
@@ -81,7 +82,8 @@ extension ManagedObjectContext {
         }
         for id in deletedIDs {
             guard let object = registered[id] else { continue }
-            for case .relationship(let relationship) in model.allProperties(of: object.entityName) where relationship.deleteRule == .deny {
+            for slot in object.handle.relationshipSlots where slot.relationship!.deleteRule == .deny {
+                let relationship = slot.relationship!
                 let related = (relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOne[relationship.name].map { [$0] } ?? [])
                     .filter { !deleted.contains($0) }
                 if !related.isEmpty {
@@ -114,13 +116,16 @@ extension ManagedObjectContext {
             return [ValidationFailure(objectID: object.objectID, entityName: object.entityName, propertyName: nil,
                                       message: "is not in its store (deleted, or its ID names no object), yet a change refers to it: \(error.message)")]
         }
-        for property in model.allProperties(of: object.entityName) where property.isPersistent {
-            switch property {
-            case .attribute(let attribute):
-                guard let value = object.attributes[attribute.name] else {
-                    if !attribute.isOptional { fail(attribute.name, "a value is required") }
+        for slot in object.handle.persistentSlots {
+            switch slot.kind {
+            case .attribute:
+                guard let value = object.attributes[slot.name] else {
+                    if !slot.isOptional { fail(slot.name, "a value is required") }
                     continue
                 }
+                if value.isNaN { fail(slot.name, "NaN is not a \(value.kindName): it is not equal to itself") }
+                guard slot.hasRules else { continue }
+                let attribute = slot.attribute!
                 let rules = attribute.validation
                 if let minimum = rules.minimumValue?.numericValue, let number = value.numericValue, number < minimum {
                     fail(attribute.name, "\(value) is below the minimum \(rules.minimumValue!)")
@@ -147,26 +152,26 @@ extension ManagedObjectContext {
                    StringMatching.matches(text, pattern, options: []) != true {
                     fail(attribute.name, "\"\(text)\" does not match the pattern \(pattern)")
                 }
-                if value.isNaN { fail(attribute.name, "NaN is not a \(value.kindName): it is not equal to itself") }
-            case .relationship(let relationship):
-                if relationship.isToMany {
-                    guard relationship.minimumCount > 0 || relationship.maximumCount > 0 || !relationship.isOptional else { continue }
-                    let count = object.relatedIDs(forKey: relationship.name).count
-                    if count == 0 && relationship.isOptional { continue }
-                    if relationship.minimumCount > 0 && count < relationship.minimumCount {
-                        fail(relationship.name, "holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
-                    }
-                    if relationship.maximumCount > 0 && count > relationship.maximumCount {
-                        fail(relationship.name, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
-                    }
-                } else if let target = object.toOne[relationship.name] {
-                    if let missing = registered[target]?.faultError, missing.code == .objectNotFound {
-                        fail(relationship.name, "points at \(target), which is not in its store")
-                    }
-                } else if !relationship.isOptional {
-                    fail(relationship.name, "an object is required")
+            case .toMany:
+                guard slot.hasRules else { continue }
+                let relationship = slot.relationship!
+                let count = object.relatedIDs(forKey: relationship.name).count
+                if count == 0 && relationship.isOptional { continue }
+                if relationship.minimumCount > 0 && count < relationship.minimumCount {
+                    fail(relationship.name, "holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
                 }
-            case .fetchedProperty:
+                if relationship.maximumCount > 0 && count > relationship.maximumCount {
+                    fail(relationship.name, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
+                }
+            case .toOne:
+                if let target = object.toOne[slot.name] {
+                    if let missing = registered[target]?.faultError, missing.code == .objectNotFound {
+                        fail(slot.name, "points at \(target), which is not in its store")
+                    }
+                } else if !slot.isOptional {
+                    fail(slot.name, "an object is required")
+                }
+            case .fetched:
                 break
             }
         }
@@ -260,24 +265,26 @@ extension ManagedObjectContext {
     private func changeDescription(_ object: ManagedObject, map: (ManagedObjectID) -> ManagedObjectID, allToMany: Bool,
                                    expectedVersion: Int64?) -> ObjectChange {
         var change = ObjectChange(objectID: map(object.objectID), expectedVersion: expectedVersion)
-        for property in model.allProperties(of: object.entityName) where property.isPersistent {
-            switch property {
-            case .attribute(let attribute):
-                if let value = object.attributes[attribute.name] { change.attributes[attribute.name] = value }
-            case .relationship(let relationship) where !relationship.isToMany:
-                if let id = object.toOne[relationship.name] { change.toOne[relationship.name] = map(id) }
-            case .relationship(let relationship):
-                if object.toMany[relationship.name] == nil, let pending = object.pendingToMany[relationship.name] {
+        change.attributes.reserveCapacity(object.attributes.count)
+        for slot in object.handle.persistentSlots {
+            switch slot.kind {
+            case .attribute:
+                if let value = object.attributes[slot.name] { change.attributes[slot.name] = value }
+            case .toOne:
+                if let id = object.toOne[slot.name] { change.toOne[slot.name] = map(id) }
+            case .toMany:
+                let relationship = slot.relationship!
+                if object.toMany[slot.name] == nil, let pending = object.pendingToMany[slot.name] {
                     // Recorded without loading: a derived relationship is not sent; others go as added/removed members.
                     if !storeDerives(relationship, of: object) {
-                        change.toManyChanges[relationship.name] = ToManyChange(added: pending.added.map(map), removed: pending.removed.sorted().map(map))
+                        change.toManyChanges[slot.name] = ToManyChange(added: pending.added.map(map), removed: pending.removed.sorted().map(map))
                     }
                     continue
                 }
-                if allToMany || object.changedKeys.contains(relationship.name) {
-                    change.toMany[relationship.name] = object.relatedIDs(forKey: relationship.name).map(map)
+                if allToMany || object.changedKeys.contains(slot.name) {
+                    change.toMany[slot.name] = object.relatedIDs(forKey: slot.name).map(map)
                 }
-            case .fetchedProperty:
+            case .fetched:
                 break
             }
         }

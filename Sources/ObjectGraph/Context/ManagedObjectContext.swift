@@ -107,7 +107,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         guard !handle.description.isAbstract else {
             throw ManagedObjectContextError(.unknownName, message: "the entity \"\(entityName)\" is abstract; insert one of its sub-entities")
         }
-        let object = makeObject(handle, .temporary(entityName: entityName))
+        let object = makeObject(handle, .temporary(in: handle.temporaryNamespace))
         object.lifecycle = .inserted
         object.isFaultStorage = false
         for case .attribute(let attribute) in model.allProperties(of: entityName) {
@@ -226,11 +226,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Clears every relationship of `object`, updating the other sides.
     func clearRelationships(of object: ManagedObject) {
-        for case .relationship(let relationship) in model.allProperties(of: object.entityName) where !relationship.isTransient {
-            if relationship.isToMany {
-                try? object.replaceToMany(relationship.name, relationship, with: [])
+        for slot in object.handle.relationshipSlots {
+            if slot.kind == .toMany {
+                try? object.replaceToMany(slot, with: [])
             } else {
-                object.setToOne(relationship.name, relationship, to: nil)
+                object.setToOne(slot, to: nil)
             }
         }
     }

@@ -60,10 +60,10 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// A new temporary ID. Its token is a counter and a random tag of this process: unique within the process (all
     /// a temporary ID needs), cheap to make (no system call) and short enough to be stored inline and hashed fast.
-    static func temporary(entityName: String) -> ManagedObjectID {
+    /// A new temporary ID in an entity's temporary namespace (which its handle keeps).
+    static func temporary(in namespace: ObjectIDNamespace) -> ManagedObjectID {
         let number = temporaryCounter.add(1, ordering: .relaxed).newValue
-        return ManagedObjectID(namespace: .shared(entityName: entityName, storeIdentifier: nil),
-                               referenceObject: .string(String(number, radix: 16) + "." + processTag))
+        return ManagedObjectID(namespace: namespace, referenceObject: .string(String(number, radix: 16) + "." + processTag))
     }
 
     private static let temporaryCounter = Atomic<UInt64>(0)

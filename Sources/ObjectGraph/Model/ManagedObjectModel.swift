@@ -98,7 +98,14 @@ public struct ManagedObjectModel: Sendable {
             self.entityIndex = entityIndex
             self.resolved = resolved
             self.handles = handles ?? Dictionary(uniqueKeysWithValues: entities.map { entity in
-                (entity.name, EntityHandle(entity, properties: resolved[entity.name]!.properties, propertyIndex: resolved[entity.name]!.propertyIndex))
+                (entity.name, EntityHandle(entity, properties: resolved[entity.name]!.properties, propertyIndex: resolved[entity.name]!.propertyIndex,
+                                           inverse: { relationship in
+                                               relationship.inverseName.flatMap { name in
+                                                   resolved[relationship.destinationEntityName].flatMap { destination in
+                                                       destination.propertyIndex[name].map { destination.properties[$0] }
+                                                   }
+                                               }.flatMap { if case .relationship(let inverse) = $0 { inverse } else { nil } }
+                                           }))
             })
             self.warnings = warnings
         }
@@ -118,12 +125,31 @@ public struct ManagedObjectModel: Sendable {
         let name: String
         let properties: [PropertyDescription]
         let propertyIndex: [String: Int]
+        /// One slot per property, in `properties`' order: what the runtime's hot paths read instead of copying a
+        /// property's description.
+        let slots: [Slot]
+        /// The slots of the properties a store keeps (not transient, not fetched), in order.
+        let persistentSlots: [Slot]
+        /// The slots of the persistent relationships, in order.
+        let relationshipSlots: [Slot]
+        /// The temporary-ID namespace of the entity, made once.
+        let temporaryNamespace: ObjectIDNamespace
 
-        init(_ description: EntityDescription, properties: [PropertyDescription], propertyIndex: [String: Int]) {
+        init(_ description: EntityDescription, properties: [PropertyDescription], propertyIndex: [String: Int],
+             inverse: (RelationshipDescription) -> RelationshipDescription? = { _ in nil }) {
             self.description = description
             self.name = description.name
             self.properties = properties
             self.propertyIndex = propertyIndex
+            slots = properties.enumerated().map { Slot(index: $0.offset, property: $0.element, inverse: inverse) }
+            persistentSlots = slots.filter(\.isPersistent)
+            relationshipSlots = persistentSlots.filter { $0.kind == .toOne || $0.kind == .toMany }
+            temporaryNamespace = .shared(entityName: description.name, storeIdentifier: nil)
+        }
+
+        /// The slot of the property with this name, inherited or its own.
+        func slot(named name: String) -> Slot? {
+            propertyIndex[name].map { slots[$0] }
         }
 
         /// The entity's property with this name, inherited or its own.
@@ -139,6 +165,72 @@ public struct ManagedObjectModel: Sendable {
         /// The entity's relationship with this name, inherited or its own.
         func relationship(named name: String) -> RelationshipDescription? {
             if case .relationship(let relationship) = property(named: name) { relationship } else { nil }
+        }
+    }
+
+    /// One property of an entity as the runtime uses it: its description and the facts hot paths ask for, read
+    /// through one reference.
+    final class Slot: Sendable {
+        enum Kind: Sendable { case attribute, toOne, toMany, fetched }
+
+        /// The property's position among its entity's properties (inherited first).
+        let index: Int
+        let name: String
+        let kind: Kind
+        let property: PropertyDescription
+        /// The attribute's description (attributes only).
+        let attribute: AttributeDescription?
+        /// The relationship's description (relationships only).
+        let relationship: RelationshipDescription?
+        /// The relationship's inverse, resolved once (relationships with an inverse only).
+        let inverse: RelationshipDescription?
+        /// The attribute's type (`.undefined` for other properties).
+        let type: AttributeType
+        let transformerName: String?
+        let isTransient: Bool
+        let isPersistent: Bool
+        let isOptional: Bool
+        /// Whether validation has more to check than presence: an attribute's value or length rules, a to-many's
+        /// counts.
+        let hasRules: Bool
+
+        init(index: Int, property: PropertyDescription, inverse: (RelationshipDescription) -> RelationshipDescription?) {
+            self.index = index
+            self.property = property
+            name = property.name
+            isPersistent = property.isPersistent
+            switch property {
+            case .attribute(let attribute):
+                kind = .attribute
+                self.attribute = attribute
+                relationship = nil
+                self.inverse = nil
+                type = attribute.type
+                transformerName = attribute.transformerName
+                isTransient = attribute.isTransient
+                isOptional = attribute.isOptional
+                hasRules = !attribute.validation.isEmpty
+            case .relationship(let relationship):
+                kind = relationship.isToMany ? .toMany : .toOne
+                attribute = nil
+                self.relationship = relationship
+                self.inverse = inverse(relationship)
+                type = .undefined
+                transformerName = nil
+                isTransient = relationship.isTransient
+                isOptional = relationship.isOptional
+                hasRules = relationship.isToMany && (relationship.minimumCount > 0 || relationship.maximumCount > 0 || !relationship.isOptional)
+            case .fetchedProperty:
+                kind = .fetched
+                attribute = nil
+                relationship = nil
+                self.inverse = nil
+                type = .undefined
+                transformerName = nil
+                isTransient = true
+                isOptional = true
+                hasRules = false
+            }
         }
     }
 
