@@ -400,8 +400,18 @@ struct Backup {
     let deleted: [ManagedObjectID]
     let changed: Set<ManagedObjectID>
 
+    /// Records what a save may change. Without pending deletions a save changes only the objects it writes
+    /// (inserted and changed ones; a conflict's resolution touches only those too), so only they are recorded — a
+    /// context holding 100 000 fetched objects that saves one change copies one object's state, not 100 000.
+    /// Deletions run delete rules, which may change any related object: then every registered object is recorded.
     init(_ context: ManagedObjectContext) {
-        objects = context.registered.values.map {
+        let saved: [ManagedObject]
+        if context.deletedIDs.isEmpty {
+            saved = (context.insertedIDs + context.changedIDs).compactMap { context.registered[$0] }
+        } else {
+            saved = Array(context.registered.values)
+        }
+        objects = saved.map {
             ObjectState(object: $0, objectID: $0.objectID, lifecycle: $0.lifecycle, isFault: $0.isFaultStorage, attributes: $0.attributes,
                         toOne: $0.toOne, toMany: $0.toMany, pendingToMany: $0.pendingToMany, committed: $0.committed, changedKeys: $0.changedKeys,
                         version: $0.version, context: $0.managedObjectContext)
@@ -428,7 +438,8 @@ struct Backup {
             object.managedObjectContext = state.context
             registered[state.objectID] = object
         }
-        // Objects first faulted in during the failed save stay registered, as the faults they were.
+        // Clean objects the backup did not record (it records only what the save could change), and objects first
+        // faulted in during the failed save, stay registered as they are.
         for (id, object) in context.registered where registered[id] == nil && !id.isTemporaryID && object.lifecycle == .clean {
             registered[id] = object
         }

@@ -64,6 +64,31 @@ import Testing
         let fresh = ManagedObjectContext(coordinator: coordinator)
         #expect(try fresh.count(for: FetchRequest(entityName: "Tag")) == 1)
     }
+
+    @Test func aFailedSaveKeepsTheCleanObjectsItHoldsAndPutsTheChangedOnesBack() throws {
+        let (coordinator, _) = try makeStack()
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        for n in 0..<20 { _ = try setup.make("Tag", ["label": "t\(n)"]) }
+        try setup.save()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let held = try context.fetch(FetchRequest(entityName: "Tag"))
+        let fault = context.object(with: held[5].objectID)
+        let edited = held[0]
+        try edited.setValue("renamed", forKey: "label")
+        let duplicate = try context.make("Tag", ["label": "t7"])
+        #expect(throws: ManagedObjectContextError.self) { try context.save() }
+        // The save recorded only what it writes; every object the context held is still there, as it was.
+        for object in held { #expect(context.object(with: object.objectID) === object) }
+        #expect(context.object(with: fault.objectID) === fault)
+        #expect(held[3].value(forKey: "label") as? String == "t3" && !held[3].hasChanges)
+        #expect(edited.isUpdated && edited.value(forKey: "label") as? String == "renamed")
+        #expect(duplicate.isInserted && duplicate.objectID.isTemporaryID)
+        try duplicate.setValue("t20", forKey: "label")
+        try context.save()
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(try fresh.count(for: FetchRequest(entityName: "Tag")) == 21)
+        #expect(fresh.object(with: edited.objectID).value(forKey: "label") as? String == "renamed")
+    }
 }
 
 @Suite struct ConflictTests {
