@@ -307,24 +307,42 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     public func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] {
         let state = try open
         let sequences = database(StoreLayout.sequenceDatabase, in: state)
-        let roots = objects.map { layout.entity($0.entityName)?.root ?? $0.entityName }
-        let firstKeys = try state.environment.write { transaction -> [String: UInt64] in
+        // Each object's key sequence (its root entity's) and ID namespace, looked up once per run of one entity.
+        var last: (name: String, root: String, namespace: ObjectIDNamespace)?
+        var counts: [String: UInt64] = [:]
+        var order: [String] = []
+        let targets = objects.map { object -> (root: String, namespace: ObjectIDNamespace) in
+            if last?.name != object.entityName {
+                let entity = layout.entity(object.entityName)
+                let namespace = entity.flatMap { Int($0.tag) < state.namespaces.count ? state.namespaces[Int($0.tag)] : nil }
+                last = (object.entityName, entity?.root ?? object.entityName,
+                        namespace ?? .shared(entityName: object.entityName, storeIdentifier: state.storeIdentifier))
+            }
+            if counts[last!.root] == nil { order.append(last!.root) }
+            counts[last!.root, default: 0] += 1
+            return (last!.root, last!.namespace)
+        }
+        var next = try state.environment.write { transaction -> [String: UInt64] in
             var next: [String: UInt64] = [:]
-            for (root, count) in Dictionary(grouping: roots, by: { $0 }).mapValues(\.count) {
+            for root in order {
                 let current = try sequences.counter(forKey: Array(root.utf8), in: transaction)
                 next[root] = current + 1
-                try sequences.put(Self.keyBytes(current + UInt64(count)), forKey: Array(root.utf8), in: transaction)
+                try sequences.put(Self.keyBytes(current + counts[root]!), forKey: Array(root.utf8), in: transaction)
             }
             return next
         }
-        var counters = firstKeys
-        return zip(objects, roots).map { object, root in
-            let key = counters[root]!
-            counters[root] = key + 1
-            let namespace = layout.entity(object.entityName).flatMap { Int($0.tag) < state.namespaces.count ? state.namespaces[Int($0.tag)] : nil }
-            return ManagedObjectID(namespace: namespace ?? .shared(entityName: object.entityName, storeIdentifier: state.storeIdentifier),
-                                   referenceObject: .integer(Int64(key)))
+        var run: (root: String, key: UInt64)?
+        var ids: [ManagedObjectID] = []
+        ids.reserveCapacity(objects.count)
+        for target in targets {
+            if run?.root != target.root {
+                if let run { next[run.root] = run.key }
+                run = (target.root, next[target.root]!)
+            }
+            ids.append(ManagedObjectID(namespace: target.namespace, referenceObject: .integer(Int64(run!.key))))
+            run!.key += 1
         }
+        return ids
     }
 }
 
@@ -354,6 +372,21 @@ extension LMDBIncrementalStore {
 }
 
 extension LMDBIncrementalStore {
+    /// The floor a fetch of loaded objects is measured against: reads and fully decodes the rows under `rawKeys`
+    /// in `root`'s table, in the caller's read transaction; returns how many rows it decoded.
+    @_spi(Benchmarks)
+    public func decodeRowsForBenchmark(rawKeys: [UInt64], root: String, in transaction: Transaction) throws -> Int {
+        let rows = database(StoreLayout.rowsDatabase(root: root), in: try open)
+        var decoded = 0
+        for key in rawKeys {
+            let fields = try withUnsafeBytes(of: key.bigEndian) { key in
+                try rows.withValue(forKey: key, in: transaction) { bytes in try RowCodec.decode(bytes, layout: layout).attributes.count }
+            }
+            if fields != nil { decoded += 1 }
+        }
+        return decoded
+    }
+
     /// The floor an indexed fetch or count is measured against: the environment, the table of the fetch index
     /// `index` declared on `entity`, and the key range of its integer values `lower...upper` — to be walked or
     /// counted with the `LMDB` module alone (each value: row key, then entity tag).

@@ -135,6 +135,23 @@ struct RawSide {
         }
     }
 
+    /// The first `limit` employees aged `age` on the age index, each row read and decoded, in one read transaction:
+    /// the floor of a fetch of loaded objects.
+    func loadEmployees(aged age: Int, limit: Int) throws -> Int {
+        let (environment, index, range) = try store.integerIndexRangeForBenchmark(entity: "Employee", index: "byAge", from: Int64(age), through: Int64(age))
+        return try environment.read { transaction in
+            var keys: [UInt64] = []
+            keys.reserveCapacity(limit)
+            try index.withCursor(in: transaction) { cursor in
+                try cursor.forEach(in: range) { entry in
+                    keys.append(entry.value.loadUnaligned(as: UInt64.self).bigEndian)
+                    return keys.count < limit
+                }
+            }
+            return try store.decodeRowsForBenchmark(rawKeys: keys, root: "Employee", in: transaction)
+        }
+    }
+
     /// How many employees are aged `low...high`, counted on the age index (a step per age).
     func countEmployees(agedFrom low: Int, through high: Int) throws -> Int {
         let (environment, index, range) = try store.integerIndexRangeForBenchmark(entity: "Employee", index: "byAge", from: Int64(low), through: Int64(high))

@@ -199,6 +199,40 @@ struct Workloads {
         })
     }
 
+    mutating func loadedFetch() throws {
+        let name = "fetch 1 000 loaded objects (age == x, not faults)"
+        let ages = [20, 25, 33, 41, 59]
+        func request(_ age: Int) throws -> ObjectFetchRequest {
+            var request = ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age == %@", age))
+            request.returnsObjectsAsFaults = false
+            request.fetchLimit = 1000
+            return request
+        }
+        for age in ages {
+            lmdb.resetContext()
+            let objects = try lmdb.context.fetch(try request(age))
+            let mine = objects.map { key($0.objectID) }.sorted()
+            let names = Dictionary(uniqueKeysWithValues: objects.map { (key($0.objectID), $0.value(forKey: "name") as? String) })
+            let theirs = try grdb.queue.read { try Row.fetchAll($0, sql: "SELECT id, name FROM employee WHERE age = ? ORDER BY id LIMIT 1000", arguments: [age]) }
+            try check(name, mine == theirs.map { $0["id"] as Int }, "age \(age): \(mine.count) vs \(theirs.count) rows")
+            try check(name, theirs.allSatisfy { names[$0["id"] as Int] == $0["name"] as String? }, "age \(age): names differ")
+            try check(name, try raw.loadEmployees(aged: age, limit: 1000) == mine.count, "raw LMDB's rows of age \(age)")
+        }
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            let context = ManagedObjectContext(coordinator: lmdb.coordinator)
+            _ = try context.fetch(try request(ages[n % ages.count]))
+        }, plannedFor: try request(ages[0]))
+        record(try grdb.queue.read { db in
+            let select = try db.cachedStatement(sql: "SELECT * FROM employee WHERE age = ? LIMIT 1000")
+            return try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try Row.fetchAll(select, arguments: [ages[n % ages.count]])
+            }
+        })
+        record(try measure(name, "raw LMDB", objects: dataset.employees, budget: budget) { n in
+            _ = try raw.loadEmployees(aged: ages[n % ages.count], limit: 1000)
+        })
+    }
+
     mutating func toManyTraversal() throws {
         let name = "to-many traversal (department.employees)"
         for department in [1, dataset.departments / 2 + 1, dataset.departments] {

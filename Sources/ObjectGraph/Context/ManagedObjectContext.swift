@@ -422,12 +422,19 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func permanentIDs(for objects: [ManagedObject]) throws -> [ManagedObjectID: ManagedObjectID] {
         var order: [String] = []
         var byStore: [String: (store: any IncrementalStore, objects: [ManagedObject])] = [:]
+        // The store of each entity, looked up once (a save of 10 000 employees asks once, not 10 000 times).
+        var storeOfEntity: [ObjectIdentifier: (store: any IncrementalStore, identifier: String)] = [:]
         for object in objects {
-            guard let store = persistentStoreCoordinator.stores(holding: object.entityName).first else {
-                throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(object.entityName)")
+            let entity = ObjectIdentifier(object.handle)
+            if storeOfEntity[entity] == nil {
+                guard let store = persistentStoreCoordinator.stores(holding: object.entityName).first else {
+                    throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(object.entityName)")
+                }
+                storeOfEntity[entity] = (store, store.identifier)
             }
-            if byStore[store.identifier] == nil { order.append(store.identifier); byStore[store.identifier] = (store, []) }
-            byStore[store.identifier]!.objects.append(object)
+            let (store, identifier) = storeOfEntity[entity]!
+            if byStore[identifier] == nil { order.append(identifier); byStore[identifier] = (store, []) }
+            byStore[identifier]!.objects.append(object)
         }
         var assignments: [ManagedObjectID: ManagedObjectID] = [:]
         for identifier in order {
