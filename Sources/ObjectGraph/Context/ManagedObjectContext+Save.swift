@@ -422,7 +422,7 @@ struct Backup {
     }
 
     func restore(into context: ManagedObjectContext) {
-        var registered: [ManagedObjectID: ManagedObject] = [:]
+        var registered = ObjectTable<ManagedObject>()
         for state in objects {
             let object = state.object
             object.objectID = state.objectID
