@@ -422,7 +422,7 @@ struct Backup {
     }
 
     func restore(into context: ManagedObjectContext) {
-        var registered = ObjectTable<ManagedObject>()
+        var registered: [ManagedObjectID: ManagedObject] = [:]
         for state in objects {
             let object = state.object
             object.objectID = state.objectID

@@ -22,7 +22,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// How a save resolves conflicts with changes saved elsewhere meanwhile. Default: ``MergePolicy/error``.
     public var mergePolicy: MergePolicy = .error
 
-    var registered = ObjectTable<ManagedObject>()
+    var registered: [ManagedObjectID: ManagedObject] = [:]
     var insertedIDs: [ManagedObjectID] = []
     var deletedIDs: [ManagedObjectID] = []
     var changedIDs: Set<ManagedObjectID> = []

@@ -45,7 +45,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private var classes: [String: ManagedObject.Type] = [:]
     /// `objectClass(for:)`'s answers (an entity without a class of its own takes its nearest ancestor's).
     private var resolvedClasses: [String: ManagedObject.Type] = [:]
-    private var rowCache = ObjectTable<CachedRow>()
+    private var rowCache: [ManagedObjectID: CachedRow] = [:]
     /// For each store other processes may change: the change token up to which the row cache has dropped the rows
     /// those changes touched (``catchUp(with:)``).
     private var cacheTokens: [String: UInt64] = [:]
@@ -143,7 +143,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 throw ManagedObjectContextError(.noStore, message: "the store \(store.identifier) is not part of this coordinator")
             }
             stores.remove(at: index)
-            rowCache.removeAll { $0.key.storeIdentifier == store.identifier }
+            rowCache = rowCache.filter { $0.key.storeIdentifier != store.identifier }
             cacheTokens[store.identifier] = nil
         }
     }
@@ -227,8 +227,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let node = try incrementalStore(for: objectID).newValuesForObject(with: objectID)
         lock.withLock {
             // One lookup: the row is kept only for a registered object, and only if no catch-up dropped rows since.
-            guard cacheEpoch == epoch else { return }
-            rowCache.modifyIfPresent(objectID) { $0.node = node }
+            guard cacheEpoch == epoch, let position = rowCache.index(forKey: objectID) else { return }
+            rowCache.values[position].node = node
         }
         return node
     }
@@ -261,7 +261,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func cache(_ nodes: [IncrementalStoreNode], readIn epoch: UInt64) {
         lock.withLock {
             guard cacheEpoch == epoch else { return }
-            for node in nodes { rowCache.modifyIfPresent(node.objectID) { $0.node = node } }
+            for node in nodes where rowCache[node.objectID] != nil { rowCache[node.objectID]!.node = node }
         }
     }
 
@@ -302,9 +302,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         lock.withLock {
             cacheEpoch &+= 1
             if let changes = changes?.changes {
-                for id in changes.updated.union(changes.deleted) { rowCache.modifyIfPresent(id) { $0.node = nil } }
+                for id in changes.updated.union(changes.deleted) where rowCache[id] != nil { rowCache[id]!.node = nil }
             } else {
-                rowCache.modifyAll { id, row in if id.storeIdentifier == identifier { row.node = nil } }
+                for index in rowCache.indices where rowCache.keys[index].storeIdentifier == identifier { rowCache.values[index].node = nil }
             }
             cacheTokens[identifier] = max(cacheTokens[identifier] ?? 0, current)
         }
@@ -317,19 +317,19 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Replaces (or drops, for `nil`) a cached row after a save or a refresh.
     func updateCache(_ objectID: ManagedObjectID, node: IncrementalStoreNode?) {
-        lock.withLock { _ = rowCache.modifyIfPresent(objectID) { $0.node = node } }
+        lock.withLock { if rowCache[objectID] != nil { rowCache[objectID]!.node = node } }
     }
 
     /// Registers one object: as ``register(_:)-([ManagedObjectID])`` without building groups of IDs.
     func register(_ objectID: ManagedObjectID) {
         guard let identifier = objectID.storeIdentifier else { return }
-        lock.withLock { rowCache.modify(objectID, default: CachedRow(node: nil, registrations: 0)) { $0.registrations += 1 } }
+        lock.withLock { rowCache[objectID, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
         incrementalStore(withIdentifier: identifier)?.managedObjectContextDidRegisterObjects(with: [objectID])
     }
 
     func register(_ objectIDs: [ManagedObjectID]) {
         lock.withLock {
-            for id in objectIDs where !id.isTemporaryID { rowCache.modify(id, default: CachedRow(node: nil, registrations: 0)) { $0.registrations += 1 } }
+            for id in objectIDs where !id.isTemporaryID { rowCache[id, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
         }
         forEachIncrementalStore(of: objectIDs) { $0.managedObjectContextDidRegisterObjects(with: $1) }
     }
@@ -337,11 +337,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func unregister(_ objectIDs: [ManagedObjectID]) {
         lock.withLock {
             for id in objectIDs where !id.isTemporaryID {
-                let left = rowCache.modifyIfPresent(id) { row -> Int in
-                    row.registrations -= 1
-                    return row.registrations
-                }
-                if let left, left <= 0 { rowCache.removeValue(forKey: id) }
+                guard let position = rowCache.index(forKey: id) else { continue }
+                rowCache.values[position].registrations -= 1
+                if rowCache.values[position].registrations <= 0 { rowCache.remove(at: position) }
             }
         }
         forEachIncrementalStore(of: objectIDs) { $0.managedObjectContextDidUnregisterObjects(with: $1) }
