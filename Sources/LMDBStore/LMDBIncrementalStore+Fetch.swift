@@ -75,6 +75,15 @@ extension LMDBIncrementalStore {
                 }
                 return .count(request.window(0..<count).count)
             }
+            if case .scan = plan.access, request.predicate == nil, request.sortDescriptors.isEmpty,
+               request.resultType == .count || request.resultType == .managedObjectID
+                || (request.resultType == .managedObject && request.returnsObjectsAsFaults) {
+                // Every row of the entities matches and none is loaded: keys and entity tags from the row table, no
+                // row decoded (each row's checksum is checked when its object loads).
+                let keys = try scannedKeys(of: entity, family: family, upTo: request.windowEnd, state: state, transaction: transaction)
+                if request.resultType == .count { return .count(request.window(0..<keys.count).count) }
+                return .objectIDs(request.window(keys).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
+            }
             if plan.coveredByIndex || plan.entryElements != nil, request.resultType == .managedObjectID
                 || (request.resultType == .managedObject && request.returnsObjectsAsFaults),
                request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && !plan.resortsLongKeys) {
@@ -283,6 +292,32 @@ extension LMDBIncrementalStore {
             preconditionFailure("row keys are gathered for unions, intersections and to-many joins only")
         }
         keys.sort { $0.key < $1.key }
+        return keys
+    }
+
+    /// The keys and entity tags of the rows of `entity`'s table whose tag is in `family`, in key order, up to
+    /// `limit` of them; rows are not decoded, only their headers' tags read.
+    func scannedKeys(of entity: StoreLayout.EntityLayout, family: Set<UInt16>, upTo limit: Int?, state: OpenState,
+                     transaction: Transaction) throws -> [(key: UInt64, tag: UInt16)] {
+        let rows = state.rows(of: entity)
+        // The tags a row of this table may carry: any other is damage, which must not pass as "another entity's row".
+        let tableTags = Set(layout.entitiesByTag.compactMap { $0?.root == entity.root ? $0?.tag : nil })
+        var keys: [(key: UInt64, tag: UInt16)] = []
+        let wanted = limit ?? Int.max
+        guard wanted > 0 else { return [] }
+        try rows.withCursor(in: transaction) { cursor in
+            try cursor.forEach { entry in
+                let key = try rows.rowKey(in: entry)
+                guard let tag = RowCodec.entityTag(entry.value) else {
+                    throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row is \(entry.value.count) bytes, shorter than a row header"))
+                }
+                guard tableTags.contains(tag) else {
+                    throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row names the entity tag \(tag), which no entity of this table has"))
+                }
+                if family.contains(tag) { keys.append((key, tag)) }
+                return keys.count < wanted
+            }
+        }
         return keys
     }
 

@@ -332,6 +332,48 @@ import Testing
         }
         #expect(try store.verify().first?.contains("checksum") == true)
     }
+
+    @Test func aFetchOfEveryIDReadsOnlyRowHeadersAndRefusesADamagedTag() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let notes = try (0..<10).map { n -> ManagedObject in
+            let note = try context.insertNewObject(forEntityName: "Note")
+            try note.setValue("note \(n)", forKey: "title")
+            return note
+        }
+        try context.save()
+        let state = try store.open
+        let rows = store.database("rows/Note", in: state)
+        func damage(_ note: ManagedObject, _ change: (inout [UInt8]) -> Void) throws {
+            try state.environment.write { transaction in
+                let key = LMDBIncrementalStore.keyBytes(try store.key(of: note.objectID))
+                var blob = try rows.value(forKey: key, in: transaction)!
+                change(&blob)
+                try rows.put(blob, forKey: key, in: transaction)
+            }
+        }
+        // A damaged value: a fetch of IDs (or of faults, or a count) does not read it; loading the object does.
+        try damage(notes[3]) { $0[$0.count / 2] ^= 0xFF }
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(try fresh.fetchObjectIDs(FetchRequest(entityName: "Note")) == notes.map(\.objectID))
+        var window = FetchRequest(entityName: "Note")
+        window.fetchOffset = 2
+        window.fetchLimit = 3
+        #expect(try fresh.fetchObjectIDs(window) == notes[2..<5].map(\.objectID))
+        #expect(try fresh.count(for: window) == 3)
+        #expect(try fresh.count(for: FetchRequest(entityName: "Note")) == 10)
+        #expect(throws: ManagedObjectContextError.self) { try store.newValuesForObject(with: notes[3].objectID) }
+        // A damaged entity tag would drop the row from the answer: it is an error naming the row instead.
+        try damage(notes[7]) { $0[3] ^= 0x40 }
+        do {
+            _ = try fresh.fetchObjectIDs(FetchRequest(entityName: "Note"))
+            Issue.record("a row with a damaged tag was passed over")
+        } catch let error as ManagedObjectContextError {
+            let key = try store.key(of: notes[7].objectID)
+            #expect(error.code == .storeUnusable && error.message.contains("entity tag") && error.message.contains("with key \(key)"))
+        }
+    }
 }
 
 @Suite struct LazyRowReadingTests {
