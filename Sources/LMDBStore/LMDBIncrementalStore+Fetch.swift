@@ -84,10 +84,11 @@ extension LMDBIncrementalStore {
                 if request.resultType == .count { return .count(request.window(0..<keys.count).count) }
                 return .objectIDs(request.window(keys).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
-            if plan.coveredByIndex || plan.entryElements != nil, request.resultType == .managedObjectID
-                || (request.resultType == .managedObject && request.returnsObjectsAsFaults),
+            if plan.coveredByIndex || plan.entryElements != nil,
+               request.resultType == .managedObjectID || request.resultType == .managedObject,
                request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && !plan.resortsLongKeys) {
-                // The index entries answer the whole predicate: object IDs straight from them, no row read.
+                // The index entries answer the whole predicate: object IDs straight from them, no row read (then,
+                // for loaded objects, the rows of the window only, each read and decoded once).
                 var ids: [(key: UInt64, tag: UInt16)] = []
                 if case .index(let index) = plan.access {
                     let residual = plan.entryElements.flatMap { elements in request.predicate.map { (elements, $0) } }
@@ -119,12 +120,15 @@ extension LMDBIncrementalStore {
                 } else {
                     ids = try rowKeys(plan.access, family: family, state: state, transaction: transaction)
                 }
+                if request.resultType == .managedObject && !request.returnsObjectsAsFaults {
+                    return .nodes(try loadedNodes(request.window(ids), entity: entity, state: state, transaction: transaction))
+                }
                 return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
             let matches = try matchingRows(request, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
             return try .fetched(request.window(matches), for: request, id: \.id, node: { view in
                 do {
-                    return node(view.id, try view.row.decoded(), in: state)
+                    return try node(view.id, view.row, in: state)
                 } catch let error as RowDecodingError {
                     throw corruptedRow(view.key, in: entity.root, error)
                 }
@@ -293,6 +297,24 @@ extension LMDBIncrementalStore {
         }
         keys.sort { $0.key < $1.key }
         return keys
+    }
+
+    /// The nodes of the rows under `keys` in `entity`'s table, in that order: each row read once, its checksum checked
+    /// and every field decoded (a key whose row is gone is left out).
+    func loadedNodes(_ keys: some Collection<(key: UInt64, tag: UInt16)>, entity: StoreLayout.EntityLayout, state: OpenState,
+                     transaction: Transaction) throws -> [IncrementalStoreNode] {
+        let rows = state.rows(of: entity)
+        var nodes: [IncrementalStoreNode] = []
+        nodes.reserveCapacity(keys.count)
+        for (key, tag) in keys {
+            guard let bytes = try withUnsafeBytes(of: key.bigEndian, { try rows.borrowedValue(forKey: $0, in: transaction) }) else { continue }
+            do throws(RowDecodingError) {
+                nodes.append(try node(objectID(entityTag: tag, key: key, in: state), EncodedRow(bytes, layout: layout, checkingFields: false), in: state))
+            } catch {
+                throw corruptedRow(key, in: entity.root, error)
+            }
+        }
+        return nodes
     }
 
     /// The keys and entity tags of the rows of `entity`'s table whose tag is in `family`, in key order, up to

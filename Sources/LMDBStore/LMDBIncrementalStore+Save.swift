@@ -217,12 +217,14 @@ extension LMDBIncrementalStore {
     }
 
     /// The row under `key` in the row table `rows` (a fetch knows its table: no lookup by entity name per row);
-    /// `naming` completes "the row …" in the error a corrupted row gives.
-    func encodedRow(key: UInt64, in rows: Database, transaction: Transaction, naming: @autoclosure () -> String) throws -> EncodedRow? {
+    /// `naming` completes "the row …" in the error a corrupted row gives. `checkingFields: false` when the caller
+    /// decodes every field next, which checks them as it goes.
+    func encodedRow(key: UInt64, in rows: Database, transaction: Transaction, naming: @autoclosure () -> String,
+                    checkingFields: Bool = true) throws -> EncodedRow? {
         let found = try withUnsafeBytes(of: key.bigEndian) { try rows.borrowedValue(forKey: $0, in: transaction) }
         guard let found else { return nil }
         do {
-            return try EncodedRow(found, layout: layout)
+            return try EncodedRow(found, layout: layout, checkingFields: checkingFields)
         } catch {
             throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming()) cannot be read: \(error.reason); the store file is corrupted")
         }

@@ -185,26 +185,37 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         }
         let rows = state.rows(of: entity)
         let key = try key(of: objectID)
-        let row = try state.environment.read { transaction in
+        let read = try state.environment.read { transaction in
             // The key's bytes on the stack: a row key is a big-endian u64 (``keyBytes(_:)``).
             try withUnsafeBytes(of: key.bigEndian) { keyBytes in
-                try rows.withValue(forKey: keyBytes, in: transaction) { bytes -> Result<StoredRow, RowDecodingError> in
-                    Result { () throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout) }
+                try rows.withValue(forKey: keyBytes, in: transaction) { bytes -> Result<(node: IncrementalStoreNode?, tag: UInt16), RowDecodingError> in
+                    Result { () throws(RowDecodingError) in
+                        let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
+                        // An ID naming a sub-entity with the key of a parent-entity row (or the other way round) is no object.
+                        guard row.entityTag == entity.tag else { return (nil, row.entityTag) }
+                        return (try node(objectID, row, in: state), row.entityTag)
+                    }
                 }
             }
         }
-        switch row {
+        switch read {
         case nil:
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
         case .failure(let error)?:
             throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
-        case .success(let row)? where row.entityTag != entity.tag:
-            // An ID naming a sub-entity with the key of a parent-entity row (or the other way round) is no object.
-            let actual = layout.entityNamesByTag[row.entityTag] ?? "another entity"
-            throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store: the row with its key is a \(actual)")
-        case .success(let row)?:
-            return node(objectID, row, in: state)
+        case .success(let found)?:
+            guard let node = found.node else {
+                let actual = layout.entityNamesByTag[found.tag] ?? "another entity"
+                throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store: the row with its key is a \(actual)")
+            }
+            return node
         }
+    }
+
+    /// A node straight from a checked row: its fields decoded into the node's dictionaries, to-ones made into IDs.
+    func node(_ objectID: ManagedObjectID, _ row: EncodedRow, in state: OpenState) throws(RowDecodingError) -> IncrementalStoreNode {
+        let values = try row.decodedValues { self.objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
+        return IncrementalStoreNode(objectID: objectID, attributes: values.attributes, toOne: values.toOne, version: Int64(bitPattern: row.version))
     }
 
     func node(_ objectID: ManagedObjectID, _ row: StoredRow, in state: OpenState) -> IncrementalStoreNode {
@@ -266,7 +277,15 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         return try state.environment.read { transaction in
             var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
             for index in order {
-                nodes[index] = try readRow(objectIDs[index], state: state, transaction: transaction).map { node(objectIDs[index], $0, in: state) }
+                let id = objectIDs[index]
+                guard let entity = state.entity(of: id), let row = try encodedRow(key: try key(of: id), in: state.rows(of: entity), transaction: transaction,
+                                                                                   naming: "of \(id)", checkingFields: false),
+                      row.entityTag == entity.tag else { continue }
+                do throws(RowDecodingError) {
+                    nodes[index] = try node(id, row, in: state)
+                } catch {
+                    throw ManagedObjectContextError(.storeUnusable, message: "the row of \(id) cannot be read: \(error.reason); the store file is corrupted")
+                }
             }
             return nodes.compactMap { $0 }
         }

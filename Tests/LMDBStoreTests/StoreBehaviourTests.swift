@@ -376,6 +376,68 @@ import Testing
     }
 }
 
+/// A fetch of loaded objects whose predicate an index answers reads the rows of its window only, each once.
+@Suite struct LoadedFetchTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Item") {
+            AttributeDescription("name", .string)
+            AttributeDescription("rank", .integer16)
+            RelationshipDescription("owner", destination: "Owner", inverse: "items")
+            FetchIndexDescription("byRank", properties: ["rank"])
+        }
+        EntityDescription("Owner") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("items", destination: "Item", inverse: "owner", toMany: true)
+        }
+    }
+
+    @Test func theWindowsRowsAreLoadedWithTheirValuesAndOnlyThoseAreRead() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let owner = try setup.insertNewObject(forEntityName: "Owner")
+        try owner.setValue("Ada", forKey: "name")
+        let items = try (0..<2000).map { n -> ManagedObject in
+            let item = try setup.insertNewObject(forEntityName: "Item")
+            try item.setValue("item \(n)", forKey: "name")
+            try item.setValue(Int16(n % 100), forKey: "rank")
+            try item.setValue(owner, forKey: "owner")
+            return item
+        }
+        try setup.save()
+        var request = FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: "rank == 1"))
+        request.returnsObjectsAsFaults = false
+        request.fetchOffset = 2
+        request.fetchLimit = 5
+        let expected = items.filter { ($0.value(forKey: "rank") as? Int16) == 1 }.map(\.objectID)[2..<7]
+        // A damaged row outside the window is never read.
+        let state = try store.open
+        let rows = store.database("rows/Item", in: state)
+        try state.environment.write { transaction in
+            let key = LMDBIncrementalStore.keyBytes(try store.key(of: items[1].objectID))
+            var blob = try rows.value(forKey: key, in: transaction)!
+            blob[blob.count / 2] ^= 0xFF
+            try rows.put(blob, forKey: key, in: transaction)
+        }
+        #expect(store.explain(request).hasPrefix("IndexRange"))
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let loaded = try context.fetch(request)
+        #expect(loaded.map(\.objectID) == Array(expected))
+        #expect(loaded.allSatisfy { !$0.isFault })
+        #expect(loaded.map { $0.value(forKey: "name") as? String } == expected.map { id in "item \(items.firstIndex { $0.objectID == id }!)" })
+        #expect(loaded.allSatisfy { ($0.value(forKey: "owner") as? ManagedObject)?.objectID == owner.objectID })
+        // A damaged row inside the window is an error naming it.
+        request.fetchOffset = 0
+        do {
+            _ = try ManagedObjectContext(coordinator: coordinator).fetch(request)
+            Issue.record("a damaged row was loaded")
+        } catch let error as ManagedObjectContextError {
+            let key = try store.key(of: items[1].objectID)
+            #expect(error.code == .storeUnusable && error.message.contains("with key \(key)") && error.message.contains("checksum"))
+        }
+    }
+}
+
 @Suite struct LazyRowReadingTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Price") {

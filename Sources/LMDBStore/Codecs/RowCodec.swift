@@ -251,6 +251,29 @@ struct EncodedRow {
         return row
     }
 
+    /// Every field, decoded into what a node holds: attribute values by name, and to-ones made into object IDs by
+    /// `objectID` — no ``StoredRow`` in between.
+    func decodedValues(objectID: (StoredRow.Reference) -> ManagedObjectID) throws(RowDecodingError)
+        -> (attributes: [String: AttributeValue], toOne: [String: ManagedObjectID])
+    {
+        var attributes: [String: AttributeValue] = [:]
+        var toOne: [String: ManagedObjectID] = [:]
+        attributes.reserveCapacity(fieldCount)
+        var reader = ByteReader(bytes: body, offset: fieldsOffset)
+        for _ in 0..<fieldCount {
+            let id = Int(try reader.uint16())
+            let type = try reader.byte()
+            guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
+            let name = entity.fields[id].name
+            switch try Self.read(type, field: name, &reader) {
+            case .attribute(let value): attributes[name] = value
+            case .reference(let reference): toOne[name] = objectID(reference)
+            }
+        }
+        guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
+        return (attributes, toOne)
+    }
+
     private static func read(_ type: UInt8, field: String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {
         typealias ValueType = RowCodec.ValueType
         switch type {
