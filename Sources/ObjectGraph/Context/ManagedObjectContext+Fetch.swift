@@ -148,12 +148,22 @@ extension ManagedObjectContext {
         case .objectIDs(let ids):
             return ids
         case .nodes(let nodes):
-            for node in nodes {
-                let object = object(with: node.objectID)
+            // The objects made (or found) together, and those that take their rows registered in one call.
+            let objects = objects(with: nodes.map(\.objectID))
+            var takesRow = [Bool](repeating: false, count: nodes.count)
+            var holders: [ManagedObject] = []
+            holders.reserveCapacity(nodes.count)
+            for (index, object) in objects.enumerated() {
+                let node = nodes[index]
                 if object.isFaultStorage ? !object.hasChanges : object.showsCommittedValues && object.version != node.version {
-                    apply(node, to: object)
-                    object.awakeFromFetch()
+                    takesRow[index] = true
+                    holders.append(object)
                 }
+            }
+            holdRows(of: holders)
+            for (index, object) in objects.enumerated() where takesRow[index] {
+                apply(nodes[index], to: object)
+                object.awakeFromFetch()
             }
             persistentStoreCoordinator.cache(nodes, readIn: epoch)
             return nodes.map(\.objectID)
