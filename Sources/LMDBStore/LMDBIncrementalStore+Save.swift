@@ -68,10 +68,6 @@ extension LMDBIncrementalStore {
                         _ = try checkTarget(target, of: relationship, owner: change.objectID, &references, state: state, transaction: transaction)
                     }
                     let row = try storedRow(change, entity: entity, version: before?.version ?? 1, state: state)
-                    if position < insertCount {
-                        let exists = try state.rows(of: entity).contains(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
-                        if exists { throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store") }
-                    }
                     rows.append(row)
                 }
                 // An updated row whose attributes and to-ones are unchanged keeps its bytes and version.
@@ -145,7 +141,23 @@ extension LMDBIncrementalStore {
                     versions[change.objectID] = Int64(bitPattern: rows[position].version)
                     guard rewrites[position] else { continue }
                     let blob = RowCodec.encode(rows[position], entity: entity, modelHash: modelHashPrefix)
-                    try state.rows(of: entity).put(blob, forKey: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                    let rowKey = Self.keyBytes(try key(of: change.objectID))
+                    guard isInsert else {
+                        try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction)
+                        continue
+                    }
+                    // Keys come from a sequence, so new rows usually go after every row the table holds: appended
+                    // without a search. Out of order (another context saved later keys first) they are put in place;
+                    // either way a key that is taken refuses the insert and the save.
+                    do {
+                        try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .append)
+                    } catch LMDBError.keyExists {
+                        do {
+                            try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .noOverwrite)
+                        } catch LMDBError.keyExists {
+                            throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
+                        }
+                    }
                 }
                 try appendToChangeLog(request, state: state, transaction: transaction)
             }

@@ -130,6 +130,43 @@ import Testing
         #expect(try store.verify().isEmpty)
     }
 
+    @Test func rowsSavedOutOfKeyOrderAreAllKeptAndATakenKeyRefusesTheWholeSave() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        // Two contexts take keys, then save in the opposite order: the later keys are appended first, the earlier
+        // ones put in place.
+        let first = ManagedObjectContext(coordinator: coordinator), second = ManagedObjectContext(coordinator: coordinator)
+        func note(_ context: ManagedObjectContext, _ title: String) throws -> ManagedObject {
+            let note = try context.insertNewObject(forEntityName: "Note")
+            try note.setValue(title, forKey: "title")
+            return note
+        }
+        let early = try (0..<5).map { try note(first, "early \($0)") }
+        try first.obtainPermanentIDs(for: early)
+        let late = try (0..<5).map { try note(second, "late \($0)") }
+        try second.obtainPermanentIDs(for: late)
+        try second.save()
+        try first.save()
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(try fresh.fetchObjectIDs(FetchRequest(entityName: "Note")) == (early + late).map(\.objectID))
+        #expect(fresh.object(with: early[2].objectID).value(forKey: "title") as? String == "early 2")
+        // An insert under a key the table holds (a store given someone else's ID) is refused, with nothing of it kept.
+        let newcomer = try store.obtainPermanentIDs(for: [ObjectReference(objectID: early[0].objectID, entityName: "Note")])[0]
+        do {
+            _ = try store.execute(.save(SaveChangesRequest(insertedObjects: [
+                ObjectChange(objectID: newcomer, attributes: ["title": "newcomer"]),
+                ObjectChange(objectID: early[3].objectID, attributes: ["title": "impostor"]),
+            ])))
+            Issue.record("an insert over an existing row was written")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .constraintViolation && error.message.contains("\(early[3].objectID) is already in the store"))
+        }
+        let after = ManagedObjectContext(coordinator: coordinator)
+        #expect(after.object(with: early[3].objectID).value(forKey: "title") as? String == "early 3")
+        #expect(try after.count(for: FetchRequest(entityName: "Note")) == 10)
+        #expect(try store.verify().isEmpty)
+    }
+
     /// Unordered link tables are updated by difference: members added and removed across saves read back exactly,
     /// from both sides.
     @Test func manyToManyChangesReadBackExactly() throws {
