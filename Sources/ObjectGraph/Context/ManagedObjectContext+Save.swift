@@ -265,12 +265,20 @@ extension ManagedObjectContext {
     private func changeDescription(_ object: ManagedObject, map: (ManagedObjectID) -> ManagedObjectID, allToMany: Bool,
                                    expectedVersion: Int64?) -> ObjectChange {
         var change = ObjectChange(objectID: map(object.objectID), expectedVersion: expectedVersion)
-        change.attributes.reserveCapacity(object.attributes.count)
-        for slot in object.handle.persistentSlots {
+        let handle = object.handle
+        // Without transient attributes or to-ones the object's dictionaries are what the store keeps: shared, not
+        // rebuilt (to-ones only rebuilt when one points at an object that has just been given its permanent ID).
+        if !handle.hasTransientAttributes { change.attributes = object.attributes }
+        if !handle.hasTransientToOnes {
+            change.toOne = object.toOne.values.contains { map($0) != $0 } ? object.toOne.mapValues(map) : object.toOne
+        }
+        for slot in handle.persistentSlots {
             switch slot.kind {
             case .attribute:
+                guard handle.hasTransientAttributes else { continue }
                 if let value = object.attributes[slot.name] { change.attributes[slot.name] = value }
             case .toOne:
+                guard handle.hasTransientToOnes else { continue }
                 if let id = object.toOne[slot.name] { change.toOne[slot.name] = map(id) }
             case .toMany:
                 let relationship = slot.relationship!

@@ -134,6 +134,10 @@ public struct ManagedObjectModel: Sendable {
         let relationshipSlots: [Slot]
         /// The temporary-ID namespace of the entity, made once.
         let temporaryNamespace: ObjectIDNamespace
+        /// Whether some attribute or to-one is transient: without any, an object's attribute and to-one dictionaries
+        /// hold exactly what a store keeps, and a save hands them over as they are.
+        let hasTransientAttributes: Bool
+        let hasTransientToOnes: Bool
 
         init(_ description: EntityDescription, properties: [PropertyDescription], propertyIndex: [String: Int],
              inverse: (RelationshipDescription) -> RelationshipDescription? = { _ in nil }) {
@@ -145,6 +149,8 @@ public struct ManagedObjectModel: Sendable {
             persistentSlots = slots.filter(\.isPersistent)
             relationshipSlots = persistentSlots.filter { $0.kind == .toOne || $0.kind == .toMany }
             temporaryNamespace = .shared(entityName: description.name, storeIdentifier: nil)
+            hasTransientAttributes = slots.contains { $0.kind == .attribute && $0.isTransient }
+            hasTransientToOnes = slots.contains { $0.kind == .toOne && $0.isTransient }
         }
 
         /// The slot of the property with this name, inherited or its own.
