@@ -353,14 +353,7 @@ import Testing
         let note = try context.insertNewObject(forEntityName: "Note")
         try note.setValue("fine", forKey: "title")
         try context.save()
-        let state = try store.open
-        let rows = store.database("rows/Note", in: state)
-        try state.environment.write { transaction in
-            let key = LMDBIncrementalStore.keyBytes(try store.key(of: note.objectID))
-            var blob = try rows.value(forKey: key, in: transaction)!
-            blob[blob.count / 2] ^= 0xFF
-            try rows.put(blob, forKey: key, in: transaction)
-        }
+        try damageRow(of: note.objectID, in: "Note", of: store) { $0[$0.count / 2] ^= 0xFF }
         do {
             _ = try store.newValuesForObject(with: note.objectID)
             Issue.record("a corrupted row decoded")
@@ -380,15 +373,8 @@ import Testing
             return note
         }
         try context.save()
-        let state = try store.open
-        let rows = store.database("rows/Note", in: state)
         func damage(_ note: ManagedObject, _ change: (inout [UInt8]) -> Void) throws {
-            try state.environment.write { transaction in
-                let key = LMDBIncrementalStore.keyBytes(try store.key(of: note.objectID))
-                var blob = try rows.value(forKey: key, in: transaction)!
-                change(&blob)
-                try rows.put(blob, forKey: key, in: transaction)
-            }
+            try damageRow(of: note.objectID, in: "Note", of: store, change)
         }
         // A damaged value: a fetch of IDs (or of faults, or a count) does not read it; loading the object does.
         try damage(notes[3]) { $0[$0.count / 2] ^= 0xFF }
@@ -448,14 +434,7 @@ import Testing
         request.fetchLimit = 5
         let expected = items.filter { ($0.value(forKey: "rank") as? Int16) == 1 }.map(\.objectID)[2..<7]
         // A damaged row outside the window is never read.
-        let state = try store.open
-        let rows = store.database("rows/Item", in: state)
-        try state.environment.write { transaction in
-            let key = LMDBIncrementalStore.keyBytes(try store.key(of: items[1].objectID))
-            var blob = try rows.value(forKey: key, in: transaction)!
-            blob[blob.count / 2] ^= 0xFF
-            try rows.put(blob, forKey: key, in: transaction)
-        }
+        try damageRow(of: items[1].objectID, in: "Item", of: store) { $0[$0.count / 2] ^= 0xFF }
         #expect(store.explain(request).hasPrefix("IndexRange"))
         let context = ManagedObjectContext(coordinator: coordinator)
         let loaded = try context.fetch(request)

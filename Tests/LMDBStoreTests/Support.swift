@@ -54,3 +54,16 @@ func breakEveryRow(of root: String, in store: LMDBIncrementalStore) throws {
         }
     }
 }
+
+/// Rewrites the stored bytes of `objectID`'s row in `root`'s table with `change` applied (checksum left as it was,
+/// unless `change` fixes it), as damage on disk would.
+func damageRow(of objectID: ManagedObjectID, in root: String, of store: LMDBIncrementalStore, _ change: (inout [UInt8]) -> Void) throws {
+    let state = try store.open
+    let rows = store.database("rows/" + root, in: state)
+    try state.environment.write { transaction in
+        let key = LMDBIncrementalStore.keyBytes(try store.key(of: objectID))
+        var blob = try rows.value(forKey: key, in: transaction)!
+        change(&blob)
+        try rows.put(blob, forKey: key, in: transaction)
+    }
+}

@@ -236,18 +236,12 @@ struct EncodedRow {
     func decoded() throws(RowDecodingError) -> StoredRow {
         var row = StoredRow(entityTag: entity.tag, version: version, attributes: [:], toOne: [:])
         row.attributes.reserveCapacity(fieldCount)
-        var reader = ByteReader(bytes: body, offset: fieldsOffset)
-        for _ in 0..<fieldCount {
-            let id = Int(try reader.uint16())
-            let type = try reader.byte()
-            guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
-            let name = entity.fields[id].name
-            switch try Self.read(type, field: name, &reader) {
+        try forEachField { name, field in
+            switch field {
             case .attribute(let value): row.attributes[name] = value
             case .reference(let reference): row.toOne[name] = reference
             }
         }
-        guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
         return row
     }
 
@@ -259,19 +253,26 @@ struct EncodedRow {
         var attributes: [String: AttributeValue] = [:]
         var toOne: [String: ManagedObjectID] = [:]
         attributes.reserveCapacity(fieldCount)
+        try forEachField { name, field in
+            switch field {
+            case .attribute(let value): attributes[name] = value
+            case .reference(let reference): toOne[name] = objectID(reference)
+            }
+        }
+        return (attributes, toOne)
+    }
+
+    /// Decodes the fields in order, handing each to `take` with its name; checks that nothing follows the last.
+    private func forEachField(_ take: (String, RowField) -> Void) throws(RowDecodingError) {
         var reader = ByteReader(bytes: body, offset: fieldsOffset)
         for _ in 0..<fieldCount {
             let id = Int(try reader.uint16())
             let type = try reader.byte()
             guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
             let name = entity.fields[id].name
-            switch try Self.read(type, field: name, &reader) {
-            case .attribute(let value): attributes[name] = value
-            case .reference(let reference): toOne[name] = objectID(reference)
-            }
+            take(name, try Self.read(type, field: name, &reader))
         }
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
-        return (attributes, toOne)
     }
 
     private static func read(_ type: UInt8, field: String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {
