@@ -65,8 +65,9 @@ extension ManagedObject {
                 converted = nil
             }
             if !slot.isTransient { willAccessValues() }
-            guard attributes[key] != converted else { return }
-            attributes[key] = converted
+            // One lookup: the new value goes in, and the old one says whether anything changed.
+            let old = converted.map { attributes.updateValue($0, forKey: key) } ?? attributes.removeValue(forKey: key)
+            guard old != converted else { return }
             if !slot.isTransient { markChanged(key) }
         case .toMany:
             let relationship = slot.relationship!

@@ -110,11 +110,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
         let object = makeObject(handle, .temporary(in: handle.temporaryNamespace))
         object.lifecycle = .inserted
         object.isFaultStorage = false
-        for case .attribute(let attribute) in model.allProperties(of: entityName) {
-            if let value = attribute.defaultValue { object.attributes[attribute.name] = value }
-        }
-        for case .relationship(let relationship) in model.allProperties(of: entityName) where relationship.isToMany {
-            object.toMany[relationship.name] = []
+        // The object's dictionaries sized once for every value it can hold, starting from the defaults.
+        object.attributes = handle.defaultValues
+        object.attributes.reserveCapacity(handle.attributeCount)
+        object.changedKeys.reserveCapacity(handle.slots.count)
+        if handle.toManyCount > 0 {
+            object.toMany.reserveCapacity(handle.toManyCount)
+            for slot in handle.slots where slot.kind == .toMany { object.toMany[slot.name] = [] }
         }
         registered[object.objectID] = object
         insertedIDs.append(object.objectID)

@@ -138,6 +138,12 @@ public struct ManagedObjectModel: Sendable {
         /// hold exactly what a store keeps, and a save hands them over as they are.
         let hasTransientAttributes: Bool
         let hasTransientToOnes: Bool
+        /// How many attributes (stored in an object's attribute dictionary) and to-many relationships the entity has:
+        /// a new object's dictionaries are sized once.
+        let attributeCount: Int
+        let toManyCount: Int
+        /// The default values of the attributes that have one, by name: what a new object starts with.
+        let defaultValues: [String: AttributeValue]
 
         init(_ description: EntityDescription, properties: [PropertyDescription], propertyIndex: [String: Int],
              inverse: (RelationshipDescription) -> RelationshipDescription? = { _ in nil }) {
@@ -151,6 +157,11 @@ public struct ManagedObjectModel: Sendable {
             temporaryNamespace = .shared(entityName: description.name, storeIdentifier: nil)
             hasTransientAttributes = slots.contains { $0.kind == .attribute && $0.isTransient }
             hasTransientToOnes = slots.contains { $0.kind == .toOne && $0.isTransient }
+            attributeCount = slots.filter { $0.kind == .attribute && $0.type != .undefined }.count
+            toManyCount = slots.filter { $0.kind == .toMany }.count
+            var defaults: [String: AttributeValue] = [:]
+            for slot in slots { if let value = slot.attribute?.defaultValue { defaults[slot.name] = value } }
+            defaultValues = defaults
         }
 
         /// The slot of the property with this name, inherited or its own.
