@@ -259,18 +259,18 @@ extension LMDBIncrementalStore {
     private func checkValues(_ change: ObjectChange, _ entity: StoreLayout.EntityLayout) throws {
         let entityName = entity.name
         for (name, value) in change.attributes {
-            guard let index = entity.fieldIndex[name], case .attribute(let attribute) = entity.fields[index].kind else {
+            guard let index = entity.fieldIndex[name], let type = entity.fields[index].attributeType else {
                 throw ManagedObjectContextError(.unknownName, message: "\(entityName) has no stored attribute \"\(name)\" (object \(change.objectID))")
             }
-            guard value.fits(attribute.type) else {
+            guard value.fits(type) else {
                 throw ManagedObjectContextError(.wrongValueType,
-                    message: "\(entityName).\(name) is \(attribute.type.coreDataName), but the value is \(value.kindName) \(value) (object \(change.objectID))")
+                    message: "\(entityName).\(name) is \(type.coreDataName), but the value is \(value.kindName) \(value) (object \(change.objectID))")
             }
             if value.isNaN {
                 throw ManagedObjectContextError(.wrongValueType,
                     message: "\(entityName).\(name) cannot hold a NaN \(value.kindName): it is not equal to itself, so it cannot be compared, sorted or indexed (object \(change.objectID))")
             }
-            if case .string(let text) = value, let maximum = attribute.validation.maximumLength, text.count > maximum {
+            if case .string(let text) = value, let maximum = entity.fields[index].maximumLength, text.count > maximum {
                 throw ManagedObjectContextError(.validation,
                     message: "\(entityName).\(name) is \(text.count) characters, longer than its maximum length \(maximum) (object \(change.objectID))")
             }

@@ -45,21 +45,23 @@ enum RowCodec {
     }
 
     static func encode(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
-        var bytes: [UInt8] = [formatVersion, 0]
-        bytes.reserveCapacity(64)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(headerSize + 4 + 16 * entity.fields.count)
+        bytes.append(formatVersion)
+        bytes.append(0)
         TupleEncoding.appendBigEndian(row.entityTag, to: &bytes)
         TupleEncoding.appendBigEndian(row.version, to: &bytes)
         TupleEncoding.appendBigEndian(modelHash, to: &bytes)
         let countOffset = bytes.count
-        bytes += [0, 0]
+        bytes.append(0)
+        bytes.append(0)
         var count: UInt16 = 0
         for field in entity.fields {
-            switch field.kind {
-            case .attribute:
+            if field.attributeType != nil {
                 guard let value = row.attributes[field.name] else { continue }
                 TupleEncoding.appendBigEndian(field.id, to: &bytes)
                 appendValue(value, to: &bytes)
-            case .toOne:
+            } else {
                 guard let reference = row.toOne[field.name] else { continue }
                 TupleEncoding.appendBigEndian(field.id, to: &bytes)
                 bytes.append(ValueType.reference)
@@ -88,10 +90,10 @@ enum RowCodec {
             withUnsafeBytes(of: v.bitPattern.bigEndian) { bytes.append(contentsOf: $0) }
         case .decimal(let v):
             bytes.append(ValueType.decimal)
-            appendLengthPrefixed(Array("\(v)".utf8), to: &bytes)
+            appendLengthPrefixed("\(v)".utf8, to: &bytes)
         case .string(let v):
             bytes.append(ValueType.string)
-            appendLengthPrefixed(Array(v.utf8), to: &bytes)
+            appendLengthPrefixed(v.utf8, to: &bytes)
         case .boolean(let v):
             bytes.append(v ? ValueType.trueValue : ValueType.falseValue)
         case .date(let v):
@@ -99,13 +101,13 @@ enum RowCodec {
             TupleEncoding.appendBigEndian(v.timeIntervalSinceReferenceDate.bitPattern, to: &bytes)
         case .data(let v):
             bytes.append(ValueType.data)
-            appendLengthPrefixed(Array(v), to: &bytes)
+            appendLengthPrefixed(v, to: &bytes)
         case .uuid(let v):
             bytes.append(ValueType.uuid)
             withUnsafeBytes(of: v.uuid) { bytes.append(contentsOf: $0) }
         case .uri(let v):
             bytes.append(ValueType.uri)
-            appendLengthPrefixed(Array(v.absoluteString.utf8), to: &bytes)
+            appendLengthPrefixed(v.absoluteString.utf8, to: &bytes)
         }
     }
 
@@ -118,9 +120,10 @@ enum RowCodec {
         bytes.append(UInt8(remaining))
     }
 
-    private static func appendLengthPrefixed(_ payload: [UInt8], to bytes: inout [UInt8]) {
+    /// The payload's length as a varint, then the payload, copied straight in (no intermediate array).
+    private static func appendLengthPrefixed(_ payload: some Collection<UInt8>, to bytes: inout [UInt8]) {
         appendVarint(UInt64(payload.count), to: &bytes)
-        bytes += payload
+        bytes.append(contentsOf: payload)
     }
 
     /// Reads the entity tag of a row without decoding it.

@@ -8,6 +8,23 @@ struct StoreLayout: Sendable {
         let name: String
         let id: UInt16
         let kind: Kind
+        /// The attribute's type (`nil` for a to-one), and its maximum string length: what a save checks for every
+        /// value, read without copying the attribute's description.
+        let attributeType: AttributeType?
+        let maximumLength: Int?
+
+        init(name: String, id: UInt16, kind: Kind) {
+            self.name = name
+            self.id = id
+            self.kind = kind
+            if case .attribute(let attribute) = kind {
+                attributeType = attribute.type
+                maximumLength = attribute.validation.maximumLength
+            } else {
+                attributeType = nil
+                maximumLength = nil
+            }
+        }
     }
 
     /// One entity's layout; a class, so the rows and plans that keep it share it instead of copying its parts.
