@@ -25,26 +25,37 @@ struct IndexEntries {
     func entries(for row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout) -> (indexes: [IndexEntry], uniques: [IndexEntry]) {
         var indexes: [IndexEntry] = []
         var uniques: [IndexEntry] = []
-        let tag = [UInt8(row.entityTag >> 8), UInt8(row.entityTag & 0xFF)]
-        let rowKey = LMDBIncrementalStore.keyBytes(key)
+        // Every entry's value: the row key, then the entity tag (made once per row, shared by the entries).
+        var rowKey = LMDBIncrementalStore.keyBytes(key)
+        rowKey.append(UInt8(row.entityTag >> 8))
+        rowKey.append(UInt8(row.entityTag & 0xFF))
+        let entryValue = rowKey
         for (position, (_, index)) in entity.indexes.enumerated() {
-            let elements = index.elements.map { element -> [UInt8] in
+            func element(_ element: FetchIndexElementDescription) -> [UInt8] {
                 var bytes = elementBytes(element.propertyName, row, folding: element.collation)
                 if !element.isAscending { bytes = bytes.map { ~$0 } }
                 return bytes
             }
-            indexes.append(IndexEntry(database: entity.indexTables[position], table: position, key: Self.fit(elements), value: rowKey + tag))
+            // A one-element key that fits is its element's bytes as they are.
+            let key: [UInt8]
+            if index.elements.count == 1 {
+                let bytes = element(index.elements[0])
+                key = bytes.count > Self.maxTupleBytes ? Self.fit([bytes]) : bytes
+            } else {
+                key = Self.fit(index.elements.map(element))
+            }
+            indexes.append(IndexEntry(database: entity.indexTables[position], table: position, key: key, value: entryValue))
         }
         for (position, (_, _, constraint)) in entity.uniques.enumerated() {
             let values = constraint.propertyNames.map { value($0, row) }
             if values.contains(where: { $0 == nil }) { continue }  // NULLs never clash
             let elements = constraint.propertyNames.map { elementBytes($0, row) }
-            uniques.append(IndexEntry(database: entity.uniqueTables[position], table: entity.indexTables.count + position, key: Self.fit(elements), value: rowKey + tag))
+            uniques.append(IndexEntry(database: entity.uniqueTables[position], table: entity.indexTables.count + position, key: Self.fit(elements), value: entryValue))
         }
         for (position, relationship) in entity.toOneRelationships.enumerated() {
             guard let reference = row.toOne[relationship.name] else { continue }
             indexes.append(IndexEntry(database: entity.toOneTables[position], table: entity.indexTables.count + entity.uniqueTables.count + position,
-                                      key: LMDBIncrementalStore.keyBytes(reference.key), value: rowKey + tag))
+                                      key: LMDBIncrementalStore.keyBytes(reference.key), value: entryValue))
         }
         return (indexes, uniques)
     }
