@@ -697,6 +697,26 @@ import Testing
         #expect(try store.verify().isEmpty)
     }
 
+    @Test func permanentIDsTakenBeforeTheSaveReachTheChangesRecordedOnUnloadedRelationships() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(StoreConformance.model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let label = try setup.insertNewObject(forEntityName: "Label")
+        try label.setValue("red", forKey: "name")
+        try setup.save()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let labelFault = context.object(with: label.objectID)
+        let item = try context.insertNewObject(forEntityName: "Item")
+        try item.setValue("new", forKey: "name")
+        try item.setValue([labelFault], forKey: "labels")
+        #expect(labelFault.isFault, "the label's side was recorded without loading it")
+        try context.obtainPermanentIDs(for: [item])
+        try context.save()
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(fresh.object(with: label.objectID).relatedObjects(forKey: "items").map(\.objectID) == [item.objectID])
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test func aMembershipChangeKeepsTheOwnersRowAndVersion() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)

@@ -461,10 +461,19 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         insertedIDs = insertedIDs.map { assignments[$0] ?? $0 }
         deletedIDs = deletedIDs.map { assignments[$0] ?? $0 }
-        for object in registered.values {
+        // Only an inserted or changed object can point at a newly saved one (pointing at it changed it): the clean
+        // objects a context holds, however many, are not looked at.
+        var seen = Set<ManagedObjectID>()
+        for id in insertedIDs + changedIDs where seen.insert(id).inserted {
+            guard let object = registered[id] else { continue }
             for (key, id) in object.toOne { if let new = assignments[id] { object.toOne[key] = new } }
             for (key, ids) in object.toMany where ids.contains(where: { assignments[$0] != nil }) {
                 object.toMany[key] = ids.map { assignments[$0] ?? $0 }
+            }
+            // Changes recorded on an unloaded relationship name the new objects too.
+            for (key, pending) in object.pendingToMany
+            where pending.added.contains(where: { assignments[$0] != nil }) || pending.removed.contains(where: { assignments[$0] != nil }) {
+                object.pendingToMany[key] = (pending.added.map { assignments[$0] ?? $0 }, Set(pending.removed.map { assignments[$0] ?? $0 }))
             }
         }
         holdRows(of: assignments.values.compactMap { registered[$0] })
