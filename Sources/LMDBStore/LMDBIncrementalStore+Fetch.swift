@@ -76,11 +76,22 @@ extension LMDBIncrementalStore {
                 return .count(request.window(0..<count).count)
             }
             if case .scan = plan.access, request.predicate == nil, request.sortDescriptors.isEmpty,
-               request.resultType == .count || request.resultType == .managedObjectID
-                || (request.resultType == .managedObject && request.returnsObjectsAsFaults) {
-                // Every row of the entities matches and none is loaded: keys and entity tags from the row table, no
-                // row decoded (each row's checksum is checked when its object loads).
-                let keys = try scannedKeys(of: entity, family: family, upTo: request.windowEnd, state: state, transaction: transaction)
+               request.resultType == .count || request.resultType == .managedObjectID || request.resultType == .managedObject {
+                // Every row of the entities matches: keys and entity tags from the row table, no row decoded (each
+                // row's checksum is checked when its object loads) — or, for loaded objects, the rows of the window
+                // decoded once each as the walk passes them.
+                if request.resultType == .managedObject && !request.returnsObjectsAsFaults {
+                    let offset = max(0, request.fetchOffset)
+                    let nodes = try scannedRows(of: entity, family: family, upTo: request.windowEnd, state: state, transaction: transaction) {
+                        position, key, tag, bytes throws(RowDecodingError) -> IncrementalStoreNode? in
+                        guard position >= offset else { return nil }
+                        return try node(objectID(entityTag: tag, key: key, in: state), EncodedRow(bytes, layout: layout, checkingFields: false), in: state)
+                    }
+                    return .nodes(nodes)
+                }
+                let keys = try scannedRows(of: entity, family: family, upTo: request.windowEnd, state: state, transaction: transaction) {
+                    _, key, tag, _ in (key: key, tag: tag)
+                }
                 if request.resultType == .count { return .count(request.window(0..<keys.count).count) }
                 return .objectIDs(request.window(keys).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
@@ -317,14 +328,17 @@ extension LMDBIncrementalStore {
         return nodes
     }
 
-    /// The keys and entity tags of the rows of `entity`'s table whose tag is in `family`, in key order, up to
-    /// `limit` of them; rows are not decoded, only their headers' tags read.
-    func scannedKeys(of entity: StoreLayout.EntityLayout, family: Set<UInt16>, upTo limit: Int?, state: OpenState,
-                     transaction: Transaction) throws -> [(key: UInt64, tag: UInt16)] {
+    /// What `take` makes of the rows of `entity`'s table whose tag is in `family`, in key order, up to `limit` of
+    /// them (`take` is told each row's position among those, its key, tag and bytes; `nil` skips the row but counts
+    /// it). Only the header's tag is read before `take`; a tag no entity of the table has is an error naming the row.
+    func scannedRows<Item>(of entity: StoreLayout.EntityLayout, family: Set<UInt16>, upTo limit: Int?, state: OpenState,
+                           transaction: Transaction,
+                           _ take: (_ position: Int, _ key: UInt64, _ tag: UInt16, _ bytes: UnsafeRawBufferPointer) throws(RowDecodingError) -> Item?) throws -> [Item] {
         let rows = state.rows(of: entity)
         // The tags a row of this table may carry: any other is damage, which must not pass as "another entity's row".
         let tableTags = Set(layout.entitiesByTag.compactMap { $0?.root == entity.root ? $0?.tag : nil })
-        var keys: [(key: UInt64, tag: UInt16)] = []
+        var items: [Item] = []
+        var position = 0
         let wanted = limit ?? Int.max
         guard wanted > 0 else { return [] }
         try rows.withCursor(in: transaction) { cursor in
@@ -336,11 +350,17 @@ extension LMDBIncrementalStore {
                 guard tableTags.contains(tag) else {
                     throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row names the entity tag \(tag), which no entity of this table has"))
                 }
-                if family.contains(tag) { keys.append((key, tag)) }
-                return keys.count < wanted
+                guard family.contains(tag) else { return true }
+                do throws(RowDecodingError) {
+                    if let item = try take(position, key, tag, entry.value) { items.append(item) }
+                } catch {
+                    throw corruptedRow(key, in: entity.root, error)
+                }
+                position += 1
+                return position < wanted
             }
         }
-        return keys
+        return items
     }
 
     /// The rows `request` matches, through `plan`: read by key, from index ranges or a join (each row still checked

@@ -454,6 +454,40 @@ import Testing
     }
 }
 
+extension LoadedFetchTests {
+    @Test func everyObjectLoadedComesFromOneWalkOfTheTable() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let owners = try (0..<30).map { n -> ManagedObject in
+            let owner = try setup.insertNewObject(forEntityName: "Owner")
+            try owner.setValue("owner \(n)", forKey: "name")
+            return owner
+        }
+        try setup.save()
+        var request = FetchRequest(entityName: "Owner")
+        request.returnsObjectsAsFaults = false
+        request.fetchOffset = 5
+        request.fetchLimit = 10
+        #expect(store.explain(request).hasPrefix("Scan"))
+        let loaded = try ManagedObjectContext(coordinator: coordinator).fetch(request)
+        #expect(loaded.map(\.objectID) == owners[5..<15].map(\.objectID))
+        #expect(loaded.allSatisfy { !$0.isFault })
+        #expect(loaded.map { $0.value(forKey: "name") as? String } == (5..<15).map { "owner \($0)" })
+        // A damaged row before the window is passed over; one inside it is an error naming it.
+        try damageRow(of: owners[2].objectID, in: "Owner", of: store) { $0[$0.count / 2] ^= 0xFF }
+        #expect(try ManagedObjectContext(coordinator: coordinator).fetch(request).count == 10)
+        try damageRow(of: owners[9].objectID, in: "Owner", of: store) { $0[$0.count / 2] ^= 0xFF }
+        do {
+            _ = try ManagedObjectContext(coordinator: coordinator).fetch(request)
+            Issue.record("a damaged row was loaded")
+        } catch let error as ManagedObjectContextError {
+            let key = try store.key(of: owners[9].objectID)
+            #expect(error.code == .storeUnusable && error.message.contains("with key \(key)"))
+        }
+    }
+}
+
 @Suite struct LazyRowReadingTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Price") {
