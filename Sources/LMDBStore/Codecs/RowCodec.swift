@@ -266,6 +266,7 @@ struct EncodedRow {
     }
 
     /// Decodes the fields in order, handing each to `take` with its name; checks that nothing follows the last.
+    @inline(__always)
     private func forEachField(_ take: (String, RowField) -> Void) throws(RowDecodingError) {
         var reader = ByteReader(bytes: body, offset: fieldsOffset)
         for _ in 0..<fieldCount {
