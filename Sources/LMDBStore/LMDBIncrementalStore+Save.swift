@@ -22,13 +22,17 @@ extension LMDBIncrementalStore {
         let written = request.insertedObjects + request.updatedObjects
         let insertCount = request.insertedObjects.count
         var entities: [StoreLayout.EntityLayout] = []
+        var inputs: [(attributes: AttributeSlots, toOne: ToOneSlots)] = []
         entities.reserveCapacity(written.count)
+        inputs.reserveCapacity(written.count)
         for change in written {
             guard let entity = state.entity(of: change.objectID) else {
                 throw ManagedObjectContextError(.unknownName, message: "\(change.objectID) names an entity the model does not have")
             }
-            try checkValues(change, entity)
+            let values = try slotValues(change, entity)
+            try checkValues(values.attributes, of: change.objectID, entity)
             entities.append(entity)
+            inputs.append(values)
         }
         let maintainer = IndexEntries()
         var versions: [ManagedObjectID: Int64] = [:]
@@ -59,15 +63,28 @@ extension LMDBIncrementalStore {
                 rows.reserveCapacity(written.count)
                 for (position, change) in written.enumerated() {
                     let entity = entities[position]
+                    let (attributes, toOne) = inputs[position]
                     let before = position < insertCount ? nil : updatedRows[position - insertCount]
-                    for (name, target) in change.toOne {
-                        guard let relationship = entity.toOneRelationship(named: name) else { continue }
+                    var row = StoredRow(entityTag: entity.tag, version: before?.version ?? 1,
+                                        fields: ContiguousArray(repeating: nil, count: entity.fields.count))
+                    for id in entity.fields.indices {
+                        let slot = entity.slotPositions[id]
+                        guard entity.referenceFields[id] else {
+                            if let value = attributes[slot: slot] { row.fields[id] = .attribute(value) }
+                            continue
+                        }
+                        guard let target = toOne[slot: slot] else { continue }
+                        let relationship = entity.toOneRelationships[entity.toOneOfField[id]]
                         // A reference the row already holds was checked when it was written; rewriting it unchanged adds nothing to check.
-                        if let held = before?.toOne[name], held.key == (try? key(of: target)), held.entityTag == state.entity(of: target)?.tag,
-                           !references.deleted.contains(target) { continue }
-                        _ = try checkTarget(target, of: relationship, owner: change.objectID, &references, state: state, transaction: transaction)
+                        let tag: UInt16
+                        if let held = before?.reference(id), held.key == (try? key(of: target)), let known = state.entity(of: target)?.tag,
+                           held.entityTag == known, !references.deleted.contains(target) {
+                            tag = known
+                        } else {
+                            tag = try checkTarget(target, of: relationship, owner: change.objectID, &references, state: state, transaction: transaction)
+                        }
+                        row.fields[id] = .reference(StoredRow.Reference(entityTag: tag, key: try key(of: target)))
                     }
-                    let row = try storedRow(change, entity: entity, version: before?.version ?? 1, state: state)
                     rows.append(row)
                 }
                 // An updated row whose attributes and to-ones are unchanged keeps its bytes and version.
@@ -242,41 +259,42 @@ extension LMDBIncrementalStore {
         }
     }
 
-    private func storedRow(_ change: ObjectChange, entity: StoreLayout.EntityLayout, version: UInt64, state: OpenState) throws -> StoredRow {
-        var references: [String: StoredRow.Reference] = [:]
-        references.reserveCapacity(change.toOne.count)
-        for (name, target) in change.toOne {
-            guard let tag = state.entity(of: target)?.tag else {
-                throw ManagedObjectContextError(.wrongValueType, message: "\(change.objectID).\(name) points at an entity the model does not have")
+    /// The change's attribute values and to-one targets in the slot positions of the entity's model handle: as they
+    /// are when the context sent them so, placed by name otherwise (a name the entity does not store is refused).
+    private func slotValues(_ change: ObjectChange, _ entity: StoreLayout.EntityLayout) throws -> (attributes: AttributeSlots, toOne: ToOneSlots) {
+        if case .slots(let handle, let attributes, let toOne) = change.values, handle === entity.handle { return (attributes, toOne) }
+        let attributes = change.attributes, toOne = change.toOne
+        for name in attributes.keys {
+            guard let index = entity.fieldIndex[name], entity.fields[index].attributeType != nil else {
+                throw ManagedObjectContextError(.unknownName, message: "\(entity.name) has no stored attribute \"\(name)\" (object \(change.objectID))")
             }
-            references[name] = StoredRow.Reference(entityTag: tag, key: try key(of: target))
         }
-        return StoredRow(entityTag: entity.tag, version: version, attributes: change.attributes, toOne: references)
+        for name in toOne.keys {
+            guard let index = entity.fieldIndex[name], entity.fields[index].attributeType == nil else {
+                throw ManagedObjectContextError(.unknownName, message: "\(entity.name) has no to-one relationship \"\(name)\" (object \(change.objectID))")
+            }
+        }
+        return (entity.handle.attributeSlots(attributes), entity.handle.toOneSlots(toOne))
     }
 
     /// Bad input is refused before anything is written: a value of the wrong type, NaN, a string over its maximum
-    /// length, an attribute or relationship the entity does not have.
-    private func checkValues(_ change: ObjectChange, _ entity: StoreLayout.EntityLayout) throws {
-        let entityName = entity.name
-        for (name, value) in change.attributes {
-            guard let index = entity.fieldIndex[name], let type = entity.fields[index].attributeType else {
-                throw ManagedObjectContextError(.unknownName, message: "\(entityName) has no stored attribute \"\(name)\" (object \(change.objectID))")
-            }
+    /// length.
+    private func checkValues(_ attributes: AttributeSlots, of objectID: ManagedObjectID, _ entity: StoreLayout.EntityLayout) throws {
+        for id in entity.fields.indices {
+            guard let type = entity.attributeTypes[id], let value = attributes[slot: entity.slotPositions[id]] else { continue }
+            let name = entity.fields[id].name
             guard value.fits(type) else {
                 throw ManagedObjectContextError(.wrongValueType,
-                    message: "\(entityName).\(name) is \(type.coreDataName), but the value is \(value.kindName) \(value) (object \(change.objectID))")
+                    message: "\(entity.name).\(name) is \(type.coreDataName), but the value is \(value.kindName) \(value) (object \(objectID))")
             }
             if value.isNaN {
                 throw ManagedObjectContextError(.wrongValueType,
-                    message: "\(entityName).\(name) cannot hold a NaN \(value.kindName): it is not equal to itself, so it cannot be compared, sorted or indexed (object \(change.objectID))")
+                    message: "\(entity.name).\(name) cannot hold a NaN \(value.kindName): it is not equal to itself, so it cannot be compared, sorted or indexed (object \(objectID))")
             }
-            if case .string(let text) = value, let maximum = entity.fields[index].maximumLength, text.count > maximum {
+            if case .string(let text) = value, let maximum = entity.fields[id].maximumLength, text.count > maximum {
                 throw ManagedObjectContextError(.validation,
-                    message: "\(entityName).\(name) is \(text.count) characters, longer than its maximum length \(maximum) (object \(change.objectID))")
+                    message: "\(entity.name).\(name) is \(text.count) characters, longer than its maximum length \(maximum) (object \(objectID))")
             }
-        }
-        for name in change.toOne.keys where entity.fieldIndex[name] == nil {
-            throw ManagedObjectContextError(.unknownName, message: "\(entityName) has no to-one relationship \"\(name)\" (object \(change.objectID))")
         }
     }
 
@@ -284,7 +302,9 @@ extension LMDBIncrementalStore {
         let entity = layout.entity(id.entityName)!
         let constraint = entity.uniques.first { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) == entry.database }
         let names = constraint?.constraint.propertyNames ?? []
-        let values = names.map { row.attributes[$0].map { "\($0)" } ?? row.toOne[$0].map { "key \($0.key)" } ?? "nil" }
+        let values = names.map { name in
+            entity.fieldIndex[name].map { row.attribute($0).map { "\($0)" } ?? row.reference($0).map { "key \($0.key)" } ?? "nil" } ?? "nil"
+        }
         return ManagedObjectContextError(.constraintViolation,
             message: "\(constraint?.owner ?? id.entityName) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", "))) is already taken; \(id) cannot have it too")
     }

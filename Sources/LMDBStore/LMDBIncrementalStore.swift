@@ -157,7 +157,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
     /// The row key of an object of this store.
     func key(of objectID: ManagedObjectID) throws(ManagedObjectContextError) -> UInt64 {
-        guard case .integer(let value) = objectID.referenceObject, value > 0 else {
+        guard case .integer(let value) = objectID.referenceObject, value > 0, !objectID.isTemporaryID else {
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not an object of an LMDB store")
         }
         return UInt64(value)
@@ -212,18 +212,30 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         }
     }
 
-    /// A node straight from a checked row: its fields decoded into the node's dictionaries, to-ones made into IDs.
+    /// A node straight from a checked row: its fields decoded into the slot arrays an object keeps, to-ones made
+    /// into IDs.
     func node(_ objectID: ManagedObjectID, _ row: EncodedRow, in state: OpenState) throws(RowDecodingError) -> IncrementalStoreNode {
         let values = try row.decodedValues { self.objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
-        return IncrementalStoreNode(objectID: objectID, attributes: values.attributes, toOne: values.toOne, version: Int64(bitPattern: row.version))
+        return IncrementalStoreNode(objectID: objectID, entity: row.entity.handle, attributes: values.attributes, toOne: values.toOne,
+                                    version: Int64(bitPattern: row.version))
     }
 
+    /// A node from a decoded row (of the entity `entity`).
     func node(_ objectID: ManagedObjectID, _ row: StoredRow, in state: OpenState) -> IncrementalStoreNode {
-        var toOne: [String: ManagedObjectID] = [:]
-        for (name, reference) in row.toOne {
-            toOne[name] = self.objectID(entityTag: reference.entityTag, key: reference.key, in: state)
+        guard let entity = layout.entity(tag: row.entityTag) else {
+            return IncrementalStoreNode(objectID: objectID, attributes: [:], version: Int64(bitPattern: row.version))
         }
-        return IncrementalStoreNode(objectID: objectID, attributes: row.attributes, toOne: toOne, version: Int64(bitPattern: row.version))
+        var attributes = entity.handle.emptyAttributes, toOne = entity.handle.emptyToOne
+        for (id, field) in row.fields.enumerated() {
+            let position = entity.slotPositions[id]
+            guard position >= 0 else { continue }
+            switch field {
+            case nil: continue
+            case .attribute(let value)?: attributes[position] = value
+            case .reference(let reference)?: toOne[position] = self.objectID(entityTag: reference.entityTag, key: reference.key, in: state)
+            }
+        }
+        return IncrementalStoreNode(objectID: objectID, entity: entity.handle, attributes: attributes, toOne: toOne, version: Int64(bitPattern: row.version))
     }
 
     /// A to-one from the row; a to-many as one range read of the inverse's index or the link table.
@@ -302,7 +314,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                     result[id] = try relatedKeys(relationship, of: id.entityName, key: try key(of: id), state: state, transaction: transaction)
                         .map { objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
                 } else if let row = try readRow(id, state: state, transaction: transaction) {
-                    result[id] = row.toOne[relationship.name].map { [objectID(entityTag: $0.entityTag, key: $0.key, in: state)] } ?? []
+                    let field = layout.entity(tag: row.entityTag)?.fieldIndex[relationship.name]
+                    result[id] = field.flatMap(row.reference).map { [objectID(entityTag: $0.entityTag, key: $0.key, in: state)] } ?? []
                 }
             }
             return result
@@ -384,7 +397,7 @@ extension LMDBIncrementalStore {
         let rows = database(StoreLayout.rowsDatabase(root: root), in: state)
         return try state.environment.read { transaction in
             try Self.keyBytes(rawKey).withUnsafeBytes { key in
-                try rows.withValue(forKey: key, in: transaction) { bytes in try RowCodec.decode(bytes, layout: layout).attributes.count }
+                try rows.withValue(forKey: key, in: transaction) { bytes in try RowCodec.decode(bytes, layout: layout).valueCount }
             }
         } ?? 0
     }
@@ -399,7 +412,7 @@ extension LMDBIncrementalStore {
         var decoded = 0
         for key in rawKeys {
             let fields = try withUnsafeBytes(of: key.bigEndian) { key in
-                try rows.withValue(forKey: key, in: transaction) { bytes in try RowCodec.decode(bytes, layout: layout).attributes.count }
+                try rows.withValue(forKey: key, in: transaction) { bytes in try RowCodec.decode(bytes, layout: layout).valueCount }
             }
             if fields != nil { decoded += 1 }
         }

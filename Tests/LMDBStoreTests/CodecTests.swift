@@ -165,7 +165,7 @@ import Testing
     @Test func rowsRoundTripAndFlippedBytesAreCaught() throws {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
-        let row = StoredRow(entityTag: entity.tag, version: 42, attributes: [
+        let row = StoredRow(entity: entity, version: 42, attributes: [
             "i": .integer(-123_456_789), "d": .double(-0.5), "f": .float(2.5), "m": .decimal(Decimal(string: "3.14159")!),
             "s": .string("héllo\u{0}"), "b": .boolean(false), "t": .date(Date(timeIntervalSinceReferenceDate: 1e6)),
             "x": .data(Data([9, 8, 7])), "u": .uuid(UUID()), "r": .uri(URL(string: "https://x.y/z")!),
@@ -193,7 +193,7 @@ extension RowCodecTests {
     @Test func oneFieldReadsTheSameValueAsTheWholeRow() throws {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
-        let row = StoredRow(entityTag: entity.tag, version: 7, attributes: [
+        let row = StoredRow(entity: entity, version: 7, attributes: [
             "i": .integer(Int64.min), "d": .double(.infinity), "m": .decimal(Decimal(string: "-0.001")!), "s": .string(""),
             "b": .boolean(true), "u": .uuid(UUID()), "r": .uri(URL(string: "file:///a%20b")!),
         ], toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: UInt64.max)])
@@ -203,9 +203,9 @@ extension RowCodecTests {
             #expect(encoded.version == 7 && encoded.entityTag == entity.tag)
             for field in entity.fields {
                 switch try encoded.field(Int(field.id)) {
-                case .attribute(let value)?: #expect(row.attributes[field.name] == value, "\(field.name)")
-                case .reference(let reference)?: #expect(row.toOne[field.name] == reference, "\(field.name)")
-                case nil: #expect(row.attributes[field.name] == nil && row.toOne[field.name] == nil, "\(field.name) is absent")
+                case .attribute(let value)?: #expect(row.attribute(Int(field.id)) == value, "\(field.name)")
+                case .reference(let reference)?: #expect(row.reference(Int(field.id)) == reference, "\(field.name)")
+                case nil: #expect(row.fields[Int(field.id)] == nil, "\(field.name) is absent")
                 }
             }
             #expect(try encoded.decoded() == row)
@@ -216,7 +216,7 @@ extension RowCodecTests {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
         func blob(_ attributes: [String: AttributeValue]) -> [UInt8] {
-            RowCodec.encode(StoredRow(entityTag: entity.tag, version: 1, attributes: attributes, toOne: [:]), entity: entity, modelHash: 1)
+            RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:]), entity: entity, modelHash: 1)
         }
         // A decimal that is not a number: the row's layout is sound, so it opens; reading that field fails, naming it.
         var decimal = blob(["m": .decimal(7), "i": .integer(1)])
@@ -243,6 +243,22 @@ extension RowCodecTests {
             let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try EncodedRow($0, layout: layout) } }
             #expect(error?.reason == reason)
             #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
+        }
+        // A value in a to-one's field, or a reference in an attribute's: the row is refused, not read into the wrong slot.
+        let next = UInt16(entity.fieldIndex["next"]!), i = UInt16(entity.fieldIndex["i"]!)
+        var valueInToOne = blob(["i": .integer(3)])
+        valueInToOne[RowCodec.headerSize] = UInt8(next >> 8)
+        valueInToOne[RowCodec.headerSize + 1] = UInt8(next & 0xFF)
+        var referenceInAttribute = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: [:],
+                                                             toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 5)]),
+                                                   entity: entity, modelHash: 1)
+        referenceInAttribute[RowCodec.headerSize] = UInt8(i >> 8)
+        referenceInAttribute[RowCodec.headerSize + 1] = UInt8(i & 0xFF)
+        for (bad, reason) in [(valueInToOne, "the row's field next holds a value, which Thing.next cannot"),
+                              (referenceInAttribute, "the row's field i holds a reference, which Thing.i cannot")] {
+            let sealed = Self.resealed(bad)
+            let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
+            #expect(error?.reason == reason)
         }
     }
 }

@@ -24,7 +24,7 @@ import Testing
             Issue.record("\(format) did not compile")
             return (nil, false)
         }
-        let blob = RowCodec.encode(StoredRow(entityTag: entity.tag, version: 1, attributes: values, toOne: [:]), entity: entity, modelHash: 0)
+        let blob = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: values, toOne: [:]), entity: entity, modelHash: 0)
         let settled = try blob.withUnsafeBytes { filter.matches(try EncodedRow($0, layout: layout)) }
         let expected = try predicate.evaluate(with: values.mapValues(PredicateValue.init))
         return (settled, expected)

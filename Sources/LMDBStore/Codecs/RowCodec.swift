@@ -1,7 +1,8 @@
 import Foundation
 import ObjectGraph
 
-/// A row as stored: the entity, the version and the values, with to-one references as (entity tag, key).
+/// A row as stored: the entity, the version and the values by field number (the entity layout's `fields` order),
+/// with to-one references as (entity tag, key).
 struct StoredRow: Equatable {
     struct Reference: Equatable, Hashable {
         var entityTag: UInt16
@@ -10,8 +11,35 @@ struct StoredRow: Equatable {
 
     var entityTag: UInt16
     var version: UInt64
-    var attributes: [String: AttributeValue]
-    var toOne: [String: Reference]
+    /// One value per field of the entity; `nil` is NULL (or no target).
+    var fields: ContiguousArray<RowField?>
+
+    init(entityTag: UInt16, version: UInt64, fields: ContiguousArray<RowField?>) {
+        self.entityTag = entityTag
+        self.version = version
+        self.fields = fields
+    }
+
+    /// A row of `entity` from values by name (names it does not store are left out).
+    init(entity: StoreLayout.EntityLayout, version: UInt64, attributes: [String: AttributeValue], toOne: [String: Reference] = [:]) {
+        var fields = ContiguousArray<RowField?>(repeating: nil, count: entity.fields.count)
+        for (name, value) in attributes { if let id = entity.fieldIndex[name] { fields[id] = .attribute(value) } }
+        for (name, reference) in toOne { if let id = entity.fieldIndex[name] { fields[id] = .reference(reference) } }
+        self.init(entityTag: entity.tag, version: version, fields: fields)
+    }
+
+    /// The attribute value in field `id`, `nil` for NULL (or a field that holds a reference).
+    func attribute(_ id: Int) -> AttributeValue? {
+        if case .attribute(let value)? = fields[id] { value } else { nil }
+    }
+
+    /// The reference in field `id`, `nil` for none (or a field that holds an attribute).
+    func reference(_ id: Int) -> Reference? {
+        if case .reference(let reference)? = fields[id] { reference } else { nil }
+    }
+
+    /// How many fields hold a value.
+    var valueCount: Int { fields.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
 }
 
 /// Why a row blob could not be read.
@@ -56,14 +84,14 @@ enum RowCodec {
         bytes.append(0)
         bytes.append(0)
         var count: UInt16 = 0
-        for field in entity.fields {
-            if field.attributeType != nil {
-                guard let value = row.attributes[field.name] else { continue }
-                TupleEncoding.appendBigEndian(field.id, to: &bytes)
+        for (id, field) in row.fields.enumerated() {
+            switch field {
+            case nil: continue
+            case .attribute(let value)?:
+                TupleEncoding.appendBigEndian(UInt16(id), to: &bytes)
                 appendValue(value, to: &bytes)
-            } else {
-                guard let reference = row.toOne[field.name] else { continue }
-                TupleEncoding.appendBigEndian(field.id, to: &bytes)
+            case .reference(let reference)?:
+                TupleEncoding.appendBigEndian(UInt16(id), to: &bytes)
                 bytes.append(ValueType.reference)
                 TupleEncoding.appendBigEndian(reference.entityTag, to: &bytes)
                 appendVarint(reference.key, to: &bytes)
@@ -147,7 +175,7 @@ enum RawField {
 }
 
 /// What one field of a row holds.
-enum RowField {
+enum RowField: Equatable {
     case attribute(AttributeValue)
     case reference(StoredRow.Reference)
 }
@@ -237,49 +265,49 @@ struct EncodedRow {
 
     /// Every field, decoded.
     func decoded() throws(RowDecodingError) -> StoredRow {
-        var row = StoredRow(entityTag: entity.tag, version: version, attributes: [:], toOne: [:])
-        row.attributes.reserveCapacity(fieldCount)
-        try forEachField { name, field in
-            switch field {
-            case .attribute(let value): row.attributes[name] = value
-            case .reference(let reference): row.toOne[name] = reference
-            }
-        }
+        var row = StoredRow(entityTag: entity.tag, version: version, fields: ContiguousArray(repeating: nil, count: entity.fields.count))
+        try forEachField { id, field in row.fields[id] = field }
         return row
     }
 
-    /// Every field, decoded into what a node holds: attribute values by name, and to-ones made into object IDs by
-    /// `objectID` — no ``StoredRow`` in between.
+    /// Every field, decoded into what a node holds: attribute values and to-ones (made into object IDs by
+    /// `objectID`) in the slot positions of the entity's model handle — no ``StoredRow`` and no name in between.
     func decodedValues(objectID: (StoredRow.Reference) -> ManagedObjectID) throws(RowDecodingError)
-        -> (attributes: [String: AttributeValue], toOne: [String: ManagedObjectID])
+        -> (attributes: AttributeSlots, toOne: ToOneSlots)
     {
-        var attributes: [String: AttributeValue] = [:]
-        var toOne: [String: ManagedObjectID] = [:]
-        attributes.reserveCapacity(fieldCount)
-        try forEachField { name, field in
+        let handle = entity.handle, positions = entity.slotPositions
+        var attributes = handle.emptyAttributes
+        var toOne = handle.emptyToOne
+        try forEachField { id, field in
+            let position = positions[id]
+            guard position >= 0 else { return }
             switch field {
-            case .attribute(let value): attributes[name] = value
-            case .reference(let reference): toOne[name] = objectID(reference)
+            case .attribute(let value): attributes[position] = value
+            case .reference(let reference): toOne[position] = objectID(reference)
             }
         }
         return (attributes, toOne)
     }
 
-    /// Decodes the fields in order, handing each to `take` with its name; checks that nothing follows the last.
+    /// Decodes the fields in order, handing each to `take` with its number; checks that each field holds what its
+    /// kind does (a value in an attribute's field, a reference in a to-one's) and that nothing follows the last.
     @inline(__always)
-    private func forEachField(_ take: (String, RowField) -> Void) throws(RowDecodingError) {
+    private func forEachField(_ take: (Int, RowField) -> Void) throws(RowDecodingError) {
         var reader = ByteReader(bytes: body, offset: fieldsOffset)
         for _ in 0..<fieldCount {
             let id = Int(try reader.uint16())
             let type = try reader.byte()
             guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
-            let name = entity.fields[id].name
-            take(name, try Self.read(type, field: name, &reader))
+            guard (type == RowCodec.ValueType.reference) == entity.referenceFields[id] else {
+                let name = entity.fields[id].name
+                throw RowDecodingError(reason: "the row's field \(name) holds \(type == RowCodec.ValueType.reference ? "a reference" : "a value"), which \(entity.name).\(name) cannot")
+            }
+            take(id, try Self.read(type, field: entity.fields[id].name, &reader))
         }
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
     }
 
-    private static func read(_ type: UInt8, field: String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {
+    private static func read(_ type: UInt8, field: @autoclosure () -> String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {
         typealias ValueType = RowCodec.ValueType
         switch type {
         case ValueType.integer:
@@ -288,7 +316,7 @@ struct EncodedRow {
         case ValueType.double: return .attribute(.double(Double(bitPattern: try reader.uint64())))
         case ValueType.float: return .attribute(.float(Float(bitPattern: try reader.uint32())))
         case ValueType.decimal:
-            guard let value = Decimal(string: try reader.string()) else { throw RowDecodingError(reason: "\(field) holds a malformed decimal") }
+            guard let value = Decimal(string: try reader.string()) else { throw RowDecodingError(reason: "\(field()) holds a malformed decimal") }
             return .attribute(.decimal(value))
         case ValueType.string: return .attribute(.string(try reader.string()))
         case ValueType.falseValue: return .attribute(.boolean(false))
@@ -299,17 +327,17 @@ struct EncodedRow {
             let raw = try reader.bytes(16)
             return .attribute(.uuid(UUID(uuid: raw.loadUnaligned(as: uuid_t.self))))
         case ValueType.uri:
-            guard let url = URL(string: try reader.string()) else { throw RowDecodingError(reason: "\(field) holds a malformed URI") }
+            guard let url = URL(string: try reader.string()) else { throw RowDecodingError(reason: "\(field()) holds a malformed URI") }
             return .attribute(.uri(url))
         case ValueType.reference:
             return .reference(StoredRow.Reference(entityTag: try reader.uint16(), key: try reader.varint()))
         default:
-            throw RowDecodingError(reason: "\(field) has the unknown value type \(type)")
+            throw RowDecodingError(reason: "\(field()) has the unknown value type \(type)")
         }
     }
 
     /// Moves past one value, checking only its extent (and that strings are UTF-8, which reading relies on).
-    private static func skip(_ type: UInt8, field: String, _ reader: inout ByteReader) throws(RowDecodingError) {
+    private static func skip(_ type: UInt8, field: @autoclosure () -> String, _ reader: inout ByteReader) throws(RowDecodingError) {
         typealias ValueType = RowCodec.ValueType
         switch type {
         case ValueType.integer: _ = try reader.varint()
@@ -325,7 +353,7 @@ struct EncodedRow {
             _ = try reader.uint16()
             _ = try reader.varint()
         default:
-            throw RowDecodingError(reason: "\(field) has the unknown value type \(type)")
+            throw RowDecodingError(reason: "\(field()) has the unknown value type \(type)")
         }
     }
 

@@ -31,44 +31,50 @@ struct IndexEntries {
         rowKey.append(UInt8(row.entityTag & 0xFF))
         let entryValue = rowKey
         for (position, (_, index)) in entity.indexes.enumerated() {
-            func element(_ element: FetchIndexElementDescription) -> [UInt8] {
-                var bytes = elementBytes(element.propertyName, row, folding: element.collation)
+            let fields = entity.indexFields[position]
+            func element(_ offset: Int) -> [UInt8] {
+                let element = index.elements[offset]
+                var bytes = elementBytes(fields[offset], row, folding: element.collation)
                 if !element.isAscending { bytes = bytes.map { ~$0 } }
                 return bytes
             }
             // A one-element key that fits is its element's bytes as they are.
             let key: [UInt8]
             if index.elements.count == 1 {
-                let bytes = element(index.elements[0])
+                let bytes = element(0)
                 key = bytes.count > Self.maxTupleBytes ? Self.fit([bytes]) : bytes
             } else {
-                key = Self.fit(index.elements.map(element))
+                key = Self.fit(index.elements.indices.map(element))
             }
             indexes.append(IndexEntry(database: entity.indexTables[position], table: position, key: key, value: entryValue))
         }
-        for (position, (_, _, constraint)) in entity.uniques.enumerated() {
-            let values = constraint.propertyNames.map { value($0, row) }
-            if values.contains(where: { $0 == nil }) { continue }  // NULLs never clash
-            let elements = constraint.propertyNames.map { elementBytes($0, row) }
+        for (position, fields) in entity.uniqueFields.enumerated() {
+            if fields.contains(where: { value($0, row) == nil }) { continue }  // NULLs never clash
+            let elements = fields.map { elementBytes($0, row) }
             uniques.append(IndexEntry(database: entity.uniqueTables[position], table: entity.indexTables.count + position, key: Self.fit(elements), value: entryValue))
         }
-        for (position, relationship) in entity.toOneRelationships.enumerated() {
-            guard let reference = row.toOne[relationship.name] else { continue }
+        for (position, field) in entity.toOneFields.enumerated() {
+            guard field >= 0, let reference = row.reference(field) else { continue }
             indexes.append(IndexEntry(database: entity.toOneTables[position], table: entity.indexTables.count + entity.uniqueTables.count + position,
                                       key: LMDBIncrementalStore.keyBytes(reference.key), value: entryValue))
         }
         return (indexes, uniques)
     }
 
-    /// The value an index element sees: an attribute, or a to-one as the integer key of its destination.
-    private func value(_ name: String, _ row: StoredRow) -> AttributeValue? {
-        if let value = row.attributes[name] { return value }
-        return row.toOne[name].map { .integer(Int64(bitPattern: $0.key)) }
+    /// The value an index element sees in field `field` (-1: none): an attribute, or a to-one as the integer key of
+    /// its destination.
+    private func value(_ field: Int, _ row: StoredRow) -> AttributeValue? {
+        guard field >= 0 else { return nil }
+        switch row.fields[field] {
+        case nil: return nil
+        case .attribute(let value)?: return value
+        case .reference(let reference)?: return .integer(Int64(bitPattern: reference.key))
+        }
     }
 
-    private func elementBytes(_ name: String, _ row: StoredRow, folding collation: FetchIndexElementDescription.Collation = .binary) -> [UInt8] {
+    private func elementBytes(_ field: Int, _ row: StoredRow, folding collation: FetchIndexElementDescription.Collation = .binary) -> [UInt8] {
         var bytes: [UInt8] = []
-        TupleEncoding.append(Self.folded(value(name, row), collation), to: &bytes)
+        TupleEncoding.append(Self.folded(value(field, row), collation), to: &bytes)
         return bytes
     }
 

@@ -58,10 +58,28 @@ struct StoreLayout: Sendable {
         /// ``indexTables``, ``uniqueTables`` and ``toOneTables`` in one list: an ``IndexEntry``'s `table` is a
         /// position in it.
         let secondaryTables: [String]
+        /// The field numbers of each index's elements, each uniqueness constraint's properties and each to-one (in
+        /// ``indexes``', ``uniques``' and ``toOneRelationships``' order): a save computes entries without names.
+        let indexFields: [[Int]]
+        let uniqueFields: [[Int]]
+        let toOneFields: [Int]
+        /// The model's runtime view of the entity, and where each field's value sits in its slot arrays
+        /// (``AttributeSlots`` for attributes, ``ToOneSlots`` for to-ones), by field number: a row decodes into the
+        /// arrays an object keeps, and a save reads them, without hashing a name.
+        let handle: ManagedObjectModel.EntityHandle
+        let slotPositions: [Int]
+        /// Whether each field holds a to-one's reference (else an attribute's value), by field number: what a decoder
+        /// checks per field without copying the field's description.
+        let referenceFields: [Bool]
+        /// Each field's attribute type (`nil` for a to-one) and, for to-ones, its position in
+        /// ``toOneRelationships`` (-1 for attributes), by field number.
+        let attributeTypes: [AttributeType?]
+        let toOneOfField: [Int]
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
              indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
-             toOneRelationships: [RelationshipDescription], toOneOwners: [String], linkRelationships: [RelationshipDescription]) {
+             toOneRelationships: [RelationshipDescription], toOneOwners: [String], linkRelationships: [RelationshipDescription],
+             handle: ManagedObjectModel.EntityHandle) {
             self.name = name
             self.tag = tag
             self.root = root
@@ -75,6 +93,16 @@ struct StoreLayout: Sendable {
             uniqueTables = uniques.map { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) }
             toOneTables = zip(toOneRelationships, toOneOwners).map { StoreLayout.toOneDatabase(entity: $1, relationship: $0.name) }
             secondaryTables = indexTables + uniqueTables + toOneTables
+            // Every name below is a persistent attribute or to-one of the entity (the model checked its indexes and
+            // constraints), so each has a field; -1 stands for none and reads as NULL.
+            indexFields = indexes.map { $0.index.elements.map { fieldIndex[$0.propertyName] ?? -1 } }
+            uniqueFields = uniques.map { $0.constraint.propertyNames.map { fieldIndex[$0] ?? -1 } }
+            toOneFields = toOneRelationships.map { fieldIndex[$0.name] ?? -1 }
+            self.handle = handle
+            slotPositions = fields.map { handle.slot(named: $0.name)?.position ?? -1 }
+            referenceFields = fields.map { $0.attributeType == nil }
+            attributeTypes = fields.map(\.attributeType)
+            toOneOfField = fields.map { field in toOneRelationships.firstIndex { $0.name == field.name } ?? -1 }
         }
     }
 
@@ -132,7 +160,8 @@ struct StoreLayout: Sendable {
                 fieldIndex: Dictionary(uniqueKeysWithValues: fields.map { ($0.name, Int($0.id)) }),
                 indexes: indexes, uniques: uniques,
                 toOneRelationships: toOne, toOneOwners: toOneOwners,
-                linkRelationships: relationships.filter { Self.needsLinkTable($0, model) })
+                linkRelationships: relationships.filter { Self.needsLinkTable($0, model) },
+                handle: model.handle(forEntityNamed: name))
         }
         self.entities = entities
         self.entityNamesByTag = names

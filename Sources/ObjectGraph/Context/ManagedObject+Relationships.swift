@@ -33,11 +33,10 @@ extension ManagedObject {
     }
 
     func setToOne(_ slot: ManagedObjectModel.Slot, to destination: ManagedObject?) {
-        let key = slot.name
         willAccessValues()
-        let old = toOne[key]
+        let old = toOneID(slot)
         guard old != destination?.objectID else { return }
-        primitiveSetToOne(key, destination?.objectID)
+        primitiveSetToOne(slot, destination?.objectID)
         guard let inverse = slot.inverse, let context = managedObjectContext else { return }
         if let old {
             context.object(with: old).unlink(self, fromInverse: inverse)
@@ -60,7 +59,7 @@ extension ManagedObject {
         let removed = current.isEmpty ? [] : Set(current).subtracting(wantedIDs)
         let added = current.isEmpty ? wanted : wanted.filter { !current.contains($0.objectID) }
         toMany[key] = wantedIDs
-        markChanged(key)
+        markChanged(slot)
         guard let inverse = slot.inverse, let context = managedObjectContext else { return }
         for id in removed { context.object(with: id).unlink(self, fromInverse: inverse) }
         for object in added { object.link(self, toInverse: inverse, relationshipBack: slot.relationship!) }
@@ -74,7 +73,7 @@ extension ManagedObject {
                 // loading the whole relationship.
                 pendingToMany[inverse.name, default: ([], [])].added.append(owner.objectID)
                 pendingToMany[inverse.name]!.removed.remove(owner.objectID)
-                markChanged(inverse.name)
+                markChanged(named: inverse.name)
                 return
             }
             _ = relatedIDs(forKey: inverse.name)  // loads the relationship if it is a fault
@@ -83,19 +82,19 @@ extension ManagedObject {
             // to-many stay linear.
             guard owner.lifecycle == .inserted || toMany[inverse.name]?.contains(owner.objectID) != true else { return }
             toMany[inverse.name, default: []].append(owner.objectID)
-            markChanged(inverse.name)
+            markChanged(named: inverse.name)
         } else {
             willAccessValues()
-            if let previous = toOne[inverse.name], previous != owner.objectID, let context = managedObjectContext {
+            if let previous = toOneID(named: inverse.name), previous != owner.objectID, let context = managedObjectContext {
                 // A to-one inverse moves: the previous owner loses this object.
                 let previousOwner = context.object(with: previous)
                 if relationshipBack.isToMany {
                     previousOwner.primitiveRemove(relationshipBack.name, objectID)
-                } else if previousOwner.toOne[relationshipBack.name] == objectID {
-                    previousOwner.primitiveSetToOne(relationshipBack.name, nil)
+                } else if previousOwner.toOneID(named: relationshipBack.name) == objectID {
+                    previousOwner.primitiveSetToOne(named: relationshipBack.name, nil)
                 }
             }
-            primitiveSetToOne(inverse.name, owner.objectID)
+            primitiveSetToOne(named: inverse.name, owner.objectID)
         }
     }
 
@@ -105,15 +104,20 @@ extension ManagedObject {
             primitiveRemove(inverse.name, owner.objectID)
         } else {
             willAccessValues()
-            if toOne[inverse.name] == owner.objectID { primitiveSetToOne(inverse.name, nil) }
+            if toOneID(named: inverse.name) == owner.objectID { primitiveSetToOne(named: inverse.name, nil) }
         }
     }
 
-    func primitiveSetToOne(_ key: String, _ id: ManagedObjectID?) {
+    func primitiveSetToOne(_ slot: ManagedObjectModel.Slot, _ id: ManagedObjectID?) {
         willAccessValues()
-        guard toOne[key] != id else { return }
-        toOne[key] = id
-        markChanged(key)
+        guard toOneID(slot) != id else { return }
+        setToOneID(id, slot)
+        markChanged(slot)
+    }
+
+    func primitiveSetToOne(named key: String, _ id: ManagedObjectID?) {
+        guard let slot = handle.slot(named: key), slot.kind == .toOne else { return }
+        primitiveSetToOne(slot, id)
     }
 
     func primitiveRemove(_ key: String, _ id: ManagedObjectID) {
@@ -121,13 +125,13 @@ extension ManagedObject {
            let relationship = handle.relationship(named: key), context.recordsWithoutLoading(relationship, of: self) {
             pendingToMany[key, default: ([], [])].removed.insert(id)
             pendingToMany[key]!.added.removeAll { $0 == id }
-            markChanged(key)
+            markChanged(named: key)
             return
         }
         _ = relatedIDs(forKey: key)
         guard let index = toMany[key]?.firstIndex(of: id) else { return }
         toMany[key]!.remove(at: index)
-        markChanged(key)
+        markChanged(named: key)
     }
 }
 

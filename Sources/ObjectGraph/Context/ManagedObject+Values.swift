@@ -17,10 +17,10 @@ extension ManagedObject {
         case .attribute:
             if slot.type == .undefined { return transientObjects[slot.name] }
             if !slot.isTransient { willAccessValues() }
-            return attributes[slot.name].map { Self.swiftValue($0, type: slot.type, transformerName: slot.transformerName) }
+            return attributeValue(slot).map { Self.swiftValue($0, type: slot.type, transformerName: slot.transformerName) }
         case .toOne:
             willAccessValues()
-            return toOne[slot.name].flatMap { managedObjectContext?.object(with: $0) }
+            return toOneID(slot).flatMap { managedObjectContext?.object(with: $0) }
         case .toMany:
             return relatedObjects(forKey: slot.name)
         case .fetched:
@@ -65,10 +65,9 @@ extension ManagedObject {
                 converted = nil
             }
             if !slot.isTransient { willAccessValues() }
-            // One lookup: the new value goes in, and the old one says whether anything changed.
-            let old = converted.map { attributes.updateValue($0, forKey: key) } ?? attributes.removeValue(forKey: key)
+            let old = setAttributeValue(converted, slot)
             guard old != converted else { return }
-            if !slot.isTransient { markChanged(key) }
+            if !slot.isTransient { markChanged(slot) }
         case .toMany:
             let relationship = slot.relationship!
             let objects: [ManagedObject]
@@ -149,14 +148,19 @@ extension ManagedObject {
         }
     }
 
-    func markChanged(_ key: String) {
-        let first = changedKeys.isEmpty
-        changedKeys.insert(key)
+    func markChanged(_ slot: ManagedObjectModel.Slot) {
+        let first = changedSlots.isEmpty
+        changedSlots.insert(slot.index)
         // An inserted object's first change puts it among the context's changed objects, where it stays until the
         // save; later ones need not look it up again. A clean object is reported each time (the notification of
         // pending changes may have been posted since).
         guard first || lifecycle != .inserted else { return }
         managedObjectContext?.objectDidChange(self)
+    }
+
+    /// ``markChanged(_:)`` for the property named `key` (nothing for a name the entity does not have).
+    func markChanged(named key: String) {
+        if let slot = handle.slot(named: key) { markChanged(slot) }
     }
 }
 
@@ -327,12 +331,12 @@ extension ManagedObject: KeyValueReadable {
         switch slot.kind {
         case .attribute:
             if !slot.isTransient { willAccessValues() }
-            return attributes[key].map(PredicateValue.init) ?? .null
+            return attributeValue(slot).map(PredicateValue.init) ?? .null
         case .toMany:
             return .array(relatedObjects(forKey: key).map { .object(PredicateObject($0)) })
         case .toOne:
             willAccessValues()
-            guard let id = toOne[key], let object = managedObjectContext?.object(with: id) else { return .null }
+            guard let id = toOneID(slot), let object = managedObjectContext?.object(with: id) else { return .null }
             return .object(PredicateObject(object))
         case .fetched:
             guard let objects = try? fetchedObjects(forKey: key) else { return .null }

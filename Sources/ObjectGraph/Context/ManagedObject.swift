@@ -51,12 +51,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     var lifecycle: Lifecycle = .clean
     var isFaultStorage = true
-    var attributes: [String: AttributeValue] = [:]
+    /// Attribute values in the entity's attribute positions; empty (no allocation) until the object loads its
+    /// values or is written to. Read and write them through ``attributeValue(_:)`` and ``setAttributeValue(_:_:)``.
+    var attributes: AttributeSlots = []
     var transientObjects: [String: Any] = [:]
-    var toOne: [String: ManagedObjectID] = [:]
+    /// To-one relationships in the entity's to-one positions; empty until loaded or written.
+    var toOne: ToOneSlots = []
     var toMany: [String: [ManagedObjectID]] = [:]
     var committed: Snapshot?
-    var changedKeys: Set<String> = []
+    /// The properties changed since the last save (by slot index).
+    var changedSlots = SlotSet()
     /// Fetched properties' results (as IDs, so that no object keeps another alive), kept until the object is
     /// refreshed or turned into a fault.
     var fetchedResults: [String: [ManagedObjectID]] = [:]
@@ -73,8 +77,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Persisted values as last read or saved.
     struct Snapshot {
-        var attributes: [String: AttributeValue]
-        var toOne: [String: ManagedObjectID]
+        var attributes: AttributeSlots
+        var toOne: ToOneSlots
         var toMany: [String: [ManagedObjectID]]
         var version: Int64
     }
@@ -114,13 +118,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public var isInserted: Bool { lifecycle == .inserted }
 
     /// Whether the object has unsaved changes (and is neither inserted nor deleted).
-    public var isUpdated: Bool { lifecycle == .clean && !changedKeys.isEmpty }
+    public var isUpdated: Bool { lifecycle == .clean && !changedSlots.isEmpty }
 
     /// Whether the object is deleted and the deletion not yet saved.
     public var isDeleted: Bool { lifecycle == .deleted }
 
     /// Whether the object has unsaved changes of any kind.
-    public var hasChanges: Bool { lifecycle != .clean || !changedKeys.isEmpty }
+    public var hasChanges: Bool { lifecycle != .clean || !changedSlots.isEmpty }
 
     /// Whether the object's values are its last loaded or saved row, untouched: no unsaved change, no failed load.
     var showsCommittedValues: Bool { !hasChanges && faultError == nil }
@@ -128,7 +132,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The values changed since the last save, by key (`nil` standing for a value set to NULL).
     public var changedValues: [String: Any?] {
         var result: [String: Any?] = [:]
-        for key in changedKeys { result[key] = value(forKey: key) }
+        for index in changedSlots { result[handle.slots[index].name] = value(of: handle.slots[index]) }
         return result
     }
 
@@ -141,9 +145,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         for name in names {
             switch handle.property(named: name) {
             case .attribute(let attribute):
-                result[name] = committed.attributes[name].map { Self.swiftValue($0, for: attribute) } ?? nil
+                let slot = handle.slot(named: name)!
+                let value = slot.position < committed.attributes.count ? committed.attributes[slot.position] : nil
+                result[name] = value.map { Self.swiftValue($0, for: attribute) } ?? nil
             case .relationship(let relationship) where !relationship.isToMany:
-                result[name] = committed.toOne[name].map { $0 as Any }
+                let slot = handle.slot(named: name)!
+                let id = slot.position < committed.toOne.count ? committed.toOne[slot.position] : nil
+                result[name] = id.map { $0 as Any }
             case .relationship:
                 result[name] = committed.toMany[name].map { $0 as Any }
             default:
@@ -151,6 +159,55 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             }
         }
         return result
+    }
+
+    // MARK: - Values by slot
+
+    /// The attribute value in `slot` (an attribute slot with a position), `nil` for NULL.
+    @inline(__always)
+    func attributeValue(_ slot: ManagedObjectModel.Slot) -> AttributeValue? {
+        UInt(bitPattern: slot.position) < UInt(attributes.count) ? attributes[slot.position] : nil
+    }
+
+    /// The attribute value named `name`, `nil` for NULL or a name that is no attribute.
+    func attributeValue(named name: String) -> AttributeValue? {
+        guard let slot = handle.slot(named: name), slot.kind == .attribute, slot.position >= 0 else { return nil }
+        return attributeValue(slot)
+    }
+
+    /// Puts `value` in `slot` and returns what was there.
+    @discardableResult
+    func setAttributeValue(_ value: AttributeValue?, _ slot: ManagedObjectModel.Slot) -> AttributeValue? {
+        if attributes.isEmpty { attributes = handle.emptyAttributes }
+        let old = attributes[slot.position]
+        attributes[slot.position] = value
+        return old
+    }
+
+    /// The object ID the to-one in `slot` points at.
+    @inline(__always)
+    func toOneID(_ slot: ManagedObjectModel.Slot) -> ManagedObjectID? {
+        UInt(bitPattern: slot.position) < UInt(toOne.count) ? toOne[slot.position] : nil
+    }
+
+    /// The object ID the to-one named `name` points at (`nil` for a name that is no to-one).
+    func toOneID(named name: String) -> ManagedObjectID? {
+        guard let slot = handle.slot(named: name), slot.kind == .toOne else { return nil }
+        return toOneID(slot)
+    }
+
+    /// Points the to-one in `slot` at `id`.
+    func setToOneID(_ id: ManagedObjectID?, _ slot: ManagedObjectModel.Slot) {
+        if toOne.isEmpty { toOne = handle.emptyToOne }
+        toOne[slot.position] = id
+    }
+
+    /// The object's attribute values with only the transient ones kept.
+    func transientAttributes() -> AttributeSlots {
+        guard !attributes.isEmpty else { return [] }
+        var kept = handle.emptyAttributes
+        for slot in handle.attributeSlots where slot.isTransient { kept[slot.position] = attributes[slot.position] }
+        return kept
     }
 
     /// Loads the values of a fault.

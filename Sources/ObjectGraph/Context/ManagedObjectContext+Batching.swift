@@ -70,7 +70,7 @@ extension ManagedObjectContext {
                         }
                     } else {
                         for member in group {
-                            if let id = member.toOne[component], seen.insert(id).inserted { next.append(object(with: id)) }
+                            if let id = member.toOneID(named: component), seen.insert(id).inserted { next.append(object(with: id)) }
                         }
                     }
                 }

@@ -8,8 +8,9 @@ extension ManagedObjectContext {
         guard object.lifecycle != .deleted else {
             throw ManagedObjectContextError(.objectNotFound, message: "\(id) is deleted in the parent context")
         }
-        let persistent = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == false }
-        return IncrementalStoreNode(objectID: id, attributes: persistent, toOne: object.toOne, version: object.version)
+        let handle = object.handle
+        return IncrementalStoreNode(objectID: id, entity: handle, attributes: handle.persistentAttributes(object.attributes),
+                                    toOne: handle.persistentToOne(object.toOne), version: object.version)
     }
 
     /// One object's values from this context's source.
@@ -50,14 +51,15 @@ extension ManagedObjectContext {
             guard let object = registered[id], object.isUpdated else { continue }
             let target = parent.object(with: id)
             target.willAccessValues()
-            for key in object.changedKeys {
-                switch object.handle.property(named: key) {
-                case .attribute: target.attributes[key] = object.attributes[key]
-                case .relationship(let relationship) where !relationship.isToMany: target.toOne[key] = object.toOne[key]
-                case .relationship: target.toMany[key] = object.toMany[key]
+            for index in object.changedSlots {
+                let slot = object.handle.slots[index], key = slot.name
+                switch slot.kind {
+                case .attribute where slot.position >= 0: target.setAttributeValue(object.attributeValue(slot), slot)
+                case .toOne: target.setToOneID(object.toOneID(slot), slot)
+                case .toMany: target.toMany[key] = object.toMany[key]
                 default: continue
                 }
-                target.markChanged(key)
+                target.markChanged(slot)
             }
         }
         for id in deletedIDs {
@@ -71,9 +73,9 @@ extension ManagedObjectContext {
         for id in insertedIDs + Array(changedIDs) {
             guard let object = registered[id], object.lifecycle != .deleted else { continue }
             object.lifecycle = .clean
-            object.changedKeys.removeAll()
-            let persistent = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == false }
-            object.committed = ManagedObject.Snapshot(attributes: persistent, toOne: object.toOne, toMany: object.toMany, version: object.version)
+            object.changedSlots.removeAll()
+            object.committed = ManagedObject.Snapshot(attributes: object.handle.persistentAttributes(object.attributes),
+                                                      toOne: object.handle.persistentToOne(object.toOne), toMany: object.toMany, version: object.version)
         }
         insertedIDs.removeAll()
         deletedIDs.removeAll()

@@ -44,7 +44,7 @@ extension ManagedObjectContext {
             for slot in object.handle.relationshipSlots {
                 let relationship = slot.relationship!
                 guard relationship.deleteRule == .cascade || relationship.deleteRule == .nullify else { continue }
-                let related = slot.kind == .toMany ? object.relatedIDs(forKey: slot.name) : object.toOne[slot.name].map { [$0] } ?? []
+                let related = slot.kind == .toMany ? object.relatedIDs(forKey: slot.name) : object.toOneID(slot).map { [$0] } ?? []
                 switch relationship.deleteRule {
                 case .cascade:
                     for id in related {
@@ -84,7 +84,7 @@ extension ManagedObjectContext {
             guard let object = registered[id] else { continue }
             for slot in object.handle.relationshipSlots where slot.relationship!.deleteRule == .deny {
                 let relationship = slot.relationship!
-                let related = (relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOne[relationship.name].map { [$0] } ?? [])
+                let related = (relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOneID(slot).map { [$0] } ?? [])
                     .filter { !deleted.contains($0) }
                 if !related.isEmpty {
                     failures.append(ValidationFailure(objectID: id, entityName: object.entityName, propertyName: relationship.name,
@@ -119,7 +119,7 @@ extension ManagedObjectContext {
         for slot in object.handle.persistentSlots {
             switch slot.kind {
             case .attribute:
-                guard let value = object.attributes[slot.name] else {
+                guard let value = object.attributeValue(slot) else {
                     if !slot.isOptional { fail(slot.name, "a value is required") }
                     continue
                 }
@@ -164,7 +164,7 @@ extension ManagedObjectContext {
                     fail(relationship.name, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
                 }
             case .toOne:
-                if let target = object.toOne[slot.name] {
+                if let target = object.toOneID(slot) {
                     if let missing = registered[target]?.faultError, missing.code == .objectNotFound {
                         fail(slot.name, "points at \(target), which is not in its store")
                     }
@@ -197,7 +197,7 @@ extension ManagedObjectContext {
                 // The store knows what it holds; the context adds what it had read.
                 for index in error.conflicts.indices {
                     guard let object = registered[error.conflicts[index].objectID], let committed = object.committed else { continue }
-                    error.conflicts[index].cachedSnapshot = IncrementalStoreNode(objectID: object.objectID, attributes: committed.attributes,
+                    error.conflicts[index].cachedSnapshot = IncrementalStoreNode(objectID: object.objectID, entity: object.handle, attributes: committed.attributes,
                                                                                  toOne: committed.toOne, version: committed.version)
                 }
                 guard mergePolicy != .error && attempts < 4 else { throw error }
@@ -255,31 +255,24 @@ extension ManagedObjectContext {
     /// Whether a save must send `object`'s changes to its store: some changed key is not a to-many relationship the
     /// store derives from its inverse.
     private func changesStoredState(_ object: ManagedObject) -> Bool {
-        for key in object.changedKeys {
-            guard let relationship = object.handle.relationship(named: key), relationship.isToMany,
-                  storeDerives(relationship, of: object) else { return true }
+        for index in object.changedSlots {
+            let slot = object.handle.slots[index]
+            guard slot.kind == .toMany, storeDerives(slot.relationship!, of: object) else { return true }
         }
         return false
     }
 
     private func changeDescription(_ object: ManagedObject, map: (ManagedObjectID) -> ManagedObjectID, allToMany: Bool,
                                    expectedVersion: Int64?) -> ObjectChange {
-        var change = ObjectChange(objectID: map(object.objectID), expectedVersion: expectedVersion)
         let handle = object.handle
-        // Without transient attributes or to-ones the object's dictionaries are what the store keeps: shared, not
-        // rebuilt (to-ones only rebuilt when one points at an object that has just been given its permanent ID).
-        if !handle.hasTransientAttributes { change.attributes = object.attributes }
-        if !handle.hasTransientToOnes {
-            change.toOne = object.toOne.values.contains { map($0) != $0 } ? object.toOne.mapValues(map) : object.toOne
-        }
-        for slot in handle.persistentSlots {
+        // The object's arrays are what the store keeps (transient values cleared, if the entity has any): shared, not
+        // copied — to-ones only rebuilt when one points at an object that has just been given its permanent ID.
+        var toOne = handle.persistentToOne(object.toOne)
+        if toOne.contains(where: { $0.map { map($0) != $0 } ?? false }) { for position in toOne.indices { toOne[position] = toOne[position].map(map) } }
+        var change = ObjectChange(objectID: map(object.objectID), entity: handle, attributes: handle.persistentAttributes(object.attributes),
+                                  toOne: toOne, expectedVersion: expectedVersion)
+        for slot in handle.relationshipSlots {
             switch slot.kind {
-            case .attribute:
-                guard handle.hasTransientAttributes else { continue }
-                if let value = object.attributes[slot.name] { change.attributes[slot.name] = value }
-            case .toOne:
-                guard handle.hasTransientToOnes else { continue }
-                if let id = object.toOne[slot.name] { change.toOne[slot.name] = map(id) }
             case .toMany:
                 let relationship = slot.relationship!
                 if object.toMany[slot.name] == nil, let pending = object.pendingToMany[slot.name] {
@@ -289,10 +282,10 @@ extension ManagedObjectContext {
                     }
                     continue
                 }
-                if allToMany || object.changedKeys.contains(slot.name) {
+                if allToMany || object.changedSlots.contains(slot.index) {
                     change.toMany[slot.name] = object.relatedIDs(forKey: slot.name).map(map)
                 }
-            case .fetched:
+            case .attribute, .toOne, .fetched:
                 break
             }
         }
@@ -301,15 +294,6 @@ extension ManagedObjectContext {
 
     /// Makes every saved object clean, with its saved values as its snapshot.
     private func finishSave(versions: [ManagedObjectID: Int64]) {
-        var transientNames: [String: Set<String>] = [:]
-        func transients(of entity: ManagedObjectModel.EntityHandle) -> Set<String> {
-            if let known = transientNames[entity.name] { return known }
-            let names = Set(entity.properties.compactMap { property -> String? in
-                if case .attribute(let attribute) = property, attribute.isTransient { attribute.name } else { nil }
-            })
-            transientNames[entity.name] = names
-            return names
-        }
         for id in deletedIDs {
             guard let object = registered[id] else { continue }
             forget(object)
@@ -317,16 +301,16 @@ extension ManagedObjectContext {
             object.managedObjectContext = nil
         }
         for id in insertedIDs + changedIDs.filter({ registered[$0]?.lifecycle != .inserted }) {
-            guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedKeys.isEmpty else { continue }
+            guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedSlots.isEmpty else { continue }
             object.version = versions[object.objectID] ?? (object.lifecycle == .inserted ? 1 : object.version + 1)
             object.lifecycle = .clean
-            object.changedKeys.removeAll()
+            object.changedSlots.removeAll()
             object.pendingToMany.removeAll()
-            let transient = transients(of: object.handle)
-            let persistent = transient.isEmpty ? object.attributes : object.attributes.filter { !transient.contains($0.key) }
-            object.committed = ManagedObject.Snapshot(attributes: persistent, toOne: object.toOne, toMany: object.toMany, version: object.version)
+            let handle = object.handle
+            let attributes = handle.persistentAttributes(object.attributes), toOne = handle.persistentToOne(object.toOne)
+            object.committed = ManagedObject.Snapshot(attributes: attributes, toOne: toOne, toMany: object.toMany, version: object.version)
             persistentStoreCoordinator.updateCache(object.objectID,
-                node: IncrementalStoreNode(objectID: object.objectID, attributes: persistent, toOne: object.toOne, version: object.version))
+                node: IncrementalStoreNode(objectID: object.objectID, entity: handle, attributes: attributes, toOne: toOne, version: object.version))
         }
         insertedIDs.removeAll()
         deletedIDs.removeAll()
@@ -347,6 +331,7 @@ extension ManagedObjectContext {
                 continue
             }
             let committed = object.committed
+            let stored = persisted.values.slots(of: object.handle)
             switch mergePolicy {
             case .error:
                 throw error
@@ -356,30 +341,34 @@ extension ManagedObjectContext {
                 deletedIDs.removeAll { $0 == object.objectID }
                 changedIDs.remove(object.objectID)
                 object.lifecycle = .clean
-                object.changedKeys.removeAll()
+                object.changedSlots.removeAll()
                 apply(persisted, to: object)
                 object.toMany = [:]
                 object.committed?.toMany = [:]
             case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump:
                 let storeTrumps = mergePolicy == .mergeByPropertyStoreTrump
-                for property in model.allProperties(of: object.entityName) where property.isPersistent {
-                    let key = property.name
+                for slot in object.handle.persistentSlots {
                     let storeChanged: Bool
-                    switch property {
-                    case .attribute: storeChanged = persisted.attributes[key] != committed?.attributes[key]
-                    case .relationship(let relationship) where !relationship.isToMany: storeChanged = persisted.toOne[key] != committed?.toOne[key]
+                    switch slot.kind {
+                    case .attribute where slot.position >= 0:
+                        storeChanged = stored.attributes[slot: slot.position] != committed?.attributes[slot: slot.position]
+                    case .toOne: storeChanged = stored.toOne[slot: slot.position] != committed?.toOne[slot: slot.position]
                     default: continue
                     }
-                    let locallyChanged = object.changedKeys.contains(key)
+                    let locallyChanged = object.changedSlots.contains(slot.index)
                     guard !locallyChanged || (storeTrumps && storeChanged) else { continue }
-                    if case .attribute = property { object.attributes[key] = persisted.attributes[key] } else { object.toOne[key] = persisted.toOne[key] }
-                    object.changedKeys.remove(key)
+                    if slot.kind == .attribute {
+                        object.setAttributeValue(stored.attributes[slot: slot.position], slot)
+                    } else {
+                        object.setToOneID(stored.toOne[slot: slot.position], slot)
+                    }
+                    object.changedSlots.remove(slot.index)
                 }
                 // Nothing of mine is left to write: the object is now simply up to date.
-                if object.changedKeys.isEmpty && object.lifecycle == .clean { changedIDs.remove(object.objectID) }
+                if object.changedSlots.isEmpty && object.lifecycle == .clean { changedIDs.remove(object.objectID) }
             }
             object.version = persisted.version
-            object.committed = ManagedObject.Snapshot(attributes: persisted.attributes, toOne: persisted.toOne,
+            object.committed = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne,
                                                       toMany: committed?.toMany ?? [:], version: persisted.version)
         }
         changedIDs = changedIDs.filter { registered[$0] != nil }
@@ -393,12 +382,12 @@ struct Backup {
         let objectID: ManagedObjectID
         let lifecycle: ManagedObject.Lifecycle
         let isFault: Bool
-        let attributes: [String: AttributeValue]
-        let toOne: [String: ManagedObjectID]
+        let attributes: AttributeSlots
+        let toOne: ToOneSlots
         let toMany: [String: [ManagedObjectID]]
         let pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)]
         let committed: ManagedObject.Snapshot?
-        let changedKeys: Set<String>
+        let changedSlots: SlotSet
         let version: Int64
         let context: ManagedObjectContext?
     }
@@ -421,7 +410,7 @@ struct Backup {
         }
         objects = saved.map {
             ObjectState(object: $0, objectID: $0.objectID, lifecycle: $0.lifecycle, isFault: $0.isFaultStorage, attributes: $0.attributes,
-                        toOne: $0.toOne, toMany: $0.toMany, pendingToMany: $0.pendingToMany, committed: $0.committed, changedKeys: $0.changedKeys,
+                        toOne: $0.toOne, toMany: $0.toMany, pendingToMany: $0.pendingToMany, committed: $0.committed, changedSlots: $0.changedSlots,
                         version: $0.version, context: $0.managedObjectContext)
         }
         inserted = context.insertedIDs
@@ -441,7 +430,7 @@ struct Backup {
             object.toMany = state.toMany
             object.pendingToMany = state.pendingToMany
             object.committed = state.committed
-            object.changedKeys = state.changedKeys
+            object.changedSlots = state.changedSlots
             object.version = state.version
             object.managedObjectContext = state.context
             registered[state.objectID] = object

@@ -110,10 +110,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         let object = makeObject(handle, .temporary(in: handle.temporaryNamespace))
         object.lifecycle = .inserted
         object.isFaultStorage = false
-        // The object's dictionaries sized once for every value it can hold, starting from the defaults.
+        // The defaults, shared with every new object of the entity until its first write.
         object.attributes = handle.defaultValues
-        object.attributes.reserveCapacity(handle.attributeCount)
-        object.changedKeys.reserveCapacity(handle.slots.count)
         if handle.toManyCount > 0 {
             object.toMany.reserveCapacity(handle.toManyCount)
             for slot in handle.slots where slot.kind == .toMany { object.toMany[slot.name] = [] }
@@ -253,7 +251,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     private func restoreCommitted(_ object: ManagedObject) {
         object.lifecycle = .clean
-        object.changedKeys.removeAll()
+        object.changedSlots.removeAll()
         object.pendingToMany.removeAll()
         if let committed = object.committed {
             object.attributes = committed.attributes
@@ -285,7 +283,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             if object.lifecycle == .deleted { deletedIDs.removeAll { $0 == object.objectID } }
             changedIDs.remove(object.objectID)
             object.lifecycle = .clean
-            object.changedKeys.removeAll()
+            object.changedSlots.removeAll()
             turnIntoFault(object)
             persistentStoreCoordinator.updateCache(object.objectID, node: nil)
             return
@@ -296,16 +294,16 @@ public final class ManagedObjectContext: @unchecked Sendable {
         guard let node = fresh else { return }
         object.fetchedResults.removeAll()
         persistentStoreCoordinator.updateCache(object.objectID, node: node)
-        let localAttributes = object.changedKeys.reduce(into: [String: AttributeValue?]()) { $0[$1] = object.attributes[$1] }
-        let localToOne = object.changedKeys.reduce(into: [String: ManagedObjectID?]()) { $0[$1] = object.toOne[$1] }
-        let localToMany = object.changedKeys.reduce(into: [String: [ManagedObjectID]?]()) { $0[$1] = object.toMany[$1] }
+        let local = (attributes: object.attributes, toOne: object.toOne, toMany: object.toMany)
         apply(node, to: object)
         object.toMany = [:]
-        for key in object.changedKeys {
-            switch object.handle.property(named: key) {
-            case .attribute: object.attributes[key] = localAttributes[key] ?? nil
-            case .relationship(let relationship) where !relationship.isToMany: object.toOne[key] = localToOne[key] ?? nil
-            case .relationship: object.toMany[key] = localToMany[key] ?? nil
+        for index in object.changedSlots {
+            let slot = object.handle.slots[index], key = slot.name
+            switch slot.kind {
+            case .attribute where slot.position >= 0:
+                object.setAttributeValue(slot.position < local.attributes.count ? local.attributes[slot.position] : nil, slot)
+            case .toOne: object.setToOneID(slot.position < local.toOne.count ? local.toOne[slot.position] : nil, slot)
+            case .toMany: object.toMany[key] = local.toMany[key]
             default: break
             }
         }
@@ -315,8 +313,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.isFaultStorage = true
         object.fetchedResults.removeAll()
         object.pendingToMany.removeAll()
-        object.attributes = object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == true }
-        object.toOne = [:]
+        object.attributes = object.handle.hasTransientAttributes ? object.transientAttributes() : []
+        object.toOne = []
         object.toMany = [:]
         object.committed = nil
     }
@@ -373,13 +371,20 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Puts a node's values into an object and makes them its committed snapshot.
     func apply(_ node: IncrementalStoreNode, to object: ManagedObject) {
         holdRow(of: object)
-        let transient = object.attributes.isEmpty ? [:] : object.attributes.filter { object.handle.attribute(named: $0.key)?.isTransient == true }
-        // Without transient values the node's dictionary is shared, not copied.
-        object.attributes = transient.isEmpty ? node.attributes : node.attributes.merging(transient) { stored, _ in stored }
-        object.toOne = node.toOne
+        let stored = node.values.slots(of: object.handle)
+        // The node's arrays are shared by the object and its snapshot until one of them changes; transient values the
+        // object holds are kept.
+        if object.handle.hasTransientAttributes, !object.attributes.isEmpty {
+            var merged = stored.attributes.isEmpty ? object.handle.emptyAttributes : stored.attributes
+            for slot in object.handle.attributeSlots where slot.isTransient { merged[slot.position] = object.attributes[slot.position] }
+            object.attributes = merged
+        } else {
+            object.attributes = stored.attributes
+        }
+        object.toOne = stored.toOne
         object.version = node.version
         object.isFaultStorage = false
-        object.committed = ManagedObject.Snapshot(attributes: node.attributes, toOne: node.toOne, toMany: object.committed?.toMany ?? [:], version: node.version)
+        object.committed = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: object.committed?.toMany ?? [:], version: node.version)
     }
 
     /// Whether the object's store derives this to-many relationship from its inverse (so changes to it need not be
@@ -466,7 +471,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         var seen = Set<ManagedObjectID>()
         for id in insertedIDs + changedIDs where seen.insert(id).inserted {
             guard let object = registered[id] else { continue }
-            for (key, id) in object.toOne { if let new = assignments[id] { object.toOne[key] = new } }
+            for position in object.toOne.indices { if let id = object.toOne[position], let new = assignments[id] { object.toOne[position] = new } }
             for (key, ids) in object.toMany where ids.contains(where: { assignments[$0] != nil }) {
                 object.toMany[key] = ids.map { assignments[$0] ?? $0 }
             }

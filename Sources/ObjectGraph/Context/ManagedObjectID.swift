@@ -58,16 +58,17 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         self.referenceObject = referenceObject
     }
 
-    /// A new temporary ID. Its token is a counter and a random tag of this process: unique within the process (all
-    /// a temporary ID needs), cheap to make (no system call) and short enough to be stored inline and hashed fast.
-    /// A new temporary ID in an entity's temporary namespace (which its handle keeps).
+    /// A new temporary ID in an entity's temporary namespace (which its handle keeps). Its token is an integer: a
+    /// random tag of this process in the high bits and a counter in the low 40, so it is unique within the process
+    /// (all a temporary ID needs), made without a system call, and hashed as one number — a save of 10 000 new
+    /// objects hashes their IDs dozens of times each.
     static func temporary(in namespace: ObjectIDNamespace) -> ManagedObjectID {
-        let number = temporaryCounter.add(1, ordering: .relaxed).newValue
-        return ManagedObjectID(namespace: namespace, referenceObject: .string(String(number, radix: 16) + "." + processTag))
+        let number = temporaryCounter.add(1, ordering: .relaxed).newValue & 0xFF_FFFF_FFFF
+        return ManagedObjectID(namespace: namespace, referenceObject: .integer(Int64(bitPattern: processTag << 40 | number)))
     }
 
     private static let temporaryCounter = Atomic<UInt64>(0)
-    private static let processTag = String(UInt32.random(in: 0x10_0000...0xFF_FFFF), radix: 16)
+    private static let processTag = UInt64.random(in: 0x1_0000...0x7F_FFFF)
 
     private init(entityName: String, storeIdentifier: String?, referenceObject: ReferenceObject) {
         self.init(namespace: .shared(entityName: entityName, storeIdentifier: storeIdentifier), referenceObject: referenceObject)
@@ -94,7 +95,10 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         if let storeIdentifier {
             return URL(string: "x-coredata://\(storeIdentifier)/\(entity)/p\(referenceObject)")!
         }
-        guard case .string(let token) = referenceObject else { preconditionFailure("a temporary ID has a string token") }
+        let token = switch referenceObject {
+        case .integer(let number): String(number, radix: 16)
+        case .string(let text): text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
+        }
         return URL(string: "x-coredata:///\(entity)/t\(token)")!
     }
 
@@ -108,7 +112,8 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         let key = String(parts[2].dropFirst())
         switch (parts[0].isEmpty, parts[2].first) {
         case (true, "t"):
-            return ManagedObjectID(entityName: entity, storeIdentifier: nil, referenceObject: .string(key))
+            let token = Int64(key, radix: 16).map(ReferenceObject.integer) ?? key.removingPercentEncoding.map(ReferenceObject.string)
+            return token.map { ManagedObjectID(entityName: entity, storeIdentifier: nil, referenceObject: $0) }
         case (false, "p"):
             guard let reference = ReferenceObject(uriComponent: key) else { return nil }
             return ManagedObjectID(entityName: entity, storeIdentifier: parts[0], referenceObject: reference)

@@ -120,9 +120,9 @@ public struct ManagedObjectModel: Sendable {
     /// The shared, immutable runtime view of one entity: what every managed object of the entity points at (one
     /// reference, instead of a copy of its description per object), with its properties, inherited ones included,
     /// looked up by one hash of the name.
-    final class EntityHandle: Sendable {
+    package final class EntityHandle: Sendable {
         let description: EntityDescription
-        let name: String
+        package let name: String
         let properties: [PropertyDescription]
         let propertyIndex: [String: Int]
         /// One slot per property, in `properties`' order: what the runtime's hot paths read instead of copying a
@@ -132,18 +132,25 @@ public struct ManagedObjectModel: Sendable {
         let persistentSlots: [Slot]
         /// The slots of the persistent relationships, in order.
         let relationshipSlots: [Slot]
+        /// The slots of the attributes an object keeps as ``AttributeValue``s (every attribute but undefined-type
+        /// transient ones), in their ``Slot/position`` order: the layout of ``AttributeSlots``.
+        package let attributeSlots: [Slot]
+        /// The slots of the to-one relationships (transient ones too), in their ``Slot/position`` order: the layout
+        /// of ``ToOneSlots``.
+        package let toOneSlots: [Slot]
         /// The temporary-ID namespace of the entity, made once.
         let temporaryNamespace: ObjectIDNamespace
-        /// Whether some attribute or to-one is transient: without any, an object's attribute and to-one dictionaries
-        /// hold exactly what a store keeps, and a save hands them over as they are.
+        /// Whether some attribute or to-one is transient: without any, an object's values are exactly what a store
+        /// keeps, and a save hands them over as they are.
         let hasTransientAttributes: Bool
         let hasTransientToOnes: Bool
-        /// How many attributes (stored in an object's attribute dictionary) and to-many relationships the entity has:
-        /// a new object's dictionaries are sized once.
-        let attributeCount: Int
+        /// How many to-many relationships the entity has: a new object's dictionary is sized once.
         let toManyCount: Int
-        /// The default values of the attributes that have one, by name: what a new object starts with.
-        let defaultValues: [String: AttributeValue]
+        /// The attribute values a new object starts with (defaults where the model has them).
+        let defaultValues: AttributeSlots
+        /// No attribute value, and no to-one: shared by every object until its first write copies them.
+        package let emptyAttributes: AttributeSlots
+        package let emptyToOne: ToOneSlots
 
         init(_ description: EntityDescription, properties: [PropertyDescription], propertyIndex: [String: Int],
              inverse: (RelationshipDescription) -> RelationshipDescription? = { _ in nil }) {
@@ -151,21 +158,42 @@ public struct ManagedObjectModel: Sendable {
             self.name = description.name
             self.properties = properties
             self.propertyIndex = propertyIndex
-            slots = properties.enumerated().map { Slot(index: $0.offset, property: $0.element, inverse: inverse) }
+            var attributeCount = 0, toOneCount = 0, toManyCount = 0
+            var slots: [Slot] = []
+            slots.reserveCapacity(properties.count)
+            for (index, property) in properties.enumerated() {
+                let position: Int
+                switch property {
+                case .attribute(let attribute) where attribute.type != .undefined:
+                    position = attributeCount
+                    attributeCount += 1
+                case .relationship(let relationship) where !relationship.isToMany:
+                    position = toOneCount
+                    toOneCount += 1
+                case .relationship:
+                    position = toManyCount
+                    toManyCount += 1
+                default:
+                    position = -1
+                }
+                slots.append(Slot(index: index, position: position, property: property, inverse: inverse))
+            }
+            self.slots = slots
             persistentSlots = slots.filter(\.isPersistent)
             relationshipSlots = persistentSlots.filter { $0.kind == .toOne || $0.kind == .toMany }
+            attributeSlots = slots.filter { $0.kind == .attribute && $0.position >= 0 }
+            toOneSlots = slots.filter { $0.kind == .toOne }
             temporaryNamespace = .shared(entityName: description.name, storeIdentifier: nil)
-            hasTransientAttributes = slots.contains { $0.kind == .attribute && $0.isTransient }
-            hasTransientToOnes = slots.contains { $0.kind == .toOne && $0.isTransient }
-            attributeCount = slots.filter { $0.kind == .attribute && $0.type != .undefined }.count
-            toManyCount = slots.filter { $0.kind == .toMany }.count
-            var defaults: [String: AttributeValue] = [:]
-            for slot in slots { if let value = slot.attribute?.defaultValue { defaults[slot.name] = value } }
-            defaultValues = defaults
+            hasTransientAttributes = attributeSlots.contains(where: \.isTransient)
+            hasTransientToOnes = toOneSlots.contains(where: \.isTransient)
+            self.toManyCount = toManyCount
+            emptyAttributes = AttributeSlots(repeating: nil, count: attributeCount)
+            emptyToOne = ToOneSlots(repeating: nil, count: toOneCount)
+            defaultValues = AttributeSlots(attributeSlots.lazy.map { $0.attribute!.defaultValue })
         }
 
         /// The slot of the property with this name, inherited or its own.
-        func slot(named name: String) -> Slot? {
+        package func slot(named name: String) -> Slot? {
             propertyIndex[name].map { slots[$0] }
         }
 
@@ -187,13 +215,16 @@ public struct ManagedObjectModel: Sendable {
 
     /// One property of an entity as the runtime uses it: its description and the facts hot paths ask for, read
     /// through one reference.
-    final class Slot: Sendable {
-        enum Kind: Sendable { case attribute, toOne, toMany, fetched }
+    package final class Slot: Sendable {
+        package enum Kind: Sendable { case attribute, toOne, toMany, fetched }
 
         /// The property's position among its entity's properties (inherited first).
         let index: Int
-        let name: String
-        let kind: Kind
+        /// The property's position among the properties of its kind that an object keeps in an array: attributes
+        /// but undefined-type ones (``AttributeSlots``), to-ones (``ToOneSlots``), to-manys; -1 for the others.
+        package let position: Int
+        package let name: String
+        package let kind: Kind
         let property: PropertyDescription
         /// The attribute's description (attributes only).
         let attribute: AttributeDescription?
@@ -202,17 +233,18 @@ public struct ManagedObjectModel: Sendable {
         /// The relationship's inverse, resolved once (relationships with an inverse only).
         let inverse: RelationshipDescription?
         /// The attribute's type (`.undefined` for other properties).
-        let type: AttributeType
+        package let type: AttributeType
         let transformerName: String?
-        let isTransient: Bool
-        let isPersistent: Bool
+        package let isTransient: Bool
+        package let isPersistent: Bool
         let isOptional: Bool
         /// Whether validation has more to check than presence: an attribute's value or length rules, a to-many's
         /// counts.
         let hasRules: Bool
 
-        init(index: Int, property: PropertyDescription, inverse: (RelationshipDescription) -> RelationshipDescription?) {
+        init(index: Int, position: Int, property: PropertyDescription, inverse: (RelationshipDescription) -> RelationshipDescription?) {
             self.index = index
+            self.position = position
             self.property = property
             name = property.name
             isPersistent = property.isPersistent
@@ -252,12 +284,12 @@ public struct ManagedObjectModel: Sendable {
     }
 
     /// The runtime view of the entity with this name; for a name the model lacks, a view of an empty entity.
-    func handle(forEntityNamed name: String) -> EntityHandle {
+    package func handle(forEntityNamed name: String) -> EntityHandle {
         existingHandle(forEntityNamed: name) ?? EntityHandle(EntityDescription(name), properties: [], propertyIndex: [:])
     }
 
     /// The runtime view of the entity with this name, if the model has it.
-    func existingHandle(forEntityNamed name: String) -> EntityHandle? {
+    package func existingHandle(forEntityNamed name: String) -> EntityHandle? {
         storage.handles[name]
     }
 

@@ -155,22 +155,53 @@ public struct ObjectReference: Sendable, Hashable {
 }
 
 /// The stored state of one object, as a store hands it over (Core Data's `NSIncrementalStoreNode`).
+///
+/// Any store can build a node from values by name. A store built into this package hands over values in the
+/// entity's slot order instead, which an object then shares without looking up a name; the by-name views below
+/// work on either.
 public struct IncrementalStoreNode: Sendable, Hashable {
     /// The object's ID.
     public var objectID: ManagedObjectID
-    /// Attribute values by name; an absent name is NULL.
-    public var attributes: [String: AttributeValue]
-    /// To-one relationships by name; an absent name is no object.
-    public var toOne: [String: ManagedObjectID]
     /// The row's version: it grows with every saved change, for optimistic locking.
     public var version: Int64
+    /// The values, by name or in slots.
+    package var values: StoredValues
+
+    /// Attribute values by name; an absent name is NULL.
+    public var attributes: [String: AttributeValue] {
+        get { values.attributeDictionary }
+        set { values = .named(attributes: newValue, toOne: values.toOneDictionary) }
+    }
+
+    /// To-one relationships by name; an absent name is no object.
+    public var toOne: [String: ManagedObjectID] {
+        get { values.toOneDictionary }
+        set { values = .named(attributes: values.attributeDictionary, toOne: newValue) }
+    }
 
     /// Creates a node.
     public init(objectID: ManagedObjectID, attributes: [String: AttributeValue], toOne: [String: ManagedObjectID] = [:], version: Int64) {
         self.objectID = objectID
-        self.attributes = attributes
-        self.toOne = toOne
+        self.values = .named(attributes: attributes, toOne: toOne)
         self.version = version
+    }
+
+    /// A node whose values are in `entity`'s slot positions (persistent values only).
+    package init(objectID: ManagedObjectID, entity: ManagedObjectModel.EntityHandle, attributes: AttributeSlots, toOne: ToOneSlots, version: Int64) {
+        self.objectID = objectID
+        self.values = .slots(entity, attributes: attributes, toOne: toOne)
+        self.version = version
+    }
+
+    /// Equal when ID, version and the values by name are.
+    public static func == (lhs: IncrementalStoreNode, rhs: IncrementalStoreNode) -> Bool {
+        lhs.objectID == rhs.objectID && lhs.version == rhs.version && lhs.attributes == rhs.attributes && lhs.toOne == rhs.toOne
+    }
+
+    /// Hashes the ID and the version.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(objectID)
+        hasher.combine(version)
     }
 }
 
@@ -221,10 +252,8 @@ extension PersistentStoreResult {
 public struct ObjectChange: Sendable, Hashable {
     /// The object's (permanent) ID.
     public var objectID: ManagedObjectID
-    /// All persistent attribute values (absent = NULL). Empty for a deletion.
-    public var attributes: [String: AttributeValue]
-    /// All to-one relationships (absent = none). Empty for a deletion.
-    public var toOne: [String: ManagedObjectID]
+    /// The attribute and to-one values, by name or in slots.
+    package var values: StoredValues
     /// To-many relationships whose membership is given: every one for an insert, the changed ones for an update.
     public var toMany: [String: [ManagedObjectID]]
     /// Unloaded to-many relationships of an update, given as the members added and removed; only for relationships
@@ -233,14 +262,46 @@ public struct ObjectChange: Sendable, Hashable {
     /// The version the context last saw (updates and deletions), or `nil` for an insert.
     public var expectedVersion: Int64?
 
+    /// All persistent attribute values (absent = NULL). Empty for a deletion.
+    public var attributes: [String: AttributeValue] {
+        get { values.attributeDictionary }
+        set { values = .named(attributes: newValue, toOne: values.toOneDictionary) }
+    }
+
+    /// All to-one relationships (absent = none). Empty for a deletion.
+    public var toOne: [String: ManagedObjectID] {
+        get { values.toOneDictionary }
+        set { values = .named(attributes: values.attributeDictionary, toOne: newValue) }
+    }
+
     /// Creates a change.
     public init(objectID: ManagedObjectID, attributes: [String: AttributeValue] = [:], toOne: [String: ManagedObjectID] = [:],
                 toMany: [String: [ManagedObjectID]] = [:], expectedVersion: Int64? = nil) {
         self.objectID = objectID
-        self.attributes = attributes
-        self.toOne = toOne
+        self.values = .named(attributes: attributes, toOne: toOne)
         self.toMany = toMany
         self.expectedVersion = expectedVersion
+    }
+
+    /// A change whose values are in `entity`'s slot positions (persistent values only).
+    package init(objectID: ManagedObjectID, entity: ManagedObjectModel.EntityHandle, attributes: AttributeSlots, toOne: ToOneSlots,
+                 toMany: [String: [ManagedObjectID]] = [:], expectedVersion: Int64? = nil) {
+        self.objectID = objectID
+        self.values = .slots(entity, attributes: attributes, toOne: toOne)
+        self.toMany = toMany
+        self.expectedVersion = expectedVersion
+    }
+
+    /// Equal when every part is, values compared by name.
+    public static func == (lhs: ObjectChange, rhs: ObjectChange) -> Bool {
+        lhs.objectID == rhs.objectID && lhs.expectedVersion == rhs.expectedVersion && lhs.toMany == rhs.toMany
+            && lhs.toManyChanges == rhs.toManyChanges && lhs.attributes == rhs.attributes && lhs.toOne == rhs.toOne
+    }
+
+    /// Hashes the ID and the expected version.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(objectID)
+        hasher.combine(expectedVersion)
     }
 }
 

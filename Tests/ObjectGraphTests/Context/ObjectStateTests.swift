@@ -131,3 +131,41 @@ import Testing
         }
     }
 }
+
+extension ObjectStateTests {
+    @Test func slotSetsHoldIndicesPastOneWordInOrder() {
+        var set = SlotSet()
+        #expect(set.isEmpty && Array(set).isEmpty)
+        for index in [0, 5, 63, 64, 130, 129] { set.insert(index) }
+        #expect(Array(set) == [0, 5, 63, 64, 129, 130])
+        #expect(set.contains(130) && !set.contains(128) && !set.contains(500))
+        set.remove(64)
+        set.remove(0)
+        set.remove(999)
+        #expect(Array(set) == [5, 63, 129, 130])
+        set.removeAll()
+        #expect(set.isEmpty)
+    }
+
+    /// An entity with more properties than one word of change bits: changes to its last properties are tracked,
+    /// saved and reported like the first ones'.
+    @Test func changesToAWideEntitysLastPropertiesAreTrackedAndSaved() throws {
+        let model = try ManagedObjectModel(entities: [EntityDescription("Wide", properties: (0..<100).map {
+            .attribute(AttributeDescription(String(format: "p%03d", $0), .integer64, isOptional: true))
+        })])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addPersistentStore(type: InMemoryStore.storeType)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let wide = try context.insertNewObject(forEntityName: "Wide")
+        try context.save()
+        try wide.setValue(Int64(99), forKey: "p099")
+        try wide.setValue(Int64(70), forKey: "p070")
+        try wide.setValue(Int64(1), forKey: "p001")
+        #expect(wide.isUpdated && wide.changedValues.keys.sorted() == ["p001", "p070", "p099"])
+        try context.save()
+        #expect(!wide.hasChanges)
+        let other = ManagedObjectContext(coordinator: coordinator)
+        let copy = other.object(with: wide.objectID)
+        #expect(copy["p099"] as? Int64 == 99 && copy["p070"] as? Int64 == 70 && copy["p001"] as? Int64 == 1 && copy["p050"] == nil)
+    }
+}

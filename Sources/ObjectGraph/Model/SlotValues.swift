@@ -1,0 +1,163 @@
+/// An object's attribute values in its entity's attribute positions (``ManagedObjectModel/Slot/position``); `nil`
+/// is NULL. Objects, snapshots, nodes and changes share one such array until one of them writes to it.
+package typealias AttributeSlots = ContiguousArray<AttributeValue?>
+
+/// An object's to-one relationships in its entity's to-one positions; `nil` is no object.
+package typealias ToOneSlots = ContiguousArray<ManagedObjectID?>
+
+/// The attribute and to-one values of one object, as a store hands them over or is given them: by name (what any
+/// store can build), or in the positions of an entity's slots (what the runtime keeps, so no name is hashed on the
+/// way between a row and an object).
+package enum StoredValues: Sendable {
+    case named(attributes: [String: AttributeValue], toOne: [String: ManagedObjectID])
+    case slots(ManagedObjectModel.EntityHandle, attributes: AttributeSlots, toOne: ToOneSlots)
+
+    /// The attribute values by name (absent = NULL).
+    var attributeDictionary: [String: AttributeValue] {
+        switch self {
+        case .named(let attributes, _): attributes
+        case .slots(let entity, let attributes, _): entity.attributeDictionary(attributes)
+        }
+    }
+
+    /// The to-ones by name (absent = none).
+    var toOneDictionary: [String: ManagedObjectID] {
+        switch self {
+        case .named(_, let toOne): toOne
+        case .slots(let entity, _, let toOne): entity.toOneDictionary(toOne)
+        }
+    }
+
+    /// The values in `entity`'s positions: shared when they are already, placed by name otherwise (names the entity
+    /// does not have are left out).
+    package func slots(of entity: ManagedObjectModel.EntityHandle) -> (attributes: AttributeSlots, toOne: ToOneSlots) {
+        switch self {
+        case .slots(let own, let attributes, let toOne) where own === entity:
+            return (attributes, toOne)
+        case .slots(let own, let attributes, let toOne):
+            return (entity.attributeSlots(own.attributeDictionary(attributes)), entity.toOneSlots(own.toOneDictionary(toOne)))
+        case .named(let attributes, let toOne):
+            return (entity.attributeSlots(attributes), entity.toOneSlots(toOne))
+        }
+    }
+}
+
+extension ManagedObjectModel.EntityHandle {
+    /// `values` in this entity's attribute positions; names it has no attribute of are left out.
+    package func attributeSlots(_ values: [String: AttributeValue]) -> AttributeSlots {
+        var slots = emptyAttributes
+        for (name, value) in values {
+            if let slot = slot(named: name), slot.kind == .attribute, slot.position >= 0 { slots[slot.position] = value }
+        }
+        return slots
+    }
+
+    /// `values` in this entity's to-one positions; names it has no to-one of are left out.
+    package func toOneSlots(_ values: [String: ManagedObjectID]) -> ToOneSlots {
+        var slots = emptyToOne
+        for (name, value) in values {
+            if let slot = slot(named: name), slot.kind == .toOne { slots[slot.position] = value }
+        }
+        return slots
+    }
+
+    /// The attribute values held in `slots`, by name.
+    func attributeDictionary(_ slots: AttributeSlots) -> [String: AttributeValue] {
+        var values: [String: AttributeValue] = [:]
+        for (slot, value) in zip(attributeSlots, slots) { if let value { values[slot.name] = value } }
+        return values
+    }
+
+    /// The to-ones held in `slots`, by name.
+    func toOneDictionary(_ slots: ToOneSlots) -> [String: ManagedObjectID] {
+        var values: [String: ManagedObjectID] = [:]
+        for (slot, value) in zip(toOneSlots, slots) { if let value { values[slot.name] = value } }
+        return values
+    }
+
+    /// `values` with the transient attributes' positions cleared: what a store keeps. Shared, not copied, when the
+    /// entity has no transient attribute.
+    func persistentAttributes(_ values: AttributeSlots) -> AttributeSlots {
+        guard hasTransientAttributes, !values.isEmpty else { return values }
+        var persistent = values
+        for slot in attributeSlots where slot.isTransient { persistent[slot.position] = nil }
+        return persistent
+    }
+
+    /// `values` with the transient to-ones' positions cleared.
+    func persistentToOne(_ values: ToOneSlots) -> ToOneSlots {
+        guard hasTransientToOnes, !values.isEmpty else { return values }
+        var persistent = values
+        for slot in toOneSlots where slot.isTransient { persistent[slot.position] = nil }
+        return persistent
+    }
+}
+
+extension ContiguousArray {
+    /// The value at `position`, or `nil` beyond the end (an object's arrays are empty until its values load) or at
+    /// -1 (a property kept elsewhere).
+    @inlinable
+    package subscript<Wrapped>(slot position: Int) -> Wrapped? where Element == Wrapped? {
+        UInt(bitPattern: position) < UInt(count) ? self[position] : nil
+    }
+}
+
+/// A set of an entity's properties by ``ManagedObjectModel/Slot/index``, as bits: what an object records as
+/// changed, without hashing a property's name per change.
+struct SlotSet: Sequence, Equatable {
+    /// Properties 0…63, then the rest in further words (rare: entities with more than 64 properties).
+    private var low: UInt64 = 0
+    private var high: [UInt64] = []
+
+    var isEmpty: Bool { low == 0 && high.allSatisfy { $0 == 0 } }
+
+    func contains(_ index: Int) -> Bool {
+        if index < 64 { return low & (1 << UInt64(index)) != 0 }
+        let word = index / 64 - 1
+        return word < high.count && high[word] & (1 << UInt64(index % 64)) != 0
+    }
+
+    mutating func insert(_ index: Int) {
+        if index < 64 { low |= 1 << UInt64(index); return }
+        let word = index / 64 - 1
+        if word >= high.count { high += [UInt64](repeating: 0, count: word - high.count + 1) }
+        high[word] |= 1 << UInt64(index % 64)
+    }
+
+    mutating func remove(_ index: Int) {
+        if index < 64 { low &= ~(1 << UInt64(index)); return }
+        let word = index / 64 - 1
+        if word < high.count { high[word] &= ~(1 << UInt64(index % 64)) }
+    }
+
+    mutating func removeAll() {
+        low = 0
+        high = []
+    }
+
+    /// The indices in the set, in increasing order.
+    func makeIterator() -> Iterator { Iterator(set: self) }
+
+    /// Walks the set bits word by word.
+    struct Iterator: IteratorProtocol {
+        fileprivate let set: SlotSet
+        private var word = 0
+        private var bits: UInt64
+
+        fileprivate init(set: SlotSet) {
+            self.set = set
+            bits = set.low
+        }
+
+        mutating func next() -> Int? {
+            while bits == 0 {
+                guard word < set.high.count else { return nil }
+                bits = set.high[word]
+                word += 1
+            }
+            let bit = bits.trailingZeroBitCount
+            bits &= bits - 1
+            return word * 64 + bit
+        }
+    }
+}
