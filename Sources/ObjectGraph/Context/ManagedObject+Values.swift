@@ -64,10 +64,7 @@ extension ManagedObject {
             } else {
                 converted = nil
             }
-            if !slot.isTransient { willAccessValues() }
-            let old = setAttributeValue(converted, slot)
-            guard old != converted else { return }
-            if !slot.isTransient { markChanged(slot) }
+            setAttribute(converted, in: slot)
         case .toMany:
             let relationship = slot.relationship!
             let objects: [ManagedObject]
@@ -91,6 +88,14 @@ extension ManagedObject {
         }
     }
 
+    /// Puts an attribute value that fits the attribute of `slot` in place, recording a change when it differs.
+    func setAttribute(_ value: AttributeValue?, in slot: ManagedObjectModel.Slot) {
+        if !slot.isTransient { willAccessValues() }
+        let old = setAttributeValue(value, slot)
+        guard old != value else { return }
+        if !slot.isTransient { markChanged(slot) }
+    }
+
     /// A property's value by key; setting a value that does not fit stops the program with the error's message, in
     /// release builds too (use ``setValue(_:forKey:)`` to handle that as an error).
     public subscript(key: String) -> Any? {
@@ -100,11 +105,31 @@ extension ManagedObject {
         }
     }
 
-    /// A typed attribute value.
+    /// A typed attribute value. The key goes straight to the attribute's slot and the value converts without
+    /// being boxed as `Any` (for the types the package conforms; others, and transformable or object-ID attributes,
+    /// take the way of ``value(forKey:)`` and ``setValue(_:forKey:)``, with the same results).
     public subscript<Value: AttributeValueConvertible>(key: AttributeKey<Value>) -> Value? {
-        get { value(forKey: key.name).flatMap { Value.fromAttributeValue(anyValue: $0) } }
+        get {
+            guard let slot = handle.slot(named: key.name), slot.convertsDirectly else {
+                return value(forKey: key.name).flatMap { Value.fromAttributeValue(anyValue: $0) }
+            }
+            if !slot.isTransient { willAccessValues() }
+            guard let stored = attributeValue(slot) else { return nil }
+            return Value.fromAttributeValue(stored, type: slot.type)
+                ?? Value.fromAttributeValue(anyValue: Self.swiftValue(stored, type: slot.type, transformerName: nil))
+        }
         set {
-            do { try setValue(newValue.map { $0 as Any }, forKey: key.name) } catch { stopForWrongValue(error) }
+            do {
+                guard let slot = handle.slot(named: key.name), slot.convertsDirectly,
+                      let converted = newValue?.attributeValue(as: slot.type) else {
+                    // NULL, or a value this path does not convert (it may not fit: the general path says why).
+                    try setValue(newValue.map { $0 as Any }, forKey: key.name)
+                    return
+                }
+                setAttribute(converted, in: slot)
+            } catch {
+                stopForWrongValue(error)
+            }
         }
     }
 
@@ -191,30 +216,181 @@ public struct ToManyKey<Destination: ManagedObject>: Sendable, Hashable {
 }
 
 /// A Swift type an attribute value can be read as.
+///
+/// The two direct conversions let a typed key (``AttributeKey``) read and write an attribute without boxing the value
+/// as `Any`; a conforming type that does not implement them (they default to `nil`) goes through
+/// ``fromAttributeValue(anyValue:)`` and ``ManagedObject/setValue(_:forKey:)`` instead, with the same results.
 public protocol AttributeValueConvertible {
     /// The value from what ``ManagedObject/value(forKey:)`` returns, or `nil` when it is of another type.
     static func fromAttributeValue(anyValue: Any) -> Self?
+    /// The value as an attribute of `type` stores it, or `nil` when it does not fit (or the type converts only
+    /// through `Any`). Must agree with ``ManagedObject/setValue(_:forKey:)`` wherever it is not `nil`.
+    func attributeValue(as type: AttributeType) -> AttributeValue?
+    /// The value an attribute of `type` holding `value` reads as, or `nil` when it is of another type (or the type
+    /// converts only through `Any`). Must agree with ``fromAttributeValue(anyValue:)`` wherever it is not `nil`.
+    static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Self?
 }
 
 extension AttributeValueConvertible {
     /// A cast, widening integers.
     public static func fromAttributeValue(anyValue: Any) -> Self? { anyValue as? Self }
+    /// `nil`: converted through `Any`.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { nil }
+    /// `nil`: converted through `Any`.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Self? { nil }
 }
 
-extension String: AttributeValueConvertible {}
-extension Bool: AttributeValueConvertible {}
-extension Double: AttributeValueConvertible {}
-extension Float: AttributeValueConvertible {}
-extension Decimal: AttributeValueConvertible {}
-extension Date: AttributeValueConvertible {}
-extension Data: AttributeValueConvertible {}
-extension UUID: AttributeValueConvertible {}
-extension URL: AttributeValueConvertible {}
+extension String: AttributeValueConvertible {
+    /// A string attribute's value.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { type == .string ? .string(self) : nil }
+    /// A string attribute's string.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> String? {
+        if case .string(let text) = value { text } else { nil }
+    }
+}
+
+extension Bool: AttributeValueConvertible {
+    /// A Boolean attribute's value.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { type == .boolean ? .boolean(self) : nil }
+    /// A Boolean attribute's Boolean.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Bool? {
+        if case .boolean(let flag) = value { flag } else { nil }
+    }
+}
+
+extension Double: AttributeValueConvertible {
+    /// A double attribute's value, or a float attribute's when the number fits exactly; never NaN.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? {
+        guard !isNaN else { return nil }
+        switch type {
+        case .double: return .double(self)
+        case .float: return Float(exactly: self).map(AttributeValue.float)
+        default: return nil
+        }
+    }
+    /// A double attribute's number.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Double? {
+        if case .double(let number) = value { number } else { nil }
+    }
+}
+
+extension Float: AttributeValueConvertible {
+    /// A float or double attribute's value; never NaN.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? {
+        guard !isNaN else { return nil }
+        switch type {
+        case .float: return .float(self)
+        case .double: return .double(Double(self))
+        default: return nil
+        }
+    }
+    /// A float attribute's number.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Float? {
+        if case .float(let number) = value { number } else { nil }
+    }
+}
+
+extension Decimal: AttributeValueConvertible {
+    /// A decimal attribute's value; never NaN.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { type == .decimal && !isNaN ? .decimal(self) : nil }
+    /// A decimal attribute's number.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Decimal? {
+        if case .decimal(let number) = value { number } else { nil }
+    }
+}
+
+extension Date: AttributeValueConvertible {
+    /// A date attribute's value; never NaN.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? {
+        type == .date && !timeIntervalSinceReferenceDate.isNaN ? .date(self) : nil
+    }
+    /// A date attribute's date.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Date? {
+        if case .date(let date) = value { date } else { nil }
+    }
+}
+
+extension Data: AttributeValueConvertible {
+    /// A binary data attribute's value.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { type == .binaryData ? .data(self) : nil }
+    /// A binary data attribute's bytes.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Data? {
+        if case .data(let bytes) = value, type == .binaryData { bytes } else { nil }
+    }
+}
+
+extension UUID: AttributeValueConvertible {
+    /// A UUID attribute's value.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { type == .uuid ? .uuid(self) : nil }
+    /// A UUID attribute's UUID.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> UUID? {
+        if case .uuid(let uuid) = value { uuid } else { nil }
+    }
+}
+
+extension URL: AttributeValueConvertible {
+    /// A URI attribute's value.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { type == .uri ? .uri(self) : nil }
+    /// A URI attribute's URL.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> URL? {
+        if case .uri(let url) = value, type == .uri { url } else { nil }
+    }
+}
+
 extension ManagedObjectID: AttributeValueConvertible {}
-extension Int16: AttributeValueConvertible {}
-extension Int32: AttributeValueConvertible {}
-extension Int64: AttributeValueConvertible {}
+
+/// The attribute value of an integer for an attribute of `type`, as ``ManagedObject/setValue(_:forKey:)`` converts
+/// it: integer attributes within their range, and doubles, floats and decimals that hold it exactly.
+private func integerAttributeValue(_ number: Int64, as type: AttributeType) -> AttributeValue? {
+    switch type {
+    case .integer16, .integer32, .integer64: type.integerRange!.contains(number) ? .integer(number) : nil
+    case .double: Double(exactly: number).map(AttributeValue.double)
+    case .float: Float(exactly: number).map(AttributeValue.float)
+    case .decimal: .decimal(Decimal(number))
+    default: nil
+    }
+}
+
+extension Int16: AttributeValueConvertible {
+    /// An integer, double, float or decimal attribute's value, when it fits.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { integerAttributeValue(Int64(self), as: type) }
+    /// An Integer 16 attribute's number.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Int16? {
+        if case .integer(let number) = value, type == .integer16 { Int16(truncatingIfNeeded: number) } else { nil }
+    }
+}
+
+extension Int32: AttributeValueConvertible {
+    /// An integer, double, float or decimal attribute's value, when it fits.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { integerAttributeValue(Int64(self), as: type) }
+    /// An Integer 32 attribute's number.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Int32? {
+        if case .integer(let number) = value, type == .integer32 { Int32(truncatingIfNeeded: number) } else { nil }
+    }
+}
+
+extension Int64: AttributeValueConvertible {
+    /// An integer, double, float or decimal attribute's value, when it fits.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { integerAttributeValue(self, as: type) }
+    /// An Integer 64 attribute's number.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Int64? {
+        if case .integer(let number) = value, type != .integer16, type != .integer32 { number } else { nil }
+    }
+}
+
 extension Int: AttributeValueConvertible {
+    /// An integer, double, float or decimal attribute's value, when it fits.
+    public func attributeValue(as type: AttributeType) -> AttributeValue? { integerAttributeValue(Int64(self), as: type) }
+    /// Any integer attribute's number.
+    public static func fromAttributeValue(_ value: AttributeValue, type: AttributeType) -> Int? {
+        guard case .integer(let number) = value else { return nil }
+        switch type {
+        case .integer16: return Int(Int16(truncatingIfNeeded: number))
+        case .integer32: return Int(Int32(truncatingIfNeeded: number))
+        default: return Int(number)
+        }
+    }
+
     /// Any integer attribute, as `Int`.
     public static func fromAttributeValue(anyValue: Any) -> Int? {
         switch anyValue {

@@ -238,6 +238,11 @@ public struct ManagedObjectModel: Sendable {
         package let isTransient: Bool
         package let isPersistent: Bool
         let isOptional: Bool
+        /// Whether a typed key reads and writes the attribute without `Any`: a stored attribute whose values are
+        /// not transformed (not transformable, not an object ID).
+        var convertsDirectly: Bool {
+            kind == .attribute && position >= 0 && transformerName == nil && type != .transformable && type != .objectID
+        }
         /// Whether validation has more to check than presence: an attribute's value or length rules, a to-many's
         /// counts.
         let hasRules: Bool
