@@ -36,44 +36,46 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The model the entity belongs to.
     public let model: ManagedObjectModel
     /// The object's ID: temporary until the object is saved.
-    public internal(set) var objectID: ManagedObjectID
+    @exclusivity(unchecked) public internal(set) var objectID: ManagedObjectID
     /// The context the object lives in; `nil` once it is deleted and saved, or the context is gone.
     public internal(set) var managedObjectContext: ManagedObjectContext? {
         get { link?.context }
         set { link = newValue?.link }
     }
     /// The context's shared link (`nil` once the object left its context).
-    private var link: ContextLink?
+    @exclusivity(unchecked) private var link: ContextLink?
 
     // MARK: State (kept by the context)
 
     enum Lifecycle { case clean, inserted, deleted }
 
-    var lifecycle: Lifecycle = .clean
-    var isFaultStorage = true
+    // State kept by the context is `@exclusivity(unchecked)`, for the reason given on `ManagedObjectContext.registered`.
+
+    @exclusivity(unchecked) var lifecycle: Lifecycle = .clean
+    @exclusivity(unchecked) var isFaultStorage = true
     /// Attribute values in the entity's attribute positions; empty (no allocation) until the object loads its
     /// values or is written to. Read and write them through ``attributeValue(_:)`` and ``setAttributeValue(_:_:)``.
-    var attributes: AttributeSlots = []
-    var transientObjects: [String: Any] = [:]
+    @exclusivity(unchecked) var attributes: AttributeSlots = []
+    @exclusivity(unchecked) var transientObjects: [String: Any] = [:]
     /// To-one relationships in the entity's to-one positions; empty until loaded or written.
-    var toOne: ToOneSlots = []
-    var toMany: [String: [ManagedObjectID]] = [:]
-    var committed: Snapshot?
+    @exclusivity(unchecked) var toOne: ToOneSlots = []
+    @exclusivity(unchecked) var toMany: [String: [ManagedObjectID]] = [:]
+    @exclusivity(unchecked) var committed: Snapshot?
     /// The properties changed since the last save (by slot index).
-    var changedSlots = SlotSet()
+    @exclusivity(unchecked) var changedSlots = SlotSet()
     /// Fetched properties' results (as IDs, so that no object keeps another alive), kept until the object is
     /// refreshed or turned into a fault.
-    var fetchedResults: [String: [ManagedObjectID]] = [:]
+    @exclusivity(unchecked) var fetchedResults: [String: [ManagedObjectID]] = [:]
     /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
     /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
-    var pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)] = [:]
-    var version: Int64 = 0
+    @exclusivity(unchecked) var pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)] = [:]
+    @exclusivity(unchecked) var version: Int64 = 0
     /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
     public internal(set) var faultError: ManagedObjectContextError?
     /// Whether the context has registered the object with its coordinator, which keeps the object's stored row
     /// cached while some context uses it: done when the object first loads its values, not for faults that never
     /// fire (a to-many relationship or a fetch of IDs hands out thousands).
-    var holdsRow = false
+    @exclusivity(unchecked) var holdsRow = false
 
     /// Persisted values as last read or saved.
     struct Snapshot {
@@ -146,12 +148,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             switch handle.property(named: name) {
             case .attribute(let attribute):
                 let slot = handle.slot(named: name)!
-                let value = slot.position < committed.attributes.count ? committed.attributes[slot.position] : nil
-                result[name] = value.map { Self.swiftValue($0, for: attribute) } ?? nil
+                result[name] = committed.attributes[slot: slot.position].map { Self.swiftValue($0, for: attribute) } ?? nil
             case .relationship(let relationship) where !relationship.isToMany:
                 let slot = handle.slot(named: name)!
-                let id = slot.position < committed.toOne.count ? committed.toOne[slot.position] : nil
-                result[name] = id.map { $0 as Any }
+                result[name] = committed.toOne[slot: slot.position].map { $0 as Any }
             case .relationship:
                 result[name] = committed.toMany[name].map { $0 as Any }
             default:

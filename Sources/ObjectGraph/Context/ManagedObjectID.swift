@@ -160,6 +160,9 @@ package final class ObjectIDNamespace: Sendable {
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var table: [Key: ObjectIDNamespace] = [:]
+    /// The namespace handed out last: IDs are mostly made many at a time for one entity, and comparing two names is
+    /// cheaper than hashing them.
+    nonisolated(unsafe) private static var last: ObjectIDNamespace?
 
     private init(entityName: String, storeIdentifier: String?) {
         self.entityName = entityName
@@ -169,11 +172,16 @@ package final class ObjectIDNamespace: Sendable {
 
     /// The namespace of an entity in a store (`nil`: temporary IDs).
     package static func shared(entityName: String, storeIdentifier: String?) -> ObjectIDNamespace {
-        let key = Key(entityName: entityName, storeIdentifier: storeIdentifier)
-        return lock.withLock {
-            if let existing = table[key] { return existing }
+        lock.withLock {
+            if let last, last.entityName == entityName, last.storeIdentifier == storeIdentifier { return last }
+            let key = Key(entityName: entityName, storeIdentifier: storeIdentifier)
+            if let existing = table[key] {
+                last = existing
+                return existing
+            }
             let namespace = ObjectIDNamespace(entityName: entityName, storeIdentifier: storeIdentifier)
             table[key] = namespace
+            last = namespace
             return namespace
         }
     }
