@@ -180,7 +180,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// One `mdb_get` and one decode; see ``IncrementalStore/newValuesForObject(with:)``.
     public func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode {
         let state = try open
-        guard let entity = layout.entity(objectID.entityName) else {
+        guard let entity = state.entity(of: objectID) else {
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) names an entity the model does not have")
         }
         let rows = state.rows(of: entity)

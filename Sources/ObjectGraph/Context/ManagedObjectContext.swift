@@ -38,6 +38,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var observers: [UInt64: (ContextEvent) -> Void] = [:]
     var nextObserverToken: UInt64 = 0
     @exclusivity(unchecked) var pendingNotification = ContextChanges()
+    @exclusivity(unchecked) private var lastHandle: (namespace: ObjectIDNamespace, handle: ManagedObjectModel.EntityHandle)?
     /// Whether this context merges the saves of other contexts on the same coordinator as they happen.
     public var automaticallyMergesChangesFromParent = false {
         didSet { persistentStoreCoordinator.setMerging(self, automaticallyMergesChangesFromParent) }
@@ -142,9 +143,18 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The object with `objectID`: the registered one, or a new fault. Does no I/O.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
         if let existing = registered[objectID] { return existing }
-        let object = makeObject(model.handle(forEntityNamed: objectID.entityName), objectID)
+        let object = makeObject(handle(of: objectID), objectID)
         registered[objectID] = object
         return object
+    }
+
+    /// The entity of an ID: the one found last when the ID is in the same namespace (IDs mostly come many of one
+    /// entity at a time), else looked up by name.
+    private func handle(of objectID: ManagedObjectID) -> ManagedObjectModel.EntityHandle {
+        if let last = lastHandle, last.namespace === objectID.namespace { return last.handle }
+        let handle = model.handle(forEntityNamed: objectID.entityName)
+        lastHandle = (objectID.namespace, handle)
+        return handle
     }
 
     /// The objects with these IDs, in their order: the registered ones as they are, faults for the others, which
@@ -163,7 +173,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             }
             if lastEntity?.handle.name != id.entityName {
                 let handle = model.handle(forEntityNamed: id.entityName)
-                lastEntity = (handle, persistentStoreCoordinator.objectClass(for: handle.name))
+                lastEntity = (handle, persistentStoreCoordinator.objectClass(for: handle))
             }
             let object = lastEntity!.type.init(construction: ManagedObject.Construction(
                 entity: lastEntity!.handle, model: model, objectID: id, context: self))
@@ -194,7 +204,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     func makeObject(_ entity: ManagedObjectModel.EntityHandle, _ objectID: ManagedObjectID) -> ManagedObject {
-        let type = persistentStoreCoordinator.objectClass(for: entity.name)
+        let type = persistentStoreCoordinator.objectClass(for: entity)
         return type.init(construction: ManagedObject.Construction(entity: entity, model: model, objectID: objectID, context: self))
     }
 

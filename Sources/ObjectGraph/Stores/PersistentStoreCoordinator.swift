@@ -35,7 +35,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
     /// Each store with its identifier read once (a store may compute it from its metadata on every call) and its
     /// incremental-store view cast once: what every fault and save looks a store up by.
-    private var routes: [Route] = []
+    @exclusivity(unchecked) private var routes: [Route] = []
 
     private struct Route {
         let identifier: String
@@ -44,13 +44,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
     private var classes: [String: ManagedObject.Type] = [:]
     /// `objectClass(for:)`'s answers (an entity without a class of its own takes its nearest ancestor's).
-    private var resolvedClasses: [String: ManagedObject.Type] = [:]
-    private var rowCache: [ManagedObjectID: CachedRow] = [:]
+    @exclusivity(unchecked) private var resolvedClasses: [ObjectIdentifier: ManagedObject.Type] = [:]
+    // The state below `lock` guards is read and written only inside it, in accesses that call nothing that takes it
+    // again: the runtime exclusivity check (run on every fault) would guard nothing.
+    @exclusivity(unchecked) private var rowCache: [ManagedObjectID: CachedRow] = [:]
     /// For each store other processes may change: the change token up to which the row cache has dropped the rows
     /// those changes touched (``catchUp(with:)``).
-    private var cacheTokens: [String: UInt64] = [:]
+    @exclusivity(unchecked) private var cacheTokens: [String: UInt64] = [:]
     /// Grows each time rows are dropped for changes made elsewhere: a row read before that must not be cached after.
-    private var cacheEpoch: UInt64 = 0
+    @exclusivity(unchecked) private var cacheEpoch: UInt64 = 0
     let mergingLock = NSLock()
     var mergingContexts: [WeakContext] = []
 
@@ -187,14 +189,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    func objectClass(for entityName: String) -> ManagedObject.Type {
+    /// The class of `entity`'s objects, found by the entity's identity (no name hashed).
+    func objectClass(for entity: ManagedObjectModel.EntityHandle) -> ManagedObject.Type {
         lock.withLock {
-            if let type = resolvedClasses[entityName] { return type }
+            if let type = resolvedClasses[ObjectIdentifier(entity)] { return type }
             var resolved: ManagedObject.Type = ManagedObject.self
-            for name in managedObjectModel.ancestry(of: entityName).reversed() {
+            for name in managedObjectModel.ancestry(of: entity.name).reversed() {
                 if let type = classes[name] { resolved = type; break }
             }
-            resolvedClasses[entityName] = resolved
+            resolvedClasses[ObjectIdentifier(entity)] = resolved
             return resolved
         }
     }
