@@ -56,19 +56,19 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Attribute values in the entity's attribute positions; empty (no allocation) until the object loads its
     /// values or is written to. Read and write them through ``attributeValue(_:)`` and ``setAttributeValue(_:_:)``.
     @exclusivity(unchecked) var attributes: AttributeSlots = []
-    @exclusivity(unchecked) var transientObjects: [String: Any] = [:]
+    @exclusivity(unchecked) var transientObjects = [String: Any]()
     /// To-one relationships in the entity's to-one positions; empty until loaded or written.
     @exclusivity(unchecked) var toOne: ToOneSlots = []
-    @exclusivity(unchecked) var toMany: [String: [ManagedObjectID]] = [:]
+    @exclusivity(unchecked) var toMany = [String: [ManagedObjectID]]()
     @exclusivity(unchecked) var committed: Snapshot?
     /// The properties changed since the last save (by slot index).
     @exclusivity(unchecked) var changedSlots = SlotSet()
     /// Fetched properties' results (as IDs, so that no object keeps another alive), kept until the object is
     /// refreshed or turned into a fault.
-    @exclusivity(unchecked) var fetchedResults: [String: [ManagedObjectID]] = [:]
+    @exclusivity(unchecked) var fetchedResults = [String: [ManagedObjectID]]()
     /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
     /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
-    @exclusivity(unchecked) var pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)] = [:]
+    @exclusivity(unchecked) var pendingToMany = [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)]()
     @exclusivity(unchecked) var version: Int64 = 0
     /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
     public internal(set) var faultError: ManagedObjectContextError?

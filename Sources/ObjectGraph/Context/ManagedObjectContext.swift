@@ -397,7 +397,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.toOne = stored.toOne
         object.version = node.version
         object.isFaultStorage = false
-        object.committed = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: object.committed?.toMany ?? [:], version: node.version)
+        object.committed = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: object.committed?.toMany ?? .init(), version: node.version)
     }
 
     /// Whether the object's store derives this to-many relationship from its inverse (so changes to it need not be
