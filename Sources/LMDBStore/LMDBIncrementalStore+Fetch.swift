@@ -692,7 +692,7 @@ final class RowView: KeyValueReadable, Hashable {
         }
         guard let relationship = store.model.relationship(named: key, in: id.entityName), relationship.isToMany else { return .null }
         guard case .integer(let ownerKey) = id.referenceObject,
-              let references = try? store.relatedKeys(relationship, of: id.entityName, key: UInt64(ownerKey), state: state, transaction: transaction)
+              let references = try? store.relatedKeys(relationship, of: id, key: UInt64(ownerKey), state: state, transaction: transaction)
         else { return .array([]) }
         return .array(references.compactMap { view($0) }.map { .object(PredicateObject($0)) })
     }

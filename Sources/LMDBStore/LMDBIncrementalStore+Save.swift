@@ -138,21 +138,21 @@ extension LMDBIncrementalStore {
                 // 4. Link tables, then rows.
                 for change in request.deletedObjects {
                     guard let entity = state.entity(of: change.objectID) else { continue }
-                    for relationship in entity.linkRelationships {
-                        try rewriteLinks(relationship, of: change.objectID, to: [], &references, state: state, transaction: transaction)
+                    for (relationship, table) in zip(entity.linkRelationships, state.linkTables[Int(entity.tag)]) {
+                        try rewriteLinks(relationship, in: table, of: change.objectID, to: [], &references, state: state, transaction: transaction)
                     }
                     try state.rows(of: entity).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
                 for (position, change) in written.enumerated() {
                     let isInsert = position < insertCount
                     let entity = entities[position]
-                    for relationship in entity.linkRelationships {
+                    for (relationship, table) in zip(entity.linkRelationships, state.linkTables[Int(entity.tag)]) {
                         if let targets = change.toMany[relationship.name] {
                             // A new object has no links yet: an empty relationship has nothing to write or remove.
                             if isInsert && targets.isEmpty { continue }
-                            try rewriteLinks(relationship, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
+                            try rewriteLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
                         } else if let delta = change.toManyChanges[relationship.name], !relationship.isOrdered {
-                            try applyLinkChanges(relationship, of: change.objectID, delta, &references, state: state, transaction: transaction)
+                            try applyLinkChanges(relationship, in: table, of: change.objectID, delta, &references, state: state, transaction: transaction)
                         }
                     }
                     versions[change.objectID] = Int64(bitPattern: rows[position].version)
@@ -309,12 +309,9 @@ extension LMDBIncrementalStore {
             message: "\(constraint?.owner ?? id.entityName) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", "))) is already taken; \(id) cannot have it too")
     }
 
-    /// Replaces the link entries of one object's relationship.
     /// Adds and removes single members of an unordered link table: one put or delete per member, nothing read.
-    private func applyLinkChanges(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, _ delta: ToManyChange,
+    private func applyLinkChanges(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, _ delta: ToManyChange,
                                   _ references: inout References, state: OpenState, transaction: Transaction) throws {
-        let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
-                                                      relationship: relationship.name), in: state)
         let owner = Self.keyBytes(try key(of: objectID))
         for target in delta.removed {
             _ = try table.delete(key: owner + Self.keyBytes(try key(of: target)), in: transaction)
@@ -326,10 +323,9 @@ extension LMDBIncrementalStore {
         }
     }
 
-    private func rewriteLinks(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
+    /// Replaces the link entries of one object's relationship in its link table `table`.
+    private func rewriteLinks(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                               _ references: inout References, state: OpenState, transaction: Transaction) throws {
-        let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: objectID.entityName),
-                                                      relationship: relationship.name), in: state)
         let owner = Self.keyBytes(try key(of: objectID))
         if !relationship.isOrdered {
             // Unordered: write only the difference, so adding one member to a large relationship costs one put (a

@@ -57,6 +57,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         /// Each entity's secondary tables (``StoreLayout/EntityLayout/secondaryTables``' order), by entity tag: a
         /// save puts index entries without looking tables up by name.
         let secondaryTables: [[Database]]
+        /// Each entity's link tables (``StoreLayout/EntityLayout/linkTables``' order) and the tables its to-many
+        /// relationships are read from, by entity tag.
+        let linkTables: [[Database]]
+        let toManyTables: [[String: (isLink: Bool, table: Database)]]
         /// Each entity's layout by the identity of its object-ID namespace in this store: a save finds the layout
         /// of an ID without hashing its entity name.
         private let entitiesByNamespace: [ObjectIdentifier: StoreLayout.EntityLayout]
@@ -70,21 +74,28 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             var namespaces = [ObjectIDNamespace?](repeating: nil, count: count)
             var rowTables = [Database?](repeating: nil, count: count)
             var secondaryTables = [[Database]](repeating: [], count: count)
+            var linkTables = [[Database]](repeating: [], count: count)
+            var toManyTables = [[String: (isLink: Bool, table: Database)]](repeating: [:], count: count)
+            func table(_ name: String) -> Database {
+                guard let table = databases[name] else { preconditionFailure("the layout names a database \(name) that was not opened") }
+                return table
+            }
             var entitiesByNamespace: [ObjectIdentifier: StoreLayout.EntityLayout] = [:]
             for (tag, name) in layout.entityNamesByTag {
                 let namespace = ObjectIDNamespace.shared(entityName: name, storeIdentifier: storeIdentifier)
                 namespaces[Int(tag)] = namespace
                 guard let entity = layout.entity(name) else { continue }
                 rowTables[Int(tag)] = databases[StoreLayout.rowsDatabase(root: entity.root)]
-                secondaryTables[Int(tag)] = entity.secondaryTables.map { name in
-                    guard let table = databases[name] else { preconditionFailure("the layout names a database \(name) that was not opened") }
-                    return table
-                }
+                secondaryTables[Int(tag)] = entity.secondaryTables.map(table)
+                linkTables[Int(tag)] = entity.linkTables.map(table)
+                toManyTables[Int(tag)] = entity.toManyTables.mapValues { ($0.isLink, table($0.table)) }
                 entitiesByNamespace[ObjectIdentifier(namespace)] = entity
             }
             self.namespaces = namespaces
             self.rowTables = rowTables
             self.secondaryTables = secondaryTables
+            self.linkTables = linkTables
+            self.toManyTables = toManyTables
             self.entitiesByNamespace = entitiesByNamespace
             self.layout = layout
         }
@@ -246,33 +257,23 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let state = try open
         let key = try key(of: objectID)
         return try state.environment.read { transaction in
-            try relatedKeys(relationship, of: objectID.entityName, key: key, state: state, transaction: transaction)
+            try relatedKeys(relationship, of: objectID, key: key, state: state, transaction: transaction)
                 .map { self.objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
         }
     }
 
-    /// The members of a to-many relationship, in order for ordered ones.
-    func relatedKeys(_ relationship: RelationshipDescription, of entityName: String, key: UInt64, state: OpenState,
+    /// The members of a to-many relationship, in order for ordered ones: one range read of the table the layout
+    /// names for it.
+    func relatedKeys(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, key: UInt64, state: OpenState,
                      transaction: Transaction) throws -> [StoredRow.Reference] {
+        guard let entity = state.entity(of: objectID), let source = state.toManyTables[Int(entity.tag)][relationship.name] else { return [] }
         var result: [StoredRow.Reference] = []
-        let prefix = KeyRange.prefix(Self.keyBytes(key))
-        if StoreLayout.needsLinkTable(relationship, model) {
-            let table = database(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: relationship.name, in: entityName),
-                                                          relationship: relationship.name), in: state)
-            try table.withCursor(in: transaction) { cursor in
-                try cursor.forEach(in: prefix) { entry in
-                    // Value: target key (8 bytes) + target entity tag (2 bytes).
-                    result.append(try table.reference(in: entry))
-                    return true
-                }
-            }
-        } else if let inverse = model.inverse(of: relationship) {
-            let index = database(StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: inverse.name, in: relationship.destinationEntityName),
-                                                           relationship: inverse.name), in: state)
-            try index.withCursor(in: transaction) { cursor in
-                // The destination's key holds one value per source: source key + entity tag.
-                try cursor.forEach(in: prefix) { entry in
-                    result.append(try index.reference(in: entry))
+        // Link values are target key (8 bytes) + target entity tag (2 bytes); a to-one index keeps one value per
+        // source under the destination's key, source key + entity tag: both read the same way.
+        try withUnsafeBytes(of: key.bigEndian) { owner in
+            try source.table.withCursor(in: transaction) { cursor in
+                try cursor.forEach(in: .prefix(Array(owner))) { entry in
+                    result.append(try source.table.reference(in: entry))
                     return true
                 }
             }
@@ -311,7 +312,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             var result: [ManagedObjectID: [ManagedObjectID]] = [:]
             for id in objectIDs {
                 if relationship.isToMany {
-                    result[id] = try relatedKeys(relationship, of: id.entityName, key: try key(of: id), state: state, transaction: transaction)
+                    result[id] = try relatedKeys(relationship, of: id, key: try key(of: id), state: state, transaction: transaction)
                         .map { objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
                 } else if let row = try readRow(id, state: state, transaction: transaction) {
                     let field = layout.entity(tag: row.entityTag)?.fieldIndex[relationship.name]

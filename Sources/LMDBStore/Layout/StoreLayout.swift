@@ -68,6 +68,11 @@ struct StoreLayout: Sendable {
         /// arrays an object keeps, and a save reads them, without hashing a name.
         let handle: ManagedObjectModel.EntityHandle
         let slotPositions: [Int]
+        /// The link table of each of ``linkRelationships`` (same order), and for every to-many relationship the table
+        /// its members are read from — its link table, or its inverse's to-one index — by name: a save or a
+        /// relationship fault finds its table without building a name.
+        let linkTables: [String]
+        let toManyTables: [String: (isLink: Bool, table: String)]
         /// Whether each field holds a to-one's reference (else an attribute's value), by field number: what a decoder
         /// checks per field without copying the field's description.
         let referenceFields: [Bool]
@@ -79,7 +84,7 @@ struct StoreLayout: Sendable {
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
              indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
              toOneRelationships: [RelationshipDescription], toOneOwners: [String], linkRelationships: [RelationshipDescription],
-             handle: ManagedObjectModel.EntityHandle) {
+             toManyTables: [String: (isLink: Bool, table: String)], handle: ManagedObjectModel.EntityHandle) {
             self.name = name
             self.tag = tag
             self.root = root
@@ -99,6 +104,8 @@ struct StoreLayout: Sendable {
             uniqueFields = uniques.map { $0.constraint.propertyNames.map { fieldIndex[$0] ?? -1 } }
             toOneFields = toOneRelationships.map { fieldIndex[$0.name] ?? -1 }
             self.handle = handle
+            self.toManyTables = toManyTables
+            linkTables = linkRelationships.map { toManyTables[$0.name]!.table }
             slotPositions = fields.map { handle.slot(named: $0.name)?.position ?? -1 }
             referenceFields = fields.map { $0.attributeType == nil }
             attributeTypes = fields.map(\.attributeType)
@@ -161,6 +168,7 @@ struct StoreLayout: Sendable {
                 indexes: indexes, uniques: uniques,
                 toOneRelationships: toOne, toOneOwners: toOneOwners,
                 linkRelationships: relationships.filter { Self.needsLinkTable($0, model) },
+                toManyTables: Self.toManyTables(of: name, relationships.filter(\.isToMany), model),
                 handle: model.handle(forEntityNamed: name))
         }
         self.entities = entities
@@ -168,6 +176,22 @@ struct StoreLayout: Sendable {
         var byTag = [EntityLayout?](repeating: nil, count: names.count + 1)
         for (tag, name) in names { byTag[Int(tag)] = entities[name] }
         entitiesByTag = byTag
+    }
+
+    /// Where each to-many relationship of `entity` is read from: its link table, or its inverse's to-one index.
+    private static func toManyTables(of entity: String, _ relationships: [RelationshipDescription], _ model: ManagedObjectModel)
+        -> [String: (isLink: Bool, table: String)]
+    {
+        var tables: [String: (isLink: Bool, table: String)] = [:]
+        for relationship in relationships {
+            if needsLinkTable(relationship, model) {
+                tables[relationship.name] = (true, linkDatabase(entity: declaringEntity(of: relationship.name, in: entity, model), relationship: relationship.name))
+            } else if let inverse = model.inverse(of: relationship) {
+                tables[relationship.name] = (false, toOneDatabase(entity: declaringEntity(of: inverse.name, in: relationship.destinationEntityName, model),
+                                                                  relationship: inverse.name))
+            }
+        }
+        return tables
     }
 
     /// A to-many relationship needs its own table unless its inverse is a to-one whose index answers it.
