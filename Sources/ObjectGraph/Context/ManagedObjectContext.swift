@@ -38,6 +38,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var observers: [UInt64: (ContextEvent) -> Void] = [:]
     var nextObserverToken: UInt64 = 0
     @exclusivity(unchecked) var pendingNotification = ContextChanges()
+    @exclusivity(unchecked) private var storeRuleCache: [StoreRuleKey: (derives: Bool, acceptsChanges: Bool)] = [:]
     @exclusivity(unchecked) private var lastHandle: (namespace: ObjectIDNamespace, handle: ManagedObjectModel.EntityHandle)?
     /// Whether this context merges the saves of other contexts on the same coordinator as they happen.
     public var automaticallyMergesChangesFromParent = false {
@@ -403,17 +404,33 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Whether the object's store derives this to-many relationship from its inverse (so changes to it need not be
     /// sent, and an unloaded one need not be loaded to record them).
     func storeDerives(_ relationship: RelationshipDescription, of object: ManagedObject) -> Bool {
-        guard parent == nil, !object.objectID.isTemporaryID,
-              let store = try? persistentStoreCoordinator.incrementalStore(for: object.objectID) else { return false }
-        return store.derivesRelationship(relationship)
+        storeRules(relationship, of: object)?.derives ?? false
     }
 
     /// Whether a change to this unloaded to-many relationship can be recorded without loading it: the store derives
     /// the relationship, or takes its changes as added and removed members.
     func recordsWithoutLoading(_ relationship: RelationshipDescription, of object: ManagedObject) -> Bool {
-        guard parent == nil, !object.objectID.isTemporaryID,
-              let store = try? persistentStoreCoordinator.incrementalStore(for: object.objectID) else { return false }
-        return store.derivesRelationship(relationship) || (!relationship.isOrdered && store.acceptsToManyChanges(for: relationship))
+        guard let rules = storeRules(relationship, of: object) else { return false }
+        return rules.derives || rules.acceptsChanges
+    }
+
+    /// What the store of `object` does with the to-many `relationship` (`nil` when no store is asked: a child
+    /// context, a new object). Asked once per relationship and store namespace, then remembered: a bulk insert asks
+    /// for every new member of every relationship.
+    private func storeRules(_ relationship: RelationshipDescription, of object: ManagedObject) -> (derives: Bool, acceptsChanges: Bool)? {
+        guard parent == nil, !object.objectID.isTemporaryID else { return nil }
+        let key = StoreRuleKey(namespace: ObjectIdentifier(object.objectID.namespace), relationship: relationship.name)
+        if let known = storeRuleCache[key] { return known }
+        guard let store = try? persistentStoreCoordinator.incrementalStore(for: object.objectID) else { return nil }
+        let rules = (derives: store.derivesRelationship(relationship),
+                     acceptsChanges: !relationship.isOrdered && store.acceptsToManyChanges(for: relationship))
+        storeRuleCache[key] = rules
+        return rules
+    }
+
+    struct StoreRuleKey: Hashable {
+        let namespace: ObjectIdentifier
+        let relationship: String
     }
 
     /// Loads a to-many relationship's members.
