@@ -10,11 +10,17 @@ extension ManagedObjectContext {
     ///   when no store holds it, the store's error when it cannot
     ///   run the request, or a ``PredicateEvaluationError`` from matching pending changes.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
-        let ids = try matchingObjectIDs(request, loadingValues: !request.returnsObjectsAsFaults)
-        let objects = objects(with: ids)
-        if parent == nil { refreshStale(objects) }
+        let objects: [ManagedObject]
+        switch try matches(request, loadingValues: !request.returnsObjectsAsFaults) {
+        case .loaded(let loaded):
+            // Each object holds the row the store just read for this fetch, or unsaved changes: none is stale.
+            objects = loaded
+        case .ids(let ids):
+            objects = self.objects(with: ids)
+            if parent == nil { refreshStale(objects) }
+        }
         if !request.returnsObjectsAsFaults { try loadValues(of: objects) }
-        assignBatches(ids, size: request.fetchBatchSize)
+        if request.fetchBatchSize > 0 { assignBatches(objects.map(\.objectID), size: request.fetchBatchSize) }
         if !request.relationshipKeyPathsForPrefetching.isEmpty { try prefetch(request.relationshipKeyPathsForPrefetching, for: objects) }
         return objects
     }
@@ -78,6 +84,28 @@ extension ManagedObjectContext {
     /// the matched rows with them (the rows it read to match), and the objects take their values from those: each
     /// row is read once.
     func matchingObjectIDs(_ request: FetchRequest, loadingValues: Bool = false) throws -> [ManagedObjectID] {
+        switch try matches(request, loadingValues: loadingValues) {
+        case .ids(let ids): ids
+        case .loaded(let objects): objects.map(\.objectID)
+        }
+    }
+
+    /// What a fetch matched: IDs, or the objects themselves when the store handed their rows over (and the objects
+    /// took them).
+    enum Matches {
+        case ids([ManagedObjectID])
+        case loaded([ManagedObject])
+
+        var ids: [ManagedObjectID] {
+            switch self {
+            case .ids(let ids): ids
+            case .loaded(let objects): objects.map(\.objectID)
+            }
+        }
+    }
+
+    /// See ``matchingObjectIDs(_:loadingValues:)``.
+    private func matches(_ request: FetchRequest, loadingValues: Bool) throws -> Matches {
         let stores = try storesFor(request)
         var storeRequest = request
         storeRequest.resultType = .managedObjectID
@@ -88,7 +116,7 @@ extension ManagedObjectContext {
                 storeRequest.returnsObjectsAsFaults = false
             }
             let epoch = persistentStoreCoordinator.cacheEpochNow
-            return try ids(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]), readIn: epoch)
+            return try matches(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]), readIn: epoch)
         }
         // Several stores, unsaved changes to merge, or a parent context: every match comes back, the window is
         // applied here.
@@ -100,7 +128,7 @@ extension ManagedObjectContext {
         } else {
             for store in stores {
                 let epoch = persistentStoreCoordinator.cacheEpochNow
-                result += try ids(from: persistentStoreCoordinator.execute(storeRequest, on: store), readIn: epoch)
+                result += try matches(from: persistentStoreCoordinator.execute(storeRequest, on: store), readIn: epoch).ids
             }
         }
         var candidates = objects(with: result)
@@ -125,7 +153,7 @@ extension ManagedObjectContext {
         if !request.sortDescriptors.isEmpty && (pending || stores.count > 1 || parent != nil) {
             candidates = FetchSortDescriptor.sorted(candidates, using: request.sortDescriptors, prefix: request.windowEnd)
         }
-        return Array(request.window(candidates.map(\.objectID)))
+        return .ids(Array(request.window(candidates.map(\.objectID))))
     }
 
     /// Turns fetched objects that show a row the store no longer holds back into faults, so they show the row the
@@ -140,13 +168,12 @@ extension ManagedObjectContext {
         }
     }
 
-    /// The IDs a store answered with; rows it handed over go into their objects and, for objects that now hold
-    /// rows, into the coordinator's cache (read in `epoch`), so the fetch's own staleness check finds them current
-    /// instead of reading every row again.
-    private func ids(from result: PersistentStoreResult, readIn epoch: UInt64) throws(ManagedObjectContextError) -> [ManagedObjectID] {
+    /// What a store answered with; rows it handed over go into their objects and, for objects that now hold rows,
+    /// into the coordinator's cache (read in `epoch`), so other contexts' faults find them.
+    private func matches(from result: PersistentStoreResult, readIn epoch: UInt64) throws(ManagedObjectContextError) -> Matches {
         switch result {
         case .objectIDs(let ids):
-            return ids
+            return .ids(ids)
         case .nodes(let nodes):
             // The objects made (or found) together, and those that take their rows registered in one call.
             let objects = objects(with: nodes.map(\.objectID))
@@ -166,7 +193,7 @@ extension ManagedObjectContext {
                 object.awakeFromFetch()
             }
             persistentStoreCoordinator.cache(nodes, readIn: epoch)
-            return nodes.map(\.objectID)
+            return .loaded(objects)
         case .count, .versions, .empty:
             throw ManagedObjectContextError(.unsupportedRequest, message: "the store answered a fetch without objects")
         }
