@@ -264,7 +264,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func cache(_ nodes: [IncrementalStoreNode], readIn epoch: UInt64) {
         lock.withLock {
             guard cacheEpoch == epoch else { return }
-            for node in nodes where rowCache[node.objectID] != nil { rowCache[node.objectID]!.node = node }
+            for node in nodes {
+                if let position = rowCache.index(forKey: node.objectID) { rowCache.values[position].node = node }
+            }
         }
     }
 
@@ -320,7 +322,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Replaces (or drops, for `nil`) a cached row after a save or a refresh.
     func updateCache(_ objectID: ManagedObjectID, node: IncrementalStoreNode?) {
-        lock.withLock { if rowCache[objectID] != nil { rowCache[objectID]!.node = node } }
+        lock.withLock { if let position = rowCache.index(forKey: objectID) { rowCache.values[position].node = node } }
     }
 
     /// Registers one object: as ``register(_:)-([ManagedObjectID])`` without building groups of IDs.
