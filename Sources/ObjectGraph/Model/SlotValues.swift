@@ -12,20 +12,26 @@ package enum StoredValues: Sendable {
     case named(attributes: [String: AttributeValue], toOne: [String: ManagedObjectID])
     case slots(ManagedObjectModel.EntityHandle, attributes: AttributeSlots, toOne: ToOneSlots)
 
-    /// The attribute values by name (absent = NULL).
+    /// The attribute values by name (absent = NULL); setting them keeps the values by name from then on.
     var attributeDictionary: [String: AttributeValue] {
-        switch self {
-        case .named(let attributes, _): attributes
-        case .slots(let entity, let attributes, _): entity.attributeDictionary(attributes)
+        get {
+            switch self {
+            case .named(let attributes, _): attributes
+            case .slots(let entity, let attributes, _): entity.attributeDictionary(attributes)
+            }
         }
+        set { self = .named(attributes: newValue, toOne: toOneDictionary) }
     }
 
-    /// The to-ones by name (absent = none).
+    /// The to-ones by name (absent = none); setting them keeps the values by name from then on.
     var toOneDictionary: [String: ManagedObjectID] {
-        switch self {
-        case .named(_, let toOne): toOne
-        case .slots(let entity, _, let toOne): entity.toOneDictionary(toOne)
+        get {
+            switch self {
+            case .named(_, let toOne): toOne
+            case .slots(let entity, _, let toOne): entity.toOneDictionary(toOne)
+            }
         }
+        set { self = .named(attributes: attributeDictionary, toOne: newValue) }
     }
 
     /// The values in `entity`'s positions: shared when they are already, placed by name otherwise (names the entity

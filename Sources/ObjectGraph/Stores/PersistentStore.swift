@@ -170,13 +170,13 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     /// Attribute values by name; an absent name is NULL.
     public var attributes: [String: AttributeValue] {
         get { values.attributeDictionary }
-        set { values = .named(attributes: newValue, toOne: values.toOneDictionary) }
+        set { values.attributeDictionary = newValue }
     }
 
     /// To-one relationships by name; an absent name is no object.
     public var toOne: [String: ManagedObjectID] {
         get { values.toOneDictionary }
-        set { values = .named(attributes: values.attributeDictionary, toOne: newValue) }
+        set { values.toOneDictionary = newValue }
     }
 
     /// Creates a node.
@@ -265,13 +265,13 @@ public struct ObjectChange: Sendable, Hashable {
     /// All persistent attribute values (absent = NULL). Empty for a deletion.
     public var attributes: [String: AttributeValue] {
         get { values.attributeDictionary }
-        set { values = .named(attributes: newValue, toOne: values.toOneDictionary) }
+        set { values.attributeDictionary = newValue }
     }
 
     /// All to-one relationships (absent = none). Empty for a deletion.
     public var toOne: [String: ManagedObjectID] {
         get { values.toOneDictionary }
-        set { values = .named(attributes: values.attributeDictionary, toOne: newValue) }
+        set { values.toOneDictionary = newValue }
     }
 
     /// Creates a change.
