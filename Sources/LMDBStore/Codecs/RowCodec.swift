@@ -266,33 +266,41 @@ struct EncodedRow {
     /// Every field, decoded.
     func decoded() throws(RowDecodingError) -> StoredRow {
         var row = StoredRow(entityTag: entity.tag, version: version, fields: ContiguousArray(repeating: nil, count: entity.fields.count))
-        try forEachField { id, field in row.fields[id] = field }
+        try forEachField { id, type, reader throws(RowDecodingError) in
+            row.fields[id] = type == RowCodec.ValueType.reference
+                ? .reference(try Self.readReference(&reader))
+                : .attribute(try Self.readValue(type, field: entity.fields[id].name, &reader))
+        }
         return row
     }
 
     /// Every field, decoded into what a node holds: attribute values and to-ones (made into object IDs by
-    /// `objectID`) in the slot positions of the entity's model handle — no ``StoredRow`` and no name in between.
+    /// `objectID`) in the slot positions of the entity's model handle — no ``StoredRow``, no ``RowField`` and no
+    /// name in between.
     func decodedValues(objectID: (StoredRow.Reference) -> ManagedObjectID) throws(RowDecodingError)
         -> (attributes: AttributeSlots, toOne: ToOneSlots)
     {
         let handle = entity.handle, positions = entity.slotPositions
         var attributes = handle.emptyAttributes
         var toOne = handle.emptyToOne
-        try forEachField { id, field in
+        try forEachField { id, type, reader throws(RowDecodingError) in
             let position = positions[id]
-            guard position >= 0 else { return }
-            switch field {
-            case .attribute(let value): attributes[position] = value
-            case .reference(let reference): toOne[position] = objectID(reference)
+            if type == RowCodec.ValueType.reference {
+                let reference = try Self.readReference(&reader)
+                if position >= 0 { toOne[position] = objectID(reference) }
+            } else {
+                let value = try Self.readValue(type, field: entity.fields[id].name, &reader)
+                if position >= 0 { attributes[position] = value }
             }
         }
         return (attributes, toOne)
     }
 
-    /// Decodes the fields in order, handing each to `take` with its number; checks that each field holds what its
-    /// kind does (a value in an attribute's field, a reference in a to-one's) and that nothing follows the last.
+    /// Walks the fields in order, handing each field's number and value type to `read` with the reader at its
+    /// value (which `read` must consume); checks that each field holds what its kind does (a value in an
+    /// attribute's field, a reference in a to-one's) and that nothing follows the last.
     @inline(__always)
-    private func forEachField(_ take: (Int, RowField) -> Void) throws(RowDecodingError) {
+    private func forEachField(_ read: (Int, UInt8, inout ByteReader) throws(RowDecodingError) -> Void) throws(RowDecodingError) {
         var reader = ByteReader(bytes: body, offset: fieldsOffset)
         for _ in 0..<fieldCount {
             let id = Int(try reader.uint16())
@@ -302,35 +310,44 @@ struct EncodedRow {
                 let name = entity.fields[id].name
                 throw RowDecodingError(reason: "the row's field \(name) holds \(type == RowCodec.ValueType.reference ? "a reference" : "a value"), which \(entity.name).\(name) cannot")
             }
-            take(id, try Self.read(type, field: entity.fields[id].name, &reader))
+            try read(id, type, &reader)
         }
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
     }
 
     private static func read(_ type: UInt8, field: @autoclosure () -> String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {
+        type == RowCodec.ValueType.reference ? .reference(try readReference(&reader)) : .attribute(try readValue(type, field: field(), &reader))
+    }
+
+    /// A to-one reference: the destination's entity tag and row key.
+    @inline(__always)
+    private static func readReference(_ reader: inout ByteReader) throws(RowDecodingError) -> StoredRow.Reference {
+        StoredRow.Reference(entityTag: try reader.uint16(), key: try reader.varint())
+    }
+
+    /// An attribute value of any type but a reference.
+    private static func readValue(_ type: UInt8, field: @autoclosure () -> String, _ reader: inout ByteReader) throws(RowDecodingError) -> AttributeValue {
         typealias ValueType = RowCodec.ValueType
         switch type {
         case ValueType.integer:
             let raw = try reader.varint()
-            return .attribute(.integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)))
-        case ValueType.double: return .attribute(.double(Double(bitPattern: try reader.uint64())))
-        case ValueType.float: return .attribute(.float(Float(bitPattern: try reader.uint32())))
+            return .integer(Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1))
+        case ValueType.double: return .double(Double(bitPattern: try reader.uint64()))
+        case ValueType.float: return .float(Float(bitPattern: try reader.uint32()))
         case ValueType.decimal:
             guard let value = Decimal(string: try reader.string()) else { throw RowDecodingError(reason: "\(field()) holds a malformed decimal") }
-            return .attribute(.decimal(value))
-        case ValueType.string: return .attribute(.string(try reader.string()))
-        case ValueType.falseValue: return .attribute(.boolean(false))
-        case ValueType.trueValue: return .attribute(.boolean(true))
-        case ValueType.date: return .attribute(.date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.uint64()))))
-        case ValueType.data: return .attribute(.data(Data(try reader.lengthPrefixed())))
+            return .decimal(value)
+        case ValueType.string: return .string(try reader.string())
+        case ValueType.falseValue: return .boolean(false)
+        case ValueType.trueValue: return .boolean(true)
+        case ValueType.date: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try reader.uint64())))
+        case ValueType.data: return .data(Data(try reader.lengthPrefixed()))
         case ValueType.uuid:
             let raw = try reader.bytes(16)
-            return .attribute(.uuid(UUID(uuid: raw.loadUnaligned(as: uuid_t.self))))
+            return .uuid(UUID(uuid: raw.loadUnaligned(as: uuid_t.self)))
         case ValueType.uri:
             guard let url = URL(string: try reader.string()) else { throw RowDecodingError(reason: "\(field()) holds a malformed URI") }
-            return .attribute(.uri(url))
-        case ValueType.reference:
-            return .reference(StoredRow.Reference(entityTag: try reader.uint16(), key: try reader.varint()))
+            return .uri(url)
         default:
             throw RowDecodingError(reason: "\(field()) has the unknown value type \(type)")
         }
