@@ -337,13 +337,20 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Loads a fault's values through the coordinator's row cache (its whole batch, when it was fetched in one).
     func fulfillFault(of object: ManagedObject) {
-        if let batch = batchOf[object.objectID] {
+        if !batchOf.isEmpty, let batch = batchOf[object.objectID] {
             loadBatch(batch)
             if !object.isFaultStorage { return }
         }
-        holdRow(of: object)
         do {
-            let node = try sourceNode(for: object.objectID)
+            let node: IncrementalStoreNode
+            if parent == nil, !object.holdsRow, !object.objectID.isTemporaryID {
+                // Registered and read in one visit to the coordinator.
+                object.holdsRow = true
+                node = try persistentStoreCoordinator.registeringNode(for: object.objectID)
+            } else {
+                holdRow(of: object)
+                node = try sourceNode(for: object.objectID)
+            }
             apply(node, to: object)
             object.faultError = nil
             object.awakeFromFetch()

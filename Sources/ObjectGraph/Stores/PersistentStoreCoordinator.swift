@@ -236,6 +236,28 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return node
     }
 
+    /// ``register(_:)-(ManagedObjectID)`` then ``node(for:)`` in one visit: the registration counted and the cached
+    /// row looked up with one lookup under one lock, the store found once.
+    func registeringNode(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
+        let (cached, epoch) = lock.withLock { () -> (IncrementalStoreNode?, UInt64) in
+            guard let position = rowCache.index(forKey: objectID) else {
+                rowCache[objectID] = CachedRow(node: nil, registrations: 1)
+                return (nil, cacheEpoch)
+            }
+            rowCache.values[position].registrations += 1
+            return (rowCache.values[position].node, cacheEpoch)
+        }
+        let store = try incrementalStore(for: objectID)
+        store.managedObjectContextDidRegisterObjects(with: [objectID])
+        if let cached { return cached }
+        let node = try store.newValuesForObject(with: objectID)
+        lock.withLock {
+            guard cacheEpoch == epoch, let position = rowCache.index(forKey: objectID) else { return }
+            rowCache.values[position].node = node
+        }
+        return node
+    }
+
     /// The stored values of many objects: cached rows first, the rest in one store call per store.
     func nodes(for objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: IncrementalStoreNode] {
         var result: [ManagedObjectID: IncrementalStoreNode] = [:]

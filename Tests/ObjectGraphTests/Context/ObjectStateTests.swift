@@ -169,3 +169,33 @@ extension ObjectStateTests {
         #expect(copy["p099"] as? Int64 == 99 && copy["p070"] as? Int64 == 70 && copy["p001"] as? Int64 == 1 && copy["p050"] == nil)
     }
 }
+
+extension ObjectStateTests {
+    /// The coordinator keeps an object's row while some context holds the object loaded, and only then: a fault
+    /// registers the object and reads its row in one visit, and each context's reset gives back exactly what its
+    /// faults took.
+    @Test func aCachedRowLivesWhileSomeContextHoldsItsObject() throws {
+        let (coordinator, _) = try makeStack()
+        let store = coordinator.persistentStores[0] as! InMemoryStore
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        let book = try writer.make("Book", ["title": "Kept", "pages": 3])
+        try writer.save()
+        let id = book.objectID
+        writer.reset()
+        func faults() -> Int { store.callCounts.objectFaults }
+        let start = faults()
+        let first = ManagedObjectContext(coordinator: coordinator), second = ManagedObjectContext(coordinator: coordinator)
+        #expect(first.object(with: id)["title"] as? String == "Kept")
+        #expect(second.object(with: id)["title"] as? String == "Kept")
+        #expect(faults() - start == 1, "the second context read the row again instead of taking the cached one")
+        first.reset()
+        let third = ManagedObjectContext(coordinator: coordinator)
+        #expect(third.object(with: id)["pages"] as? Int16 == 3)
+        #expect(faults() - start == 1, "a reset of one context dropped a row another still holds")
+        second.reset()
+        third.reset()
+        let fourth = ManagedObjectContext(coordinator: coordinator)
+        #expect(fourth.object(with: id)["pages"] as? Int16 == 3)
+        #expect(faults() - start == 2, "the row stayed cached after every context holding it let go")
+    }
+}
