@@ -174,12 +174,11 @@ extension ManagedObject {
     }
 
     func markChanged(_ slot: ManagedObjectModel.Slot) {
-        let first = changedSlots.isEmpty
         changedSlots.insert(slot.index)
-        // An inserted object's first change puts it among the context's changed objects, where it stays until the
-        // save; later ones need not look it up again. A clean object is reported each time (the notification of
-        // pending changes may have been posted since).
-        guard first || lifecycle != .inserted else { return }
+        // An inserted object is saved whole through the context's inserted list, so it never joins the changed
+        // ones. A clean object is reported each time (the notification of pending changes may have been posted
+        // since).
+        guard lifecycle != .inserted else { return }
         managedObjectContext?.objectDidChange(self)
     }
 

@@ -69,8 +69,8 @@ extension ManagedObjectContext {
     func validatePendingChanges() throws(ManagedObjectContextError) {
         var failures: [ValidationFailure] = []
         let deleted = Set(deletedIDs)
-        // Inserted objects are in `changedIDs` too once they have values: validate each object once.
-        let updated = changedIDs.filter { registered[$0]?.isInserted == false }.sorted()
+        // Inserted objects are never in `changedIDs` (they are saved whole): each object is validated once.
+        let updated = changedIDs.sorted()
         for id in insertedIDs + updated {
             guard let object = registered[id], !deleted.contains(id), object.isInserted || object.isUpdated else { continue }
             failures += modelFailures(object)

@@ -228,6 +228,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         pendingNotification.deleted.insert(object.objectID)
     }
 
+    /// Records a change of an object that is not inserted (inserted ones are saved whole, from `insertedIDs`).
     func objectDidChange(_ object: ManagedObject) {
         changedIDs.insert(object.objectID)
         if object.lifecycle == .clean { pendingNotification.updated.insert(object.objectID) }
@@ -495,18 +496,21 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Replaces object IDs everywhere in the context: registrations, change lists and relationship values.
     func reassignIDs(_ assignments: [ManagedObjectID: ManagedObjectID]) {
         guard !assignments.isEmpty else { return }
+        var moved: [ManagedObject] = []
+        moved.reserveCapacity(assignments.count)
         for (old, new) in assignments {
             guard let object = registered.removeValue(forKey: old) else { continue }
             object.objectID = new
             registered[new] = object
-            if changedIDs.remove(old) != nil { changedIDs.insert(new) }
+            moved.append(object)
+            // Inserted objects are never among the changed ones; others given IDs (a child's, adopted) may be.
+            if object.lifecycle != .inserted, changedIDs.remove(old) != nil { changedIDs.insert(new) }
         }
         insertedIDs = insertedIDs.map { assignments[$0] ?? $0 }
-        deletedIDs = deletedIDs.map { assignments[$0] ?? $0 }
+        if !deletedIDs.isEmpty { deletedIDs = deletedIDs.map { assignments[$0] ?? $0 } }
         // Only an inserted or changed object can point at a newly saved one (pointing at it changed it): the clean
-        // objects a context holds, however many, are not looked at.
-        var seen = Set<ManagedObjectID>()
-        for id in insertedIDs + changedIDs where seen.insert(id).inserted {
+        // objects a context holds, however many, are not looked at. The two lists are disjoint.
+        for id in insertedIDs + changedIDs {
             guard let object = registered[id] else { continue }
             for position in object.toOne.indices { if let id = object.toOne[position], let new = assignments[id] { object.toOne[position] = new } }
             for (key, ids) in object.toMany where ids.contains(where: { assignments[$0] != nil }) {
@@ -518,7 +522,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 object.pendingToMany[key] = (pending.added.map { assignments[$0] ?? $0 }, Set(pending.removed.map { assignments[$0] ?? $0 }))
             }
         }
-        holdRows(of: assignments.values.compactMap { registered[$0] })
+        holdRows(of: moved)
     }
 }
 
