@@ -145,6 +145,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The store's metadata: UUID, type, format version and model version hash.
     public var metadata: [String: String] { lock.withLock { metadataStorage } }
 
+    /// The store's UUID, kept since the store was loaded (no copy of the metadata per call: IDs are built from it).
+    public var identifier: String { lock.withLock { state?.storeIdentifier } ?? "" }
+
     var open: OpenState {
         get throws {
             guard let state = lock.withLock({ state }) else {

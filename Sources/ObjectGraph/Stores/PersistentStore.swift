@@ -14,6 +14,9 @@ public protocol PersistentStore: AnyObject, Sendable {
     var url: URL? { get }
     /// The store's metadata: at least its UUID and type.
     var metadata: [String: String] { get }
+    /// The store's UUID (its metadata's ``PersistentStoreMetadataKey/uuid``). The default reads the metadata; a store
+    /// that keeps the UUID at hand can answer without building it.
+    var identifier: String { get }
     /// Reads or creates the store's metadata. Called once, when the store is added to a coordinator.
     ///
     /// - Throws: An error naming the file when the store cannot be opened or does not fit the model.

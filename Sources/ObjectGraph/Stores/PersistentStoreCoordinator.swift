@@ -139,14 +139,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         guard persistentStores.contains(where: { $0 === store }) else {
             throw ManagedObjectContextError(.noStore, message: "the store \(store.identifier) is not part of this coordinator")
         }
+        // Read once, before the store lets go of what it holds.
+        let identifier = store.identifier
         store.willRemoveFromPersistentStoreCoordinator(self)
         try lock.withLock { () throws in
             guard let index = stores.firstIndex(where: { $0 === store }) else {
-                throw ManagedObjectContextError(.noStore, message: "the store \(store.identifier) is not part of this coordinator")
+                throw ManagedObjectContextError(.noStore, message: "the store \(identifier) is not part of this coordinator")
             }
             stores.remove(at: index)
-            rowCache = rowCache.filter { $0.key.storeIdentifier != store.identifier }
-            cacheTokens[store.identifier] = nil
+            rowCache = rowCache.filter { $0.key.storeIdentifier != identifier }
+            cacheTokens[identifier] = nil
         }
     }
 
