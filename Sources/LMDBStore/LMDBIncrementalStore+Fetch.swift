@@ -335,8 +335,10 @@ extension LMDBIncrementalStore {
                            transaction: Transaction,
                            _ take: (_ position: Int, _ key: UInt64, _ tag: UInt16, _ bytes: UnsafeRawBufferPointer) throws(RowDecodingError) -> Item?) throws -> [Item] {
         let rows = state.rows(of: entity)
-        // The tags a row of this table may carry: any other is damage, which must not pass as "another entity's row".
-        let tableTags = Set(layout.entitiesByTag.compactMap { $0?.root == entity.root ? $0?.tag : nil })
+        // Per tag (tags are 1…n): whether a row of this table may carry it — any other is damage, which must not pass
+        // as "another entity's row" — and whether the fetch wants its rows. Looked up per row without hashing.
+        let inTable = layout.entitiesByTag.map { $0?.root == entity.root }
+        let wantedTags = layout.entitiesByTag.map { $0.map { family.contains($0.tag) } ?? false }
         var items: [Item] = []
         var position = 0
         let wanted = limit ?? Int.max
@@ -347,10 +349,10 @@ extension LMDBIncrementalStore {
                 guard let tag = RowCodec.entityTag(entry.value) else {
                     throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row is \(entry.value.count) bytes, shorter than a row header"))
                 }
-                guard tableTags.contains(tag) else {
+                guard Int(tag) < inTable.count, inTable[Int(tag)] else {
                     throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row names the entity tag \(tag), which no entity of this table has"))
                 }
-                guard family.contains(tag) else { return true }
+                guard wantedTags[Int(tag)] else { return true }
                 do throws(RowDecodingError) {
                     if let item = try take(position, key, tag, entry.value) { items.append(item) }
                 } catch {

@@ -67,3 +67,13 @@ func damageRow(of objectID: ManagedObjectID, in root: String, of store: LMDBIncr
         try rows.put(blob, forKey: key, in: transaction)
     }
 }
+
+extension StoredRow {
+    /// A row of `entity` from values by name (names it does not store are left out): rows for codec tests.
+    init(entity: StoreLayout.EntityLayout, version: UInt64, attributes: [String: AttributeValue], toOne: [String: Reference] = [:]) {
+        var fields = ContiguousArray<RowField?>(repeating: nil, count: entity.fields.count)
+        for (name, value) in attributes { if let id = entity.fieldIndex[name] { fields[id] = .attribute(value) } }
+        for (name, reference) in toOne { if let id = entity.fieldIndex[name] { fields[id] = .reference(reference) } }
+        self.init(entityTag: entity.tag, version: version, fields: fields)
+    }
+}

@@ -20,14 +20,6 @@ struct StoredRow: Equatable {
         self.fields = fields
     }
 
-    /// A row of `entity` from values by name (names it does not store are left out).
-    init(entity: StoreLayout.EntityLayout, version: UInt64, attributes: [String: AttributeValue], toOne: [String: Reference] = [:]) {
-        var fields = ContiguousArray<RowField?>(repeating: nil, count: entity.fields.count)
-        for (name, value) in attributes { if let id = entity.fieldIndex[name] { fields[id] = .attribute(value) } }
-        for (name, reference) in toOne { if let id = entity.fieldIndex[name] { fields[id] = .reference(reference) } }
-        self.init(entityTag: entity.tag, version: version, fields: fields)
-    }
-
     /// The attribute value in field `id`, `nil` for NULL (or a field that holds a reference).
     func attribute(_ id: Int) -> AttributeValue? {
         if case .attribute(let value)? = fields[id] { value } else { nil }

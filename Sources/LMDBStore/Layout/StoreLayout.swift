@@ -44,11 +44,6 @@ struct StoreLayout: Sendable {
         let toOneRelationships: [RelationshipDescription]
         /// To-many relationships kept in link tables (ordered ones, many-to-many, and those without an inverse).
         let linkRelationships: [RelationshipDescription]
-        /// The to-one relationship stored in the field with this name, if it is one.
-        func toOneRelationship(named name: String) -> RelationshipDescription? {
-            guard let index = fieldIndex[name], case .toOne(let relationship) = fields[index].kind else { return nil }
-            return relationship
-        }
 
         /// The table names of ``indexes``, ``uniques`` and ``toOneRelationships``, in the same order: made once, so
         /// the index entries a save computes for every row share them instead of building each name again.

@@ -84,10 +84,7 @@ extension ManagedObjectContext {
     /// the matched rows with them (the rows it read to match), and the objects take their values from those: each
     /// row is read once.
     func matchingObjectIDs(_ request: FetchRequest, loadingValues: Bool = false) throws -> [ManagedObjectID] {
-        switch try matches(request, loadingValues: loadingValues) {
-        case .ids(let ids): ids
-        case .loaded(let objects): objects.map(\.objectID)
-        }
+        try matches(request, loadingValues: loadingValues).ids
     }
 
     /// What a fetch matched: IDs, or the objects themselves when the store handed their rows over (and the objects

@@ -212,8 +212,9 @@ extension ManagedObjectContext {
         return saved
     }
 
-    /// Sends each store its changes; returns the version every inserted and updated object has after the save, by
-    /// its permanent ID.
+    /// Sends each store its changes; returns the versions the stores reported for inserted and updated objects, by
+    /// permanent ID, and the unchanged version of each object that was not sent (``finishSave(versions:)`` takes
+    /// insert = 1, update = +1 for the others).
     private func sendRequests(_ assignments: [ManagedObjectID: ManagedObjectID]) throws -> [ManagedObjectID: Int64] {
         func map(_ id: ManagedObjectID) -> ManagedObjectID { assignments[id] ?? id }
         var requests: [String: SaveChangesRequest] = [:]
@@ -222,7 +223,6 @@ extension ManagedObjectContext {
         for id in insertedIDs {
             guard let object = registered[id] else { continue }
             let change = changeDescription(object, map: map, allToMany: true, expectedVersion: nil)
-            versions[change.objectID] = 1
             requests[change.objectID.storeIdentifier!, default: SaveChangesRequest()].insertedObjects.append(change)
         }
         for id in changedIDs.sorted() {
@@ -234,7 +234,6 @@ extension ManagedObjectContext {
                 continue
             }
             let change = changeDescription(object, map: map, allToMany: false, expectedVersion: object.version)
-            versions[id] = object.version + 1
             requests[id.storeIdentifier!, default: SaveChangesRequest()].updatedObjects.append(change)
         }
         for id in deletedIDs {

@@ -166,15 +166,16 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // A registry smaller than what it is handed is sized once, instead of growing ten times for 1 000 faults; a
         // larger one (a context fetching what it mostly holds already) is left as it is.
         if registered.count < objectIDs.count { registered.reserveCapacity(registered.count + objectIDs.count) }
-        var lastEntity: (handle: ManagedObjectModel.EntityHandle, type: ManagedObject.Type)?
+        // The entity and class of a run of IDs of one namespace, found once for the run.
+        var lastEntity: (namespace: ObjectIDNamespace, handle: ManagedObjectModel.EntityHandle, type: ManagedObject.Type)?
         for id in objectIDs {
             if let existing = registered[id] {
                 objects.append(existing)
                 continue
             }
-            if lastEntity?.handle.name != id.entityName {
-                let handle = model.handle(forEntityNamed: id.entityName)
-                lastEntity = (handle, persistentStoreCoordinator.objectClass(for: handle))
+            if lastEntity?.namespace !== id.namespace {
+                let handle = handle(of: id)
+                lastEntity = (id.namespace, handle, persistentStoreCoordinator.objectClass(for: handle))
             }
             let object = lastEntity!.type.init(construction: ManagedObject.Construction(
                 entity: lastEntity!.handle, model: model, objectID: id, context: self))

@@ -225,7 +225,6 @@ public struct ManagedObjectModel: Sendable {
         package let position: Int
         package let name: String
         package let kind: Kind
-        let property: PropertyDescription
         /// The attribute's description (attributes only).
         let attribute: AttributeDescription?
         /// The relationship's description (relationships only).
@@ -240,9 +239,7 @@ public struct ManagedObjectModel: Sendable {
         let isOptional: Bool
         /// Whether a typed key reads and writes the attribute without `Any`: a stored attribute whose values are
         /// not transformed (not transformable, not an object ID).
-        var convertsDirectly: Bool {
-            kind == .attribute && position >= 0 && transformerName == nil && type != .transformable && type != .objectID
-        }
+        let convertsDirectly: Bool
         /// Whether validation has more to check than presence: an attribute's value or length rules, a to-many's
         /// counts.
         let hasRules: Bool
@@ -250,7 +247,6 @@ public struct ManagedObjectModel: Sendable {
         init(index: Int, position: Int, property: PropertyDescription, inverse: (RelationshipDescription) -> RelationshipDescription?) {
             self.index = index
             self.position = position
-            self.property = property
             name = property.name
             isPersistent = property.isPersistent
             switch property {
@@ -285,6 +281,7 @@ public struct ManagedObjectModel: Sendable {
                 isOptional = true
                 hasRules = false
             }
+            convertsDirectly = kind == .attribute && position >= 0 && transformerName == nil && type != .transformable && type != .objectID
         }
     }
 

@@ -229,9 +229,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
         let (cached, epoch) = lock.withLock { (rowCache[objectID]?.node, cacheEpoch) }
         if let cached { return cached }
-        let node = try incrementalStore(for: objectID).newValuesForObject(with: objectID)
+        return try read(objectID, from: incrementalStore(for: objectID), readIn: epoch)
+    }
+
+    /// Reads a row from its store and caches it: only for a registered object (one lookup), and only if no catch-up
+    /// dropped rows since `epoch`, read before the cache was asked.
+    private func read(_ objectID: ManagedObjectID, from store: any IncrementalStore, readIn epoch: UInt64) throws -> IncrementalStoreNode {
+        let node = try store.newValuesForObject(with: objectID)
         lock.withLock {
-            // One lookup: the row is kept only for a registered object, and only if no catch-up dropped rows since.
             guard cacheEpoch == epoch, let position = rowCache.index(forKey: objectID) else { return }
             rowCache.values[position].node = node
         }
@@ -252,12 +257,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let store = try incrementalStore(for: objectID)
         store.managedObjectContextDidRegisterObjects(with: [objectID])
         if let cached { return cached }
-        let node = try store.newValuesForObject(with: objectID)
-        lock.withLock {
-            guard cacheEpoch == epoch, let position = rowCache.index(forKey: objectID) else { return }
-            rowCache.values[position].node = node
-        }
-        return node
+        return try read(objectID, from: store, readIn: epoch)
     }
 
     /// The stored values of many objects: cached rows first, the rest in one store call per store.
