@@ -287,22 +287,29 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// Many rows in one read transaction; see ``IncrementalStore/newValuesForObjects(with:)``.
     public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
         let state = try open
-        // Read in row-key order (neighbouring keys share pages), handed back in the order asked for.
+        // Read in row-key order (neighbouring keys share pages), handed back in the order asked for. IDs of one entity
+        // in key order (the usual case: a relationship's window, a batch of a fetch) are read as they come.
         func rowKey(_ id: ManagedObjectID) -> Int64 { if case .integer(let key) = id.referenceObject { key } else { 0 } }
-        let order = objectIDs.indices.sorted { (objectIDs[$0].entityName, rowKey(objectIDs[$0])) < (objectIDs[$1].entityName, rowKey(objectIDs[$1])) }
+        let inOrder = objectIDs.indices.dropFirst().allSatisfy {
+            objectIDs[$0].namespace === objectIDs[$0 - 1].namespace && rowKey(objectIDs[$0 - 1]) < rowKey(objectIDs[$0])
+        }
         return try state.environment.read { transaction in
-            var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
-            for index in order {
-                let id = objectIDs[index]
+            func read(_ id: ManagedObjectID) throws -> IncrementalStoreNode? {
                 guard let entity = state.entity(of: id), let row = try encodedRow(key: try key(of: id), in: state.rows(of: entity), transaction: transaction,
                                                                                    naming: "of \(id)", checkingFields: false),
-                      row.entityTag == entity.tag else { continue }
+                      row.entityTag == entity.tag else { return nil }
                 do throws(RowDecodingError) {
-                    nodes[index] = try node(id, row, in: state)
+                    return try node(id, row, in: state)
                 } catch {
                     throw ManagedObjectContextError(.storeUnusable, message: "the row of \(id) cannot be read: \(error.reason); the store file is corrupted")
                 }
             }
+            if inOrder { return try objectIDs.compactMap(read) }
+            let order = objectIDs.indices.sorted {
+                (objectIDs[$0].entityName, rowKey(objectIDs[$0])) < (objectIDs[$1].entityName, rowKey(objectIDs[$1]))
+            }
+            var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
+            for index in order { nodes[index] = try read(objectIDs[index]) }
             return nodes.compactMap { $0 }
         }
     }

@@ -118,4 +118,37 @@ import Testing
         other.attributes["name"] = .string("Eve")
         #expect(slotted != other)
     }
+
+    /// The batch read a to-many's window makes: nodes come back in the order asked for, in key order or not, across
+    /// entities, leaving out the gone; walking a relationship reads each window's rows in one call.
+    @Test func manyRowsComeBackInTheOrderAskedFor() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let team = try context.insertNewObject(forEntityName: "Team")
+        try team.setValue("Blues", forKey: "title")
+        var players: [ManagedObject] = []
+        for n in 0..<250 {
+            let player = try context.insertNewObject(forEntityName: "Player")
+            try player.setValue("P\(n)", forKey: "name")
+            try player.setValue(team, forKey: "team")
+            players.append(player)
+        }
+        try context.save()
+        let ids = players.map(\.objectID)
+        context.delete(players[5])
+        try context.save()
+
+        func names(_ asked: [ManagedObjectID]) throws -> [String?] {
+            try store.newValuesForObjects(with: asked).map { if case .string(let name)? = $0.attributes["name"] { name } else { nil } }
+        }
+        #expect(try names(Array(ids[0..<8])) == ["P0", "P1", "P2", "P3", "P4", "P6", "P7"])
+        #expect(try names([ids[9], ids[3], ids[5], ids[7]]) == ["P9", "P3", "P7"])
+        #expect(try store.newValuesForObjects(with: [ids[2], team.objectID, ids[1]]).map(\.objectID) == [ids[2], team.objectID, ids[1]])
+
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let members = reader.object(with: team.objectID).relatedObjects(forKey: "members")
+        #expect(members.count == 249)
+        #expect(Set(members.map { $0["name"] as? String }) == Set((0..<250).filter { $0 != 5 }.map { "P\($0)" }))
+    }
 }

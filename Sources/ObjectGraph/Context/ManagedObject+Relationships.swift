@@ -1,8 +1,33 @@
 extension ManagedObject {
     /// The objects a to-many relationship holds, in order for ordered relationships.
-    public func relatedObjects(forKey key: String) -> [ManagedObject] {
-        guard let context = managedObjectContext else { return [] }
-        return context.objects(with: relatedIDs(forKey: key))
+    ///
+    /// The relationship's IDs are read once (from the store the first time, if the relationship is a fault); each
+    /// object is made, as a fault, when it is reached, so counting a department's employees or looking at the
+    /// first few makes no object for the others.
+    public func relatedObjects(forKey key: String) -> RelatedObjects<ManagedObject> {
+        guard let context = managedObjectContext else { return RelatedObjects(objectIDs: [], context: nil) }
+        return RelatedObjects(objectIDs: relatedIDs(forKey: key), context: context)
+    }
+
+    /// The IDs of the objects a to-many relationship holds (in order, for ordered relationships) or of the one a
+    /// to-one holds; makes no object and fires no fault of the destination objects (Core Data's
+    /// `objectIDs(forRelationshipNamed:)`).
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` when `key` is
+    ///   not a relationship of the object's entity.
+    public func objectIDs(forRelationshipNamed key: String) throws(ManagedObjectContextError) -> [ManagedObjectID] {
+        guard let slot = handle.slot(named: key) else {
+            throw ManagedObjectContextError(.unknownName, message: "\(entityName) has no relationship named \"\(key)\"")
+        }
+        switch slot.kind {
+        case .toMany:
+            return relatedIDs(forKey: key)
+        case .toOne:
+            willAccessValues()
+            return toOneID(slot).map { [$0] } ?? []
+        case .attribute, .fetched:
+            throw ManagedObjectContextError(.unknownName, message: "\(entityName).\(key) is not a relationship")
+        }
     }
 
     /// A live, mutable view of a to-many relationship; changes through it keep inverses consistent.
@@ -24,7 +49,7 @@ extension ManagedObject {
             return []
         }
         managedObjectContext?.fulfillRelationshipFault(of: self, key: key)
-        if let pending = pendingToMany.removeValue(forKey: key) {
+        if let pending = extras?.pendingToMany.removeValue(forKey: key) {
             var ids = (toMany[key] ?? []).filter { !pending.removed.contains($0) }
             for id in pending.added where !ids.contains(id) { ids.append(id) }
             toMany[key] = ids
@@ -144,7 +169,7 @@ public struct ToManyRelationship {
     public let relationship: RelationshipDescription
 
     /// The related objects, in order for an ordered relationship.
-    public var objects: [ManagedObject] { owner.relatedObjects(forKey: relationship.name) }
+    public var objects: RelatedObjects<ManagedObject> { owner.relatedObjects(forKey: relationship.name) }
 
     /// How many objects the relationship holds.
     public var count: Int { owner.relatedIDs(forKey: relationship.name).count }
@@ -157,7 +182,7 @@ public struct ToManyRelationship {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` when the
     ///   object is of the wrong entity or another context.
     public func insert(_ object: ManagedObject) throws(ManagedObjectContextError) {
-        try owner.setValue(objects + [object], forKey: relationship.name)
+        try owner.setValue(Array(objects) + [object], forKey: relationship.name)
     }
 
     /// Inserts `object` at `index` of an ordered relationship (moving it if it is there already).
@@ -177,5 +202,69 @@ public struct ToManyRelationship {
     /// Removes every object.
     public func removeAll() {
         try? owner.setValue([ManagedObject](), forKey: relationship.name)
+    }
+}
+
+/// The objects of a to-many relationship, in order for ordered relationships: a collection of the relationship's
+/// IDs that makes each object, as a fault registered with the context, when it is reached.
+///
+/// Counting the collection, or reading ``objectIDs``, makes no object; reaching the same position twice hands out
+/// the same object (the context's). The objects are reached in windows of ``faultBatchSize``: when the first fault
+/// of a window fires, the values of the whole window load with one store call (Core Data's batch faulting), so
+/// walking a department's employees and reading each one's name reads the rows a window at a time instead of one
+/// transaction per employee. The collection is a snapshot of the relationship when it was asked for: changes made
+/// afterwards show in the next one.
+public struct RelatedObjects<Object: ManagedObject>: RandomAccessCollection {
+    /// How many objects' values load together when one of them fires its fault.
+    public static var faultBatchSize: Int { 100 }
+
+    /// The IDs of the related objects, in the collection's order.
+    public let objectIDs: [ManagedObjectID]
+    /// The context the objects are made in (`nil` only when there are none).
+    @usableFromInline let context: ManagedObjectContext?
+    /// The windows made so far (`nil` when there are no objects).
+    @usableFromInline let windows: Windows?
+
+    /// The fault batch of each window, made when an object of the window is first reached as a fault.
+    @usableFromInline final class Windows {
+        var batches: [FaultBatch?]
+        init(count: Int) { batches = Array(repeating: nil, count: count) }
+    }
+
+    init(objectIDs: [ManagedObjectID], context: ManagedObjectContext?) {
+        self.objectIDs = objectIDs
+        self.context = objectIDs.isEmpty ? nil : context
+        windows = objectIDs.isEmpty ? nil : Windows(count: (objectIDs.count + Self.faultBatchSize - 1) / Self.faultBatchSize)
+    }
+
+    /// The position of the first object.
+    @inlinable public var startIndex: Int { 0 }
+    /// The position after the last object.
+    @inlinable public var endIndex: Int { objectIDs.count }
+
+    /// The object at `position`: the context's, made as a fault if the context holds none.
+    ///
+    /// Stops the program, naming both classes, when the context's object is not an `Object` — a typed key
+    /// (``ToManyKey``) declared with a class the coordinator does not make for the destination entity.
+    @inlinable public subscript(position: Int) -> Object {
+        let object = context.unsafelyUnwrapped.object(with: objectIDs[position], amongIDs: objectIDs.count)
+        if object.isFault { joinWindow(object, at: position) }
+        guard let typed = object as? Object else { Self.stopForWrongClass(object) }
+        return typed
+    }
+
+    /// Puts a fault into the batch of its window, unless it is in one already.
+    @usableFromInline func joinWindow(_ object: ManagedObject, at position: Int) {
+        guard object.faultBatch == nil, let windows else { return }
+        let window = position / Self.faultBatchSize
+        if windows.batches[window]?.isLoaded != false {
+            let start = window * Self.faultBatchSize
+            windows.batches[window] = FaultBatch(objectIDs[start..<Swift.min(start + Self.faultBatchSize, objectIDs.count)], makesObjects: true)
+        }
+        object.faultBatch = windows.batches[window]
+    }
+
+    @usableFromInline static func stopForWrongClass(_ object: ManagedObject) -> Never {
+        fatalError("\(object.objectID) is a \(type(of: object)), not the \(Object.self) its to-many key promises")
     }
 }

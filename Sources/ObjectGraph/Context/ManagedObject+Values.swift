@@ -22,7 +22,7 @@ extension ManagedObject {
             willAccessValues()
             return toOneID(slot).flatMap { managedObjectContext?.object(with: $0) }
         case .toMany:
-            return relatedObjects(forKey: slot.name)
+            return Array(relatedObjects(forKey: slot.name))
         case .fetched:
             return try? fetchedObjects(forKey: slot.name)
         }
@@ -141,9 +141,11 @@ extension ManagedObject {
         }
     }
 
-    /// A typed to-many relationship's objects (in order, for ordered ones).
-    public subscript<Destination: ManagedObject>(key: ToManyKey<Destination>) -> [Destination] {
-        relatedObjects(forKey: key.name).compactMap { $0 as? Destination }
+    /// A typed to-many relationship's objects (in order, for ordered ones), each made when it is reached (see
+    /// ``RelatedObjects``).
+    public subscript<Destination: ManagedObject>(key: ToManyKey<Destination>) -> RelatedObjects<Destination> {
+        guard let context = managedObjectContext else { return RelatedObjects(objectIDs: [], context: nil) }
+        return RelatedObjects(objectIDs: relatedIDs(forKey: key.name), context: context)
     }
 
     /// Stops the program for a subscript set that did not fit, saying why: `fatalError` keeps its message in

@@ -56,26 +56,65 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Attribute values in the entity's attribute positions; empty (no allocation) until the object loads its
     /// values or is written to. Read and write them through ``attributeValue(_:)`` and ``setAttributeValue(_:_:)``.
     @exclusivity(unchecked) var attributes: AttributeSlots = []
-    @exclusivity(unchecked) var transientObjects = [String: Any]()
     /// To-one relationships in the entity's to-one positions; empty until loaded or written.
     @exclusivity(unchecked) var toOne: ToOneSlots = []
     @exclusivity(unchecked) var toMany = [String: [ManagedObjectID]]()
     @exclusivity(unchecked) var committed: Snapshot?
     /// The properties changed since the last save (by slot index).
     @exclusivity(unchecked) var changedSlots = SlotSet()
-    /// Fetched properties' results (as IDs, so that no object keeps another alive), kept until the object is
-    /// refreshed or turned into a fault.
-    @exclusivity(unchecked) var fetchedResults = [String: [ManagedObjectID]]()
-    /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
-    /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
-    @exclusivity(unchecked) var pendingToMany = [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)]()
     @exclusivity(unchecked) var version: Int64 = 0
-    /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
-    public internal(set) var faultError: ManagedObjectContextError?
+    /// The faults that load with this one, in one store call, when it fires (see ``FaultBatch``).
+    @exclusivity(unchecked) var faultBatch: FaultBatch?
+    /// State few objects ever have, out of line so that the thousands of faults a fetch or a relationship hands out
+    /// stay small and cheap to make and free; made on the first write of one of its parts.
+    @exclusivity(unchecked) var extras: Extras?
     /// Whether the context has registered the object with its coordinator, which keeps the object's stored row
     /// cached while some context uses it: done when the object first loads its values, not for faults that never
     /// fire (a to-many relationship or a fetch of IDs hands out thousands).
     @exclusivity(unchecked) var holdsRow = false
+
+    /// See ``extras``.
+    final class Extras {
+        /// Values of transient attributes of undefined type (any Swift value).
+        var transientObjects = [String: Any]()
+        /// Fetched properties' results (as IDs, so that no object keeps another alive), kept until the object is
+        /// refreshed or turned into a fault.
+        var fetchedResults = [String: [ManagedObjectID]]()
+        /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
+        /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
+        var pendingToMany = [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)]()
+        /// See ``ManagedObject/faultError``.
+        var faultError: ManagedObjectContextError?
+    }
+
+    /// ``extras``, made if the object has none yet.
+    private var madeExtras: Extras {
+        if let extras { return extras }
+        let made = Extras()
+        extras = made
+        return made
+    }
+
+    /// See ``Extras/transientObjects``.
+    var transientObjects: [String: Any] {
+        get { extras?.transientObjects ?? [:] }
+        _modify { yield &madeExtras.transientObjects }
+    }
+    /// See ``Extras/fetchedResults``.
+    var fetchedResults: [String: [ManagedObjectID]] {
+        get { extras?.fetchedResults ?? [:] }
+        _modify { yield &madeExtras.fetchedResults }
+    }
+    /// See ``Extras/pendingToMany``.
+    var pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)] {
+        get { extras?.pendingToMany ?? [:] }
+        _modify { yield &madeExtras.pendingToMany }
+    }
+    /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
+    public internal(set) var faultError: ManagedObjectContextError? {
+        get { extras?.faultError }
+        set { if newValue != nil || extras != nil { madeExtras.faultError = newValue } }
+    }
 
     /// Persisted values as last read or saved.
     struct Snapshot {
@@ -86,7 +125,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Creates an object. Subclasses that add stored properties must call this initializer; only contexts create
-    /// objects.
+    /// objects. It runs while the context files the object under its ID: an override must not reach the context
+    /// (set the object up in ``awakeFromFetch()`` or ``awakeFromInsert()``, as Core Data asks).
     public required init(construction: Construction) {
         handle = construction.entity
         model = construction.model

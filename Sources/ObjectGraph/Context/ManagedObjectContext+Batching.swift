@@ -1,32 +1,41 @@
-/// The objects of one batch of a batched fetch.
+/// Objects whose faults load together, with one store call, when the first of them fires: a batch of a fetch with a
+/// `fetchBatchSize`, or a window of a to-many relationship's objects (``RelatedObjects``).
 final class FaultBatch {
-    let objectIDs: [ManagedObjectID]
+    let objectIDs: ArraySlice<ManagedObjectID>
+    /// Whether loading the batch makes the objects the context does not hold yet (a relationship's window, whose
+    /// objects are made as they are reached) or loads only those it holds (a fetch's, which made them all).
+    let makesObjects: Bool
     var isLoaded = false
-    init(_ objectIDs: [ManagedObjectID]) { self.objectIDs = objectIDs }
+    init(_ objectIDs: ArraySlice<ManagedObjectID>, makesObjects: Bool) {
+        self.objectIDs = objectIDs
+        self.makesObjects = makesObjects
+    }
 }
 
 extension ManagedObjectContext {
     /// Loads every still-faulted object of a batch with one call per store.
+    /// A fault whose batch could not be read (a store error) loads on its own afterwards and reports its error then.
     func loadBatch(_ batch: FaultBatch) {
         guard !batch.isLoaded else { return }
         batch.isLoaded = true
-        let faults = batch.objectIDs.filter { registered[$0]?.isFaultStorage == true }
-        holdRows(of: faults.compactMap { registered[$0] })
-        guard let nodes = try? sourceNodes(for: faults) else { return }
-        for id in faults {
-            guard let object = registered[id], object.isFaultStorage, let node = nodes[id] else { continue }
-            apply(node, to: object)
-            object.awakeFromFetch()
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(batch.objectIDs.count)
+        for id in batch.objectIDs {
+            guard let object = batch.makesObjects ? object(with: id, amongIDs: batch.objectIDs.count) : registered[id] else { continue }
+            if object.faultBatch === batch { object.faultBatch = nil }
+            objects.append(object)
         }
-        for id in batch.objectIDs { batchOf[id] = nil }
+        try? loadValues(of: objects)
     }
 
     /// Groups fetched objects into batches whose faults load together.
     func assignBatches(_ ids: [ManagedObjectID], size: Int) {
         guard size > 0 else { return }
         for start in stride(from: 0, to: ids.count, by: size) {
-            let batch = FaultBatch(Array(ids[start..<min(start + size, ids.count)]))
-            for id in batch.objectIDs where registered[id]?.isFaultStorage == true { batchOf[id] = batch }
+            let batch = FaultBatch(ids[start..<min(start + size, ids.count)], makesObjects: false)
+            for id in batch.objectIDs {
+                if let object = registered[id], object.isFaultStorage { object.faultBatch = batch }
+            }
         }
     }
 
@@ -82,8 +91,19 @@ extension ManagedObjectContext {
 
     /// Loads every fault among `objects` with one call per store.
     func loadValues(of objects: [ManagedObject]) throws {
-        let faults = objects.filter(\.isFaultStorage).filter { (!$0.objectID.isTemporaryID || parent != nil) && $0.lifecycle != .inserted }
+        let faults = objects.filter { $0.isFaultStorage && (!$0.objectID.isTemporaryID || parent != nil) && $0.lifecycle != .inserted }
         guard !faults.isEmpty else { return }
+        if parent == nil, !faults.contains(where: \.holdsRow) {
+            // The common case (faults that never loaded): registered and read in one visit to the coordinator.
+            for object in faults { object.holdsRow = true }
+            try persistentStoreCoordinator.registeringNodes(for: faults.map(\.objectID)) { index, node in
+                let object = faults[index]
+                guard object.isFaultStorage else { return }
+                apply(node, to: object)
+                object.awakeFromFetch()
+            }
+            return
+        }
         holdRows(of: faults)
         let nodes = try sourceNodes(for: faults.map(\.objectID))
         for object in faults {

@@ -304,7 +304,7 @@ extension ManagedObjectContext {
             object.version = versions[object.objectID] ?? (object.lifecycle == .inserted ? 1 : object.version + 1)
             object.lifecycle = .clean
             object.changedSlots.removeAll()
-            object.pendingToMany.removeAll()
+            object.extras?.pendingToMany.removeAll()
             let handle = object.handle
             let attributes = handle.persistentAttributes(object.attributes), toOne = handle.persistentToOne(object.toOne)
             object.committed = ManagedObject.Snapshot(attributes: attributes, toOne: toOne, toMany: object.toMany, version: object.version)
@@ -427,7 +427,7 @@ struct Backup {
             object.attributes = state.attributes
             object.toOne = state.toOne
             object.toMany = state.toMany
-            object.pendingToMany = state.pendingToMany
+            if !state.pendingToMany.isEmpty || object.extras != nil { object.pendingToMany = state.pendingToMany }
             object.committed = state.committed
             object.changedSlots = state.changedSlots
             object.version = state.version

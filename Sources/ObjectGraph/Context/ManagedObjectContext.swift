@@ -30,8 +30,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     @exclusivity(unchecked) var insertedIDs: [ManagedObjectID] = []
     @exclusivity(unchecked) var deletedIDs: [ManagedObjectID] = []
     @exclusivity(unchecked) var changedIDs: Set<ManagedObjectID> = []
-    /// For objects fetched with a batch size: the batch each belongs to, loaded together when one of them faults.
-    @exclusivity(unchecked) var batchOf: [ManagedObjectID: FaultBatch] = [:]
     /// How the last ``fetchDictionaries(_:)`` was answered: by the store or in memory by the context.
     public internal(set) var lastDictionaryFetchStrategy = ""
     let observerLock = NSLock()
@@ -39,7 +37,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var nextObserverToken: UInt64 = 0
     @exclusivity(unchecked) var pendingNotification = ContextChanges()
     @exclusivity(unchecked) private var storeRuleCache: [StoreRuleKey: (derives: Bool, acceptsChanges: Bool)] = [:]
-    @exclusivity(unchecked) private var lastHandle: (namespace: ObjectIDNamespace, handle: ManagedObjectModel.EntityHandle)?
+    /// The entity and class of the IDs handed in last (IDs mostly come many of one entity at a time), with the
+    /// coordinator's class registration count they were found at.
+    @exclusivity(unchecked) private var lastEntity: (namespace: ObjectIDNamespace, handle: ManagedObjectModel.EntityHandle,
+                                                     type: ManagedObject.Type, registrations: Int)?
     /// Whether this context merges the saves of other contexts on the same coordinator as they happen.
     public var automaticallyMergesChangesFromParent = false {
         didSet { persistentStoreCoordinator.setMerging(self, automaticallyMergesChangesFromParent) }
@@ -143,44 +144,47 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// The object with `objectID`: the registered one, or a new fault. Does no I/O.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
-        if let existing = registered[objectID] { return existing }
-        let object = makeObject(handle(of: objectID), objectID)
-        registered[objectID] = object
+        Self.entry(&registered[objectID]) { makeObject(objectID) }
+    }
+
+    /// As ``object(with:)``, for the object at one position of a collection of `count` IDs: when the registry is
+    /// full it grows once for the rest of them, instead of doubling as they are reached.
+    @usableFromInline func object(with objectID: ManagedObjectID, amongIDs count: Int) -> ManagedObject {
+        if registered.count == registered.capacity { registered.reserveCapacity(registered.count + count) }
+        return object(with: objectID)
+    }
+
+    /// The object in a registry entry, made and stored there if the entry is empty: the dictionary's `_modify`
+    /// accessor hashes the ID and finds its bucket once for both the lookup and the insertion.
+    @inline(__always)
+    private static func entry(_ entry: inout ManagedObject?, orMake make: () -> ManagedObject) -> ManagedObject {
+        if let existing = entry { return existing }
+        let object = make()
+        entry = object
         return object
     }
 
-    /// The entity of an ID: the one found last when the ID is in the same namespace (IDs mostly come many of one
-    /// entity at a time), else looked up by name.
-    private func handle(of objectID: ManagedObjectID) -> ManagedObjectModel.EntityHandle {
-        if let last = lastHandle, last.namespace === objectID.namespace { return last.handle }
-        let handle = model.handle(forEntityNamed: objectID.entityName)
-        lastHandle = (objectID.namespace, handle)
-        return handle
+    /// A new object for an ID of the store: its entity and class are the ones found last when the ID is in the same
+    /// namespace and no class was registered since, else they are looked up.
+    private func makeObject(_ objectID: ManagedObjectID) -> ManagedObject {
+        let registrations = persistentStoreCoordinator.classRegistrations.load(ordering: .acquiring)
+        if lastEntity?.namespace !== objectID.namespace || lastEntity?.registrations != registrations {
+            let handle = model.handle(forEntityNamed: objectID.entityName)
+            lastEntity = (objectID.namespace, handle, persistentStoreCoordinator.objectClass(for: handle), registrations)
+        }
+        let entity = lastEntity.unsafelyUnwrapped
+        return entity.type.init(construction: ManagedObject.Construction(entity: entity.handle, model: model, objectID: objectID, context: self))
     }
 
-    /// The objects with these IDs, in their order: the registered ones as they are, faults for the others, which
-    /// are registered with the coordinator in one call (a to-many relationship or a fetch hands out thousands).
+    /// The objects with these IDs, in their order: the registered ones as they are, faults for the others.
     func objects(with objectIDs: [ManagedObjectID]) -> [ManagedObject] {
         var objects: [ManagedObject] = []
         objects.reserveCapacity(objectIDs.count)
         // A registry smaller than what it is handed is sized once, instead of growing ten times for 1 000 faults; a
         // larger one (a context fetching what it mostly holds already) is left as it is.
         if registered.count < objectIDs.count { registered.reserveCapacity(registered.count + objectIDs.count) }
-        // The entity and class of a run of IDs of one namespace, found once for the run.
-        var lastEntity: (namespace: ObjectIDNamespace, handle: ManagedObjectModel.EntityHandle, type: ManagedObject.Type)?
         for id in objectIDs {
-            if let existing = registered[id] {
-                objects.append(existing)
-                continue
-            }
-            if lastEntity?.namespace !== id.namespace {
-                let handle = handle(of: id)
-                lastEntity = (id.namespace, handle, persistentStoreCoordinator.objectClass(for: handle))
-            }
-            let object = lastEntity!.type.init(construction: ManagedObject.Construction(
-                entity: lastEntity!.handle, model: model, objectID: id, context: self))
-            registered[id] = object
-            objects.append(object)
+            objects.append(Self.entry(&registered[id]) { makeObject(id) })
         }
         return objects
     }
@@ -269,7 +273,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     private func restoreCommitted(_ object: ManagedObject) {
         object.lifecycle = .clean
         object.changedSlots.removeAll()
-        object.pendingToMany.removeAll()
+        object.extras?.pendingToMany.removeAll()
         if let committed = object.committed {
             object.attributes = committed.attributes
             object.toOne = committed.toOne
@@ -288,7 +292,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
         insertedIDs.removeAll()
         deletedIDs.removeAll()
         changedIDs.removeAll()
-        batchOf.removeAll()
         pendingNotification = ContextChanges()
     }
 
@@ -309,7 +312,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             ? try? persistentStoreCoordinator.incrementalStore(for: object.objectID).newValuesForObject(with: object.objectID)
             : try? sourceNode(for: object.objectID)
         guard let node = fresh else { return }
-        object.fetchedResults.removeAll()
+        object.extras?.fetchedResults.removeAll()
         persistentStoreCoordinator.updateCache(object.objectID, node: node)
         let local = (attributes: object.attributes, toOne: object.toOne, toMany: object.toMany)
         apply(node, to: object)
@@ -327,8 +330,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     func turnIntoFault(_ object: ManagedObject) {
         object.isFaultStorage = true
-        object.fetchedResults.removeAll()
-        object.pendingToMany.removeAll()
+        object.extras?.fetchedResults.removeAll()
+        object.extras?.pendingToMany.removeAll()
         object.attributes = object.handle.hasTransientAttributes ? object.transientAttributes() : []
         object.toOne = []
         object.toMany = [:]
@@ -339,7 +342,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Loads a fault's values through the coordinator's row cache (its whole batch, when it was fetched in one).
     func fulfillFault(of object: ManagedObject) {
-        if !batchOf.isEmpty, let batch = batchOf[object.objectID] {
+        if let batch = object.faultBatch {
+            object.faultBatch = nil
             loadBatch(batch)
             if !object.isFaultStorage { return }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Routes contexts' requests to stores (Core Data's `NSPersistentStoreCoordinator`).
 ///
@@ -188,8 +189,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         lock.withLock {
             classes[entityName] = type
             resolvedClasses = [:]
+            classRegistrations.add(1, ordering: .releasing)
         }
     }
+
+    /// How many times ``registerClass(_:forEntityName:)`` was called: contexts keep the class they found last and
+    /// ask again when this number moved.
+    let classRegistrations = Atomic<Int>(0)
 
     /// The class of `entity`'s objects, found by the entity's identity (no name hashed).
     func objectClass(for entity: ManagedObjectModel.EntityHandle) -> ManagedObject.Type {
@@ -258,6 +264,56 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         store.managedObjectContextDidRegisterObjects(with: [objectID])
         if let cached { return cached }
         return try read(objectID, from: store, readIn: epoch)
+    }
+
+    /// ``register(_:)-([ManagedObjectID])`` then the stored values of the objects, in one visit: each registration
+    /// counted and its cached row looked up with one lookup under one lock, the rest read with one call per store.
+    /// `found` is called with the position in `objectIDs` and the node of each object that is not gone (cached
+    /// rows first, in order, then the rows read).
+    func registeringNodes(for objectIDs: [ManagedObjectID], found: (Int, IncrementalStoreNode) -> Void) throws {
+        var cached: [(Int, IncrementalStoreNode)] = []
+        var missing: [Int] = []
+        let epoch = lock.withLock {
+            for index in objectIDs.indices where !objectIDs[index].isTemporaryID {
+                if let node = Self.registering(&rowCache[objectIDs[index], default: CachedRow(node: nil, registrations: 0)]) {
+                    cached.append((index, node))
+                } else {
+                    missing.append(index)
+                }
+            }
+            return cacheEpoch
+        }
+        forEachIncrementalStore(of: objectIDs) { $0.managedObjectContextDidRegisterObjects(with: $1) }
+        for (index, node) in cached { found(index, node) }
+        guard !missing.isEmpty else { return }
+        let missingIDs = missing.map { objectIDs[$0] }
+        var read: [IncrementalStoreNode] = []
+        try forEachIncrementalStore(of: missingIDs) { store, ids throws in
+            let found = try store.newValuesForObjects(with: ids)
+            cache(found, readIn: epoch)
+            read += found
+        }
+        // A store hands its nodes back in the order asked for (leaving out the gone): matched by walking both lists;
+        // by lookup if a store did otherwise or the IDs came from several stores.
+        var next = 0
+        for index in missing where next < read.count && read[next].objectID == objectIDs[index] { next += 1 }
+        if next == read.count {
+            next = 0
+            for index in missing where next < read.count && read[next].objectID == objectIDs[index] {
+                found(index, read[next])
+                next += 1
+            }
+        } else {
+            let byID = Dictionary(read.map { ($0.objectID, $0) }, uniquingKeysWith: { first, _ in first })
+            for index in missing { if let node = byID[objectIDs[index]] { found(index, node) } }
+        }
+    }
+
+    /// Counts one more registration of a cached row's object and hands back its node.
+    @inline(__always)
+    private static func registering(_ row: inout CachedRow) -> IncrementalStoreNode? {
+        row.registrations += 1
+        return row.node
     }
 
     /// The stored values of many objects: cached rows first, the rest in one store call per store.
@@ -375,7 +431,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Calls `body` once per incremental store holding some of `objectIDs` (temporary IDs left out), with its IDs.
-    private func forEachIncrementalStore(of objectIDs: [ManagedObjectID], _ body: (any IncrementalStore, [ManagedObjectID]) -> Void) {
+    private func forEachIncrementalStore<Failure: Error>(of objectIDs: [ManagedObjectID],
+                                                         _ body: (any IncrementalStore, [ManagedObjectID]) throws(Failure) -> Void) throws(Failure) {
         var groups: [(store: String, ids: [ManagedObjectID])] = []
         for id in objectIDs {
             guard let store = id.storeIdentifier else { continue }
@@ -389,7 +446,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
         }
         for group in groups {
-            if let store = incrementalStore(withIdentifier: group.store) { body(store, group.ids) }
+            if let store = incrementalStore(withIdentifier: group.store) { try body(store, group.ids) }
         }
     }
 }

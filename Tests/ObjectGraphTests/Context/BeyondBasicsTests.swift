@@ -31,6 +31,33 @@ import Testing
         #expect(store.callCounts.batchedObjectFaults == after.batchedObjectFaults)
     }
 
+    @Test func walkingAToManyLoadsItsObjectsAWindowAtATime() throws {
+        let (coordinator, store, authors) = try stack(books: 2500)  // 250 books per author
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let books = context.object(with: authors[3]).relatedObjects(forKey: "books")
+        #expect(books.count == 250 && RelatedObjects<ManagedObject>.faultBatchSize == 100)
+        // A book of the last window goes away elsewhere before the walk reaches it.
+        let other = ManagedObjectContext(coordinator: coordinator)
+        let gone = books.objectIDs[210]
+        let goneTitle = try #require(other.object(with: gone)["title"] as? String)
+        other.delete(other.object(with: gone))
+        try other.save()
+
+        let before = store.callCounts
+        #expect(books[0]["title"] as? String != nil)
+        #expect(context.registeredObjects.count == 1 + 100, "the author and the first window")
+        var titles = Set<String>()
+        for book in books where book.objectID != gone { titles.insert(try #require(book["title"] as? String)) }
+        let after = store.callCounts
+        #expect(after.batchedObjectFaults - before.batchedObjectFaults == 3, "250 books in windows of 100")
+        #expect(after.objectFaults == before.objectFaults, "no single-object faults")
+        #expect(titles == Set((0..<250).map { "Book \($0 * 10 + 3)" }).subtracting([goneTitle]))
+        // The gone book stayed a fault when its window loaded; touching it reports why on its own.
+        let missing = books[210]
+        #expect(missing["title"] == nil && missing.faultError?.code == .objectNotFound)
+        #expect(store.callCounts.objectFaults == after.objectFaults + 1)
+    }
+
     @Test func walkingBatchedResultsKeepsMemoryBounded() throws {
         let (coordinator, store, _) = try stack(books: 2000)
         let context = ManagedObjectContext(coordinator: coordinator)

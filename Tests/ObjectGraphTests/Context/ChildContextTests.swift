@@ -36,7 +36,7 @@ import Testing
         #expect(author["name"] as? String == "Child edit")
         let pushed = try #require(parent.registeredObject(for: book.objectID))
         #expect(pushed.isInserted && (pushed["author"] as? ManagedObject) === author)
-        #expect(author.relatedObjects(forKey: "books") == [pushed], "both sides of the relationship arrived")
+        #expect(Array(author.relatedObjects(forKey: "books")) == [pushed], "both sides of the relationship arrived")
         try parent.save()
         let fresh = ManagedObjectContext(coordinator: coordinator)
         #expect(try fresh.count(for: FetchRequest(entityName: "Book", predicate: try FetchPredicate(format: "author.name == 'Child edit'"))) == 1)

@@ -50,7 +50,7 @@ final class Author: ManagedObject {
     static let name = AttributeKey<String>("name")
     static let books = ToManyKey<ManagedObject>("books")
     var name: String? { get { self[Self.name] } set { self[Self.name] = newValue } }
-    var books: [ManagedObject] { self[Self.books] }
+    var books: RelatedObjects<ManagedObject> { self[Self.books] }
 
     nonisolated(unsafe) static var inserted = 0
     override func awakeFromInsert() { Author.inserted += 1; self["scratch"] = "fresh" }

@@ -8,15 +8,57 @@ import Testing
         let context = ManagedObjectContext(coordinator: coordinator)
         let a = try context.make("Author", ["name": "A"]), b = try context.make("Author", ["name": "B"])
         let book = try context.make("Book", ["title": "T", "author": a])
-        #expect(a.relatedObjects(forKey: "books") == [book])
+        #expect(Array(a.relatedObjects(forKey: "books")) == [book])
         try book.setValue(b, forKey: "author")
         #expect(a.relatedObjects(forKey: "books").isEmpty)
-        #expect(b.relatedObjects(forKey: "books") == [book])
+        #expect(Array(b.relatedObjects(forKey: "books")) == [book])
         try a.mutableRelationship(forKey: "books").insert(book)
         #expect((book["author"] as? ManagedObject) === a, "adding to a to-many sets the to-one inverse")
         #expect(b.relatedObjects(forKey: "books").isEmpty, "and takes the book from its previous author")
         try book.setValue(nil, forKey: "author")
         #expect(a.relatedObjects(forKey: "books").isEmpty)
+    }
+
+    @Test func aToManyMakesEachObjectOnlyWhenItIsReached() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let author = try context.make("Author", ["name": "A"])
+        let books = try (1...3).map { try context.make("Book", ["title": "T\($0)", "author": author]) }
+        try context.save()
+
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let reloaded = fresh.object(with: author.objectID)
+        let related = reloaded.relatedObjects(forKey: "books")
+        #expect(related.count == 3)
+        #expect(Set(related.objectIDs) == Set(books.map(\.objectID)))
+        #expect(fresh.registeredObjects.count == 1, "counting a to-many makes none of its objects")
+        let second = related[1]
+        #expect(fresh.registeredObjects.count == 2, "reaching one object makes that one")
+        #expect(second === fresh.object(with: related.objectIDs[1]) && second === related[1], "the context's object, every time")
+        #expect(second.isFault && (second["title"] as? String).map { $0.hasPrefix("T") } == true)
+        #expect(Set(related.map(\.objectID)) == Set(books.map(\.objectID)))
+    }
+
+    @Test func objectIDsForARelationshipFireNoDestinationFault() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let author = try context.make("Author", ["name": "A"])
+        let book = try context.make("Book", ["title": "T", "author": author])
+        let lonely = try context.make("Book", ["title": "Alone"])
+        try context.save()
+
+        let toMany = ManagedObjectContext(coordinator: coordinator)
+        #expect(try toMany.object(with: author.objectID).objectIDs(forRelationshipNamed: "books") == [book.objectID])
+        #expect(toMany.registeredObjects.count == 1, "no book was made")
+        let toOne = ManagedObjectContext(coordinator: coordinator)
+        #expect(try toOne.object(with: book.objectID).objectIDs(forRelationshipNamed: "author") == [author.objectID])
+        #expect(try toOne.object(with: lonely.objectID).objectIDs(forRelationshipNamed: "author") == [])
+        #expect(toOne.registeredObjects.count == 2, "no author was made")
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        for name in ["nonsense", "title"] {
+            let error = #expect(throws: ManagedObjectContextError.self) { try fresh.object(with: book.objectID).objectIDs(forRelationshipNamed: name) }
+            #expect(error?.code == .unknownName && error?.message.contains(name) == true)
+        }
     }
 
     @Test func manyToManyAndOrderedRelationshipsSurviveASaveAndAFreshContext() throws {
@@ -31,7 +73,7 @@ import Testing
         for chapter in chapters { try chapterList.insert(chapter) }
         try chapterList.insert(chapters[2], at: 0)
         #expect(chapterList.objects.map { $0["title"] as? String } == ["Three", "One", "Two"])
-        #expect(tags[0].relatedObjects(forKey: "books") == [book])
+        #expect(Array(tags[0].relatedObjects(forKey: "books")) == [book])
         try context.save()
 
         let fresh = ManagedObjectContext(coordinator: coordinator)
@@ -94,7 +136,7 @@ import Testing
         }
         #expect(stores[0].callCounts.saves == saves, "nothing reached the store")
         #expect(tag.isDeleted, "the context is as it was before the save")
-        #expect(book.relatedObjects(forKey: "tags") == [tag])
+        #expect(Array(book.relatedObjects(forKey: "tags")) == [tag])
         context.rollback()
         #expect(try context.count(for: FetchRequest(entityName: "Tag")) == 1)
     }
