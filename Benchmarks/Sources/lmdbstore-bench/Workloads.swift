@@ -251,6 +251,29 @@ struct Workloads {
                 _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE departmentId = ?", arguments: [1 + n % dataset.departments])
             }
         })
+
+        // What an app does with the relationship: walk the employees and read each one (GRDB: fetch the rows).
+        let reading = "to-many traversal reading each name"
+        func lmdbNames(_ department: Int) -> [String] {
+            lmdb.context.object(with: lmdb.id("Department", department)).relatedObjects(forKey: "employees").map { $0.value(forKey: "name") as? String ?? "" }
+        }
+        func grdbNames(_ db: Database, _ department: Int) throws -> [String] {
+            try Row.fetchAll(db, sql: "SELECT * FROM employee WHERE departmentId = ?", arguments: [department]).map { $0["name"] as String }
+        }
+        for department in [1, dataset.departments] {
+            lmdb.resetContext()
+            let mine = lmdbNames(department).sorted(), theirs = try grdb.queue.read { try grdbNames($0, department) }.sorted()
+            try check(reading, mine == theirs, "department \(department): \(mine.count) vs \(theirs.count) names")
+        }
+        record(measure(reading, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            lmdb.resetContext()
+            _ = lmdbNames(1 + n % dataset.departments)
+        })
+        record(try grdb.queue.read { db in
+            try measure(reading, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try grdbNames(db, 1 + n % dataset.departments)
+            }
+        })
     }
 
     mutating func groupBy() throws {

@@ -433,6 +433,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Calls `body` once per incremental store holding some of `objectIDs` (temporary IDs left out), with its IDs.
     private func forEachIncrementalStore<Failure: Error>(of objectIDs: [ManagedObjectID],
                                                          _ body: (any IncrementalStore, [ManagedObjectID]) throws(Failure) -> Void) throws(Failure) {
+        // IDs of one namespace (a batch, a relationship's window) need no grouping.
+        if let first = objectIDs.first, objectIDs.allSatisfy({ $0.namespace === first.namespace }) {
+            if let identifier = first.storeIdentifier, let store = incrementalStore(withIdentifier: identifier) { try body(store, objectIDs) }
+            return
+        }
         var groups: [(store: String, ids: [ManagedObjectID])] = []
         for id in objectIDs {
             guard let store = id.storeIdentifier else { continue }
