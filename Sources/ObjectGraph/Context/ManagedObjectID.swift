@@ -88,6 +88,25 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The hash sets and dictionaries use (the standard library's hook for types that hash faster than `Hasher`):
+    /// for an integer key, the namespace's hash, the key and the table's seed mixed with SplitMix64's finalizer —
+    /// a handful of instructions instead of a SipHash round, for the IDs every registry, row cache and save hashes
+    /// many times over. IDs come from stores, not from untrusted input, and the per-table seed still varies the
+    /// layout. String keys hash through `Hasher`.
+    public func _rawHashValue(seed: Int) -> Int {
+        guard case .integer(let key) = referenceObject else {
+            var hasher = Hasher()
+            hasher.combine(seed)
+            hash(into: &hasher)
+            return hasher.finalize()
+        }
+        var mixed = UInt64(bitPattern: key) &+ UInt64(bitPattern: Int64(namespace.hash)) &* 0x9E37_79B9_7F4A_7C15
+            &+ UInt64(bitPattern: Int64(seed))
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))
+    }
+
     /// The ID's URI: `x-coredata://<store UUID>/<Entity>/p<key>`, or `x-coredata:///<Entity>/t<token>` for a
     /// temporary ID. ``PersistentStoreCoordinator/managedObjectID(forURIRepresentation:)`` turns it back into an ID.
     public var uriRepresentation: URL {

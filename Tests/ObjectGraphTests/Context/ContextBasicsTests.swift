@@ -48,6 +48,29 @@ import Testing
         #expect(ManagedObjectID.parse(id.uriRepresentation) == id)
     }
 
+    @Test func idsHashConsistentlyAndSpreadOverATable() {
+        func id(_ entity: String, _ key: Int64) -> ManagedObjectID {
+            ManagedObjectID(entityName: entity, storeIdentifier: "S", referenceObject: .integer(key))
+        }
+        // Equal IDs made apart hash alike, for every table seed; IDs of other entities with the same key do not
+        // collide as a rule.
+        for key: Int64 in [0, 1, 42, -7, .max] {
+            for seed in [0, 1, 991, -5] { #expect(id("Book", key)._rawHashValue(seed: seed) == id("Book", key)._rawHashValue(seed: seed)) }
+        }
+        #expect((1...64).filter { id("Book", $0).hashValue == id("Author", $0).hashValue }.count <= 1)
+        #expect(Set([0, 1, 2].map { id("Book", 7)._rawHashValue(seed: $0) }).count == 3, "the table's seed changes the hash")
+        // Consecutive keys (what stores hand out) fill a table's buckets as random ones would: 4 096 keys into 4 096
+        // buckets reach about 63 % of them; a weak mix leaves most buckets empty.
+        let buckets = Set((0..<4096).map { id("Book", Int64($0)).hashValue & 4095 })
+        #expect(buckets.count > 2400)
+        let keysSpacedByPowersOfTwo = Set((0..<4096).map { id("Book", Int64($0) << 12).hashValue & 4095 })
+        #expect(keysSpacedByPowersOfTwo.count > 2400)
+        // String keys hash through Hasher, alike for equal IDs.
+        let text = ManagedObjectID(entityName: "Note", storeIdentifier: "S", referenceObject: .string("k"))
+        #expect(text.hashValue == ManagedObjectID(entityName: "Note", storeIdentifier: "S", referenceObject: .string("k")).hashValue)
+        #expect(Set((0..<1000).map { id("Book", Int64($0)) }).count == 1000)
+    }
+
     @Test func valuesAreTypeCheckedAndAWrongTypeChangesNothing() throws {
         let (coordinator, _) = try makeStack()
         let context = ManagedObjectContext(coordinator: coordinator)
