@@ -24,7 +24,7 @@ extension LMDBIncrementalStore {
             if cached != nil { planShapeHits += 1 }
             return cached
         }
-        if analysis == nil, let fresh = QueryPlanner.analyze(request, layout: layout, model: model) {
+        if analysis == nil, let fresh = QueryPlanner.analyze(request, layout: layout, model: model, storeIdentifier: state.storeIdentifier) {
             analysis = fresh
             if QueryPlanner.isCacheable(request.predicate) { lock.withLock {
                 if planShapes.count >= 512 { planShapes.removeAll(keepingCapacity: true) }

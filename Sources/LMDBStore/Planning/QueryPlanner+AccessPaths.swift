@@ -149,6 +149,89 @@ extension QueryPlanner {
         return (ranges, exact)
     }
 
+    /// A comparison of a relationship with objects, answered from the table that keeps the relationship from the
+    /// destination's side.
+    struct RelationshipLookup {
+        /// The range of that table under the objects' keys; its values are the rows that point at them.
+        let range: QueryPlan.IndexRange
+        /// Each row comes at most once (a to-one points at one object; one object has each owner once).
+        let unique: Bool
+        /// The range answers the comparison exactly, for the fetched entities: counts and IDs need no row.
+        let exact: Bool
+    }
+
+    /// `toOne == object` and `toOne IN objects` through the to-one's `toone/…` table (keyed by destination); `ANY
+    /// toMany == object`, `object IN toMany` and `ANY toMany IN objects` through the inverse's `link/…` table when the
+    /// inverse is a to-many (a many-to-many keeps its pairs from both sides). The objects are managed objects or object
+    /// IDs; those of another store, of another entity or not saved yet point at no row and are left out (none left:
+    /// an empty range, which matches nothing). `nil` for anything else — a key path through the relationship, `nil`,
+    /// options, a to-many whose inverse is a to-one or missing — or without the store's identifier.
+    static func relationshipLookup(_ node: PredicateNode, request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel,
+                                   storeIdentifier: String?) -> RelationshipLookup? {
+        guard let storeIdentifier, case .comparison(let comparison) = node, comparison.options.isEmpty else { return nil }
+        let name: String, constant: PredicateValue, isIn: Bool, anyForm: Bool
+        switch (comparison.lhs, comparison.op, comparison.rhs) {
+        case (.keyPath(let path), .equal, .constant(let value)), (.constant(let value), .equal, .keyPath(let path)):
+            (name, constant, isIn, anyForm) = (path, value, false, comparison.modifier == .any)
+        case (.keyPath(let path), .in, .constant(let value)):
+            (name, constant, isIn, anyForm) = (path, value, true, comparison.modifier == .any)
+        case (.constant(let value), .in, .keyPath(let path)) where comparison.modifier == .direct:
+            // `object IN toMany`: the collection holds the object.
+            (name, constant, isIn, anyForm) = (path, value, false, true)
+        default:
+            return nil
+        }
+        guard comparison.modifier != .all, comparison.modifier != .none, !name.contains("."),
+              let relationship = model.relationship(named: name, in: request.entityName),
+              relationship.isToMany == anyForm else { return nil }
+        // The objects' row keys, when every constant is an object.
+        func objectID(_ value: PredicateValue) -> ManagedObjectID? {
+            guard case .object(let object) = value else { return nil }
+            return (object.base as? ManagedObjectID) ?? (object.base as? ManagedObject)?.objectID
+        }
+        let ids: [ManagedObjectID]
+        switch constant {
+        case .array(let elements) where isIn:
+            ids = elements.compactMap(objectID)
+            guard ids.count == elements.count else { return nil }
+        case let single where !isIn:
+            guard let id = objectID(single) else { return nil }
+            ids = [id]
+        default:
+            return nil
+        }
+        let destinations = Set(model.entityAndDescendants(of: relationship.destinationEntityName))
+        let keys = Set(ids.compactMap { id -> UInt64? in
+            guard id.storeIdentifier == storeIdentifier, destinations.contains(id.entityName),
+                  case .integer(let key) = id.referenceObject, key > 0 else { return nil }
+            return UInt64(key)
+        }).sorted()
+        let bounds = isIn ? "IN {\(keys.map { "p\($0)" }.joined(separator: ", "))}" : keys.first.map { "== p\($0)" } ?? "== nothing"
+        let label = "\(request.entityName).\(relationship.name)"
+        if !relationship.isToMany {
+            let owner = layout.declaringEntity(of: relationship.name, in: request.entityName)
+            // Under each destination key, one value per row pointing at it.
+            let ranges = keys.map { key in
+                let bytes = LMDBIncrementalStore.keyBytes(key)
+                return KeyRange(lower: .inclusive(bytes), upper: .inclusive(bytes))
+            }
+            let range = QueryPlan.IndexRange(database: StoreLayout.toOneDatabase(entity: owner, relationship: relationship.name), label: label,
+                                             keyPath: relationship.name, ranges: ranges, bounds: bounds, isEquality: true)
+            // Its entries count rows of the declaring entity and its sub-entities: exact when those are the fetched ones.
+            let exact = request.entityName == owner && (request.includesSubentities || model.directSubentities(of: owner).isEmpty)
+            return RelationshipLookup(range: range, unique: true, exact: exact)
+        }
+        guard let inverse = model.inverse(of: relationship), inverse.isToMany,
+              let destination = layout.entity(relationship.destinationEntityName) else { return nil }
+        // Keys are the object's key, then the owner's key (or position): each object's owners are a prefix.
+        let range = QueryPlan.IndexRange(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name),
+                                                                            relationship: inverse.name),
+                                         label: label, keyPath: relationship.name, ranges: keys.map { KeyRange.prefix(LMDBIncrementalStore.keyBytes($0)) },
+                                         bounds: bounds, isEquality: true)
+        // Owners go through a union, which keeps each once and only those of the fetched entities.
+        return RelationshipLookup(range: range, unique: false, exact: true)
+    }
+
     /// A join for the first AND-term that compares an indexed attribute of a to-one's destination with a constant
     /// (`department.name == "R&D"`, `team.size > 3`): such a term is false for rows without a destination, so the rows
     /// pointing at the destinations in the range are a superset of the matches.

@@ -66,7 +66,10 @@ enum QueryPlanner {
     }
 
     /// The candidate access paths for `request`'s shape (`nil` without a predicate or for an unknown entity).
-    static func analyze(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel) -> Analysis? {
+    ///
+    /// `storeIdentifier` (the store's UUID) lets comparisons of relationships with objects use the relationship's
+    /// tables (``relationshipLookup(_:request:layout:model:storeIdentifier:)``); without it they are scanned.
+    static func analyze(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel, storeIdentifier: String? = nil) -> Analysis? {
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName) else { return nil }
         var analysis = Analysis()
         let conjuncts: [PredicateNode]
@@ -126,6 +129,18 @@ enum QueryPlanner {
         }
         analysis.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
         analysis.unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
+        // `department == object`, `ANY tags == object`: the relationship's table from the objects' side.
+        for conjunct in conjuncts {
+            guard let lookup = relationshipLookup(conjunct, request: request, layout: layout, model: model, storeIdentifier: storeIdentifier)
+            else { continue }
+            let covered = lookup.exact && conjuncts.count == 1
+            if lookup.unique {
+                analysis.singles.append(Analysis.Single(range: lookup.range, streams: false, direction: .forward, covered: covered,
+                                                        exactPath: "", checkedOnEntries: false))
+            } else {
+                analysis.unions.append(([lookup.range], covered))
+            }
+        }
         analysis.toMany = toManyJoin(conjuncts, entity: request.entityName, layout: layout, model: model)
         return analysis
     }

@@ -1,0 +1,138 @@
+import Foundation
+@testable import LMDBStore
+import ObjectGraph
+import TestSupport
+import Testing
+
+/// The comparisons Core Data apps write most about relationships — `department == %@`, `department IN %@`,
+/// `ANY tags == %@`, `%@ IN tags` — answered from the table that keeps the relationship from the objects' side
+/// (`toone/…`, or the inverse's `link/…`) instead of a scan. Every answer is checked against the objects themselves.
+@Suite struct RelationshipLookupTests {
+    let fixture = ToManyJoinTests()
+
+    /// What `request` fetches, by key, with its count and its IDs, all three ways; expects them to agree with
+    /// `expected` (IDs in key order, as a fetch without a sort gives them).
+    func expectAnswers(_ coordinator: PersistentStoreCoordinator, _ request: FetchRequest, _ expected: [ManagedObjectID],
+                       sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let objects = try context.fetch(request).map(\.objectID)
+        #expect(objects == expected, "\(request.predicate?.description ?? "")", sourceLocation: sourceLocation)
+        #expect(try context.count(for: request) == expected.count, sourceLocation: sourceLocation)
+        #expect(try context.fetchObjectIDs(request) == expected, sourceLocation: sourceLocation)
+    }
+
+    /// The objects of `entity` (and its sub-entities, unless `subentities` is false) that `matches` keeps, in key order.
+    func oracle(_ coordinator: PersistentStoreCoordinator, _ entity: String, subentities: Bool = true,
+                _ matches: (ManagedObject) -> Bool) throws -> [ManagedObjectID] {
+        let context = ManagedObjectContext(coordinator: coordinator)
+        var request = FetchRequest(entityName: entity)
+        request.includesSubentities = subentities
+        return try context.fetch(request).filter(matches).map(\.objectID).sorted { rowKey($0) < rowKey($1) }
+    }
+
+    func rowKey(_ id: ManagedObjectID) -> Int64 {
+        if case .integer(let key) = id.referenceObject { return key }
+        return 0
+    }
+
+    func request(_ entity: String, _ format: String, _ arguments: [any PredicateArgument], subentities: Bool = true) throws -> FetchRequest {
+        var request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format, argumentArray: arguments))
+        request.includesSubentities = subentities
+        return request
+    }
+
+    @Test func aToOneComparedWithObjectsReadsItsTable() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(fixture.model)
+        try fixture.load(coordinator)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let shelves = try context.fetch(FetchRequest(entityName: "Shelf", sortDescriptors: [FetchSortDescriptor(keyPath: "label")]))
+        let shelf = shelves[3]
+        func onShelf(_ wanted: Set<ManagedObjectID>) -> (ManagedObject) -> Bool {
+            { book in (book["shelf"] as? ManagedObject).map { wanted.contains($0.objectID) } ?? false }
+        }
+
+        let equal = try request("Book", "shelf == %@", [shelf])
+        assertPlan(store, equal, "IndexRange(Book.shelf == p\(rowKey(shelf.objectID)))")
+        try expectAnswers(coordinator, equal, try oracle(coordinator, "Book", onShelf([shelf.objectID])))
+        #expect(try oracle(coordinator, "Book", onShelf([shelf.objectID])).count > 5, "the shelf holds books")
+        // An object ID does as well as the object; `IN` takes both, each destination's rows once.
+        let some = [shelves[1].objectID, shelves[7].objectID, shelves[12].objectID]
+        for within in [try request("Book", "shelf IN %@", [some]), try request("Book", "shelf IN %@", [[shelves[1], shelves[7], shelves[12]]])] {
+            #expect(store.explain(within).hasPrefix("IndexRange(Book.shelf IN {"))
+            try expectAnswers(coordinator, within, try oracle(coordinator, "Book", onShelf(Set(some))))
+        }
+        try expectAnswers(coordinator, try request("Book", "%@ == shelf", [shelf.objectID]), try oracle(coordinator, "Book", onShelf([shelf.objectID])))
+
+        // Only the fetched entities' rows: the sub-entity alone, or the entity without its sub-entity.
+        try expectAnswers(coordinator, try request("Novel", "shelf == %@", [shelf]), try oracle(coordinator, "Novel", onShelf([shelf.objectID])))
+        try expectAnswers(coordinator, try request("Book", "shelf == %@", [shelf], subentities: false),
+                          try oracle(coordinator, "Book", subentities: false, onShelf([shelf.objectID])))
+        // With other terms, negated, or compared with nil, the answers stay right (the last two scan).
+        try expectAnswers(coordinator, try request("Book", "shelf == %@ AND year > 1970", [shelf]), try oracle(coordinator, "Book") {
+            onShelf([shelf.objectID])($0) && (($0["year"] as? Int32).map { $0 > 1970 } ?? false)
+        })
+        let negated = try request("Book", "NOT shelf == %@", [shelf])
+        #expect(store.explain(negated).hasPrefix("Scan(Book)"))
+        try expectAnswers(coordinator, negated, try oracle(coordinator, "Book") { !onShelf([shelf.objectID])($0) })
+        try expectAnswers(coordinator, try request("Book", "shelf == nil", []), try oracle(coordinator, "Book") { $0["shelf"] == nil })
+    }
+
+    @Test func objectsThatPointAtNoRowMatchNothing() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(fixture.model)
+        try fixture.load(coordinator)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let shelf = try #require(try context.fetch(FetchRequest(entityName: "Shelf")).first)
+        guard case .integer(let key) = shelf.objectID.referenceObject else { Issue.record("an integer key"); return }
+        // The same key in another store, an object of another entity with a shelf's key, an unsaved shelf.
+        let foreign = ManagedObjectID(entityName: "Shelf", storeIdentifier: UUID().uuidString, referenceObject: .integer(key))
+        let author = try #require(try context.fetch(FetchRequest(entityName: "Author")).first)
+        let unsaved = try context.insertNewObject(forEntityName: "Shelf")
+        for stranger in [foreign, author.objectID, unsaved.objectID] {
+            let lookup = try request("Book", "shelf == %@", [stranger])
+            #expect(store.explain(lookup) == "IndexRange(Book.shelf == nothing)")
+            try expectAnswers(coordinator, lookup, [])
+        }
+        // Among real ones, strangers are left out.
+        let mixed = try request("Book", "shelf IN %@", [[foreign, shelf.objectID, unsaved.objectID]])
+        try expectAnswers(coordinator, mixed, try oracle(coordinator, "Book") { ($0["shelf"] as? ManagedObject)?.objectID == shelf.objectID })
+    }
+
+    @Test func aManyToManyComparedWithObjectsReadsTheInversesLinks() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(fixture.model)
+        try fixture.load(coordinator)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let authors = try context.fetch(FetchRequest(entityName: "Author", sortDescriptors: [FetchSortDescriptor(keyPath: "name")]))
+            .filter { !$0.relatedObjects(forKey: "books").isEmpty }
+        let (first, second) = (authors[0], authors[5])
+        func writtenBy(_ wanted: Set<ManagedObjectID>) -> (ManagedObject) -> Bool {
+            { book in book.relatedObjects(forKey: "authors").objectIDs.contains { wanted.contains($0) } }
+        }
+        for format in ["ANY authors == %@", "%@ IN authors"] {
+            let lookup = try request("Book", format, [first])
+            #expect(store.explain(lookup).hasPrefix("Union(IndexRange(Book.authors == p"), "\(format)")
+            try expectAnswers(coordinator, lookup, try oracle(coordinator, "Book", writtenBy([first.objectID])))
+        }
+        // A book by both authors comes once.
+        let either = try request("Book", "ANY authors IN %@", [[first, second]])
+        try expectAnswers(coordinator, either, try oracle(coordinator, "Book", writtenBy([first.objectID, second.objectID])))
+        // From the other side, and for a sub-entity of the owners.
+        let book = try #require(first.relatedObjects(forKey: "books").first { $0["shelf"] != nil })
+        let byBook = { (author: ManagedObject) in author.relatedObjects(forKey: "books").objectIDs.contains(book.objectID) }
+        try expectAnswers(coordinator, try request("Author", "ANY books == %@", [book]), try oracle(coordinator, "Author", byBook))
+        try expectAnswers(coordinator, try request("Editor", "ANY books == %@", [book]), try oracle(coordinator, "Editor", byBook))
+        try expectAnswers(coordinator, try request("Author", "ANY books == %@", [book], subentities: false),
+                          try oracle(coordinator, "Author", subentities: false, byBook))
+        // ALL and NONE hold for owners without members: never through the links.
+        let none = try request("Book", "NONE authors == %@", [first])
+        #expect(store.explain(none).hasPrefix("Scan(Book)"))
+        try expectAnswers(coordinator, none, try oracle(coordinator, "Book") { !writtenBy([first.objectID])($0) })
+        // A one-to-many seen from its to-many side has no table keyed by the member: it is scanned, and right.
+        let shelf = try #require(book["shelf"] as? ManagedObject)
+        let shelfLookup = try request("Shelf", "ANY books == %@", [book])
+        #expect(store.explain(shelfLookup).hasPrefix("Scan(Shelf)"))
+        try expectAnswers(coordinator, shelfLookup, [shelf.objectID])
+    }
+}
