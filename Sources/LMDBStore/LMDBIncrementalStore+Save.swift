@@ -29,8 +29,8 @@ extension LMDBIncrementalStore {
             guard let entity = state.entity(of: change.objectID) else {
                 throw ManagedObjectContextError(.unknownName, message: "\(change.objectID) names an entity the model does not have")
             }
-            let values = try slotValues(change, entity)
-            try checkValues(values.attributes, of: change.objectID, entity)
+            let values = change.keepsStoredValues ? (attributes: entity.handle.emptyAttributes, toOne: entity.handle.emptyToOne) : try slotValues(change, entity)
+            if !change.keepsStoredValues { try checkValues(values.attributes, of: change.objectID, entity) }
             entities.append(entity)
             inputs.append(values)
         }
@@ -43,6 +43,12 @@ extension LMDBIncrementalStore {
                 var conflicts: [MergeConflict] = []
                 func current(_ change: ObjectChange) throws -> StoredRow? {
                     let row = try readRow(change.objectID, state: state, transaction: transaction)
+                    if change.keepsStoredValues {
+                        guard row != nil else {
+                            throw ManagedObjectContextError(.objectNotFound, message: "\(change.objectID) gains or loses related objects but is not in the store")
+                        }
+                        return row
+                    }
                     if row.map({ Int64(bitPattern: $0.version) }) != change.expectedVersion {
                         conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: change.expectedVersion ?? 0,
                                                        newVersion: row.map { Int64(bitPattern: $0.version) } ?? 0,
@@ -65,6 +71,10 @@ extension LMDBIncrementalStore {
                     let entity = entities[position]
                     let (attributes, toOne) = inputs[position]
                     let before = position < insertCount ? nil : updatedRows[position - insertCount]
+                    if change.keepsStoredValues, let before {
+                        rows.append(before)  // equal to what is stored: neither rewritten nor given a new version
+                        continue
+                    }
                     var row = StoredRow(entityTag: entity.tag, version: before?.version ?? 1,
                                         fields: ContiguousArray(repeating: nil, count: entity.fields.count))
                     for id in entity.fields.indices {

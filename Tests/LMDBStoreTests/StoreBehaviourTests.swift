@@ -777,4 +777,65 @@ extension LoadedFetchTests {
         #expect(fresh.object(with: label.objectID).relatedObjects(forKey: "items").map(\.objectID) == [item.objectID])
         #expect(try store.verify().isEmpty)
     }
+
+    @Test func objectsChangedOnlyByRecordedMembersStayFaultsThroughTheSaveUnlessTheyAreGone() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Label") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("items", destination: "Item", inverse: "labels", toMany: true)
+                RelationshipDescription("pinned", destination: "Item", inverse: "pins", toMany: true, maximumCount: 2)
+            }
+            EntityDescription("Item") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("labels", destination: "Label", inverse: "items", toMany: true)
+                RelationshipDescription("pins", destination: "Label", inverse: "pinned", toMany: true)
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let labels = try ["red", "blue"].map { name in
+            let label = try setup.insertNewObject(forEntityName: "Label")
+            try label.setValue(name, forKey: "name")
+            return label
+        }
+        try setup.save()
+        func addItems(_ count: Int, to label: ManagedObject, in context: ManagedObjectContext, key: String = "labels") throws {
+            for n in 0..<count {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                try item.setValue("item \(n)", forKey: "name")
+                try item.setValue([label], forKey: key)
+            }
+        }
+
+        // Validation and the save leave the label unloaded; its row keeps its bytes and version.
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let red = context.object(with: labels[0].objectID)
+        try addItems(2, to: red, in: context)
+        try context.save()
+        #expect(red.isFault, "saving members recorded without loading loaded the label")
+        #expect(try store.newValuesForObject(with: red.objectID).version == 1)
+        #expect(red.value(forKey: "name") as? String == "red" && red.relatedObjects(forKey: "items").count == 2)
+
+        // A count rule on a changed relationship still holds: checking it loads the members.
+        let second = ManagedObjectContext(coordinator: coordinator)
+        try addItems(2, to: second.object(with: labels[0].objectID), in: second, key: "pins")
+        try second.save()
+        let third = ManagedObjectContext(coordinator: coordinator)
+        try addItems(1, to: third.object(with: labels[0].objectID), in: third, key: "pins")
+        let tooMany = #expect(throws: ManagedObjectContextError.self) { try third.save() }
+        #expect(tooMany?.code == .validation && tooMany?.message.contains("validation failure") == true)
+        #expect(tooMany?.validationFailures.first?.message.contains("more than the maximum 2") == true)
+
+        // A label deleted elsewhere since: the save names it and writes nothing.
+        let late = ManagedObjectContext(coordinator: coordinator)
+        try addItems(1, to: late.object(with: labels[1].objectID), in: late)
+        let remover = ManagedObjectContext(coordinator: coordinator)
+        remover.delete(remover.object(with: labels[1].objectID))
+        try remover.save()
+        let gone = #expect(throws: ManagedObjectContextError.self) { try late.save() }
+        #expect(gone?.code == .objectNotFound && gone?.message.contains("\(labels[1].objectID)") == true, "\(String(describing: gone))")
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Item")) == 4, "nothing of the refused saves was written")
+        #expect(try store.verify().isEmpty)
+    }
 }

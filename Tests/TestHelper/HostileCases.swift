@@ -285,7 +285,10 @@ public enum HostileCases {
             let package = try context.insertNewObject(forEntityName: "Package")
             try package.setValue("orphan", forKey: "name")
             try package.setValue(context.object(with: missing), forKey: "section")
-            let viaContext = try expectError(ManagedObjectContextError.self, mentioning: "not in its store") { try context.save() }
+            // The section's to-many change is recorded without loading it; the store finds the section missing.
+            let viaContext = try expectError(ManagedObjectContextError.self, mentioning: "points at \(missing), which is not in the store") {
+                try context.save()
+            }
             try expect(!viaContext.contains("a value is required"), "the message names the missing object, not its attributes: \(viaContext)")
             context.rollback()
             // Straight to the store: a to-one and a to-many member that lead nowhere.

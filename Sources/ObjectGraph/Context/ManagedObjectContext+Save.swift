@@ -110,6 +110,16 @@ extension ManagedObjectContext {
         func fail(_ property: String, _ message: String) {
             failures.append(ValidationFailure(objectID: object.objectID, entityName: object.entityName, propertyName: property, message: message))
         }
+        if object.isFaultStorage, !object.isInserted, object.faultError == nil {
+            // Changed without its values being loaded: only to-many members recorded for a store that derives the
+            // relationship or takes its changes as deltas (every other change loads the object first). The values it
+            // holds were checked when they were saved, and such a store checks that the objects named exist, so only
+            // count rules on the changed relationships are left; a bulk insert into 100 departments loads none of them.
+            for slot in object.handle.relationshipSlots where slot.kind == .toMany && slot.hasRules && object.changedSlots.contains(slot.index) {
+                countFailures(object, slot.relationship!, fail)
+            }
+            return failures
+        }
         object.willAccessValues()
         if let error = object.faultError {
             // Its values never loaded: its rules say nothing. The object itself is the problem.
@@ -154,15 +164,7 @@ extension ManagedObjectContext {
                 }
             case .toMany:
                 guard slot.hasRules else { continue }
-                let relationship = slot.relationship!
-                let count = object.relatedIDs(forKey: relationship.name).count
-                if count == 0 && relationship.isOptional { continue }
-                if relationship.minimumCount > 0 && count < relationship.minimumCount {
-                    fail(relationship.name, "holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
-                }
-                if relationship.maximumCount > 0 && count > relationship.maximumCount {
-                    fail(relationship.name, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
-                }
+                countFailures(object, slot.relationship!, fail)
             case .toOne:
                 if let target = object.toOneID(slot) {
                     if let missing = registered[target]?.faultError, missing.code == .objectNotFound {
@@ -176,6 +178,18 @@ extension ManagedObjectContext {
             }
         }
         return failures
+    }
+
+    /// The minimum and maximum count rules of a to-many `relationship` that `object` breaks.
+    private func countFailures(_ object: ManagedObject, _ relationship: RelationshipDescription, _ fail: (String, String) -> Void) {
+        let count = object.relatedIDs(forKey: relationship.name).count
+        if count == 0 && relationship.isOptional { return }
+        if relationship.minimumCount > 0 && count < relationship.minimumCount {
+            fail(relationship.name, "holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
+        }
+        if relationship.maximumCount > 0 && count > relationship.maximumCount {
+            fail(relationship.name, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
+        }
     }
 
     // MARK: - Writing
@@ -233,7 +247,11 @@ extension ManagedObjectContext {
                 versions[id] = object.version
                 continue
             }
-            let change = changeDescription(object, map: map, allToMany: false, expectedVersion: object.version)
+            // Never loaded: only members recorded for a store that takes them as deltas changed (every other change
+            // loads the object); its values stay as stored and its version is the store's to report.
+            let keepsStoredValues = object.isFaultStorage && object.faultError == nil
+            var change = changeDescription(object, map: map, allToMany: false, expectedVersion: keepsStoredValues ? nil : object.version)
+            change.keepsStoredValues = keepsStoredValues
             requests[id.storeIdentifier!, default: SaveChangesRequest()].updatedObjects.append(change)
         }
         for id in deletedIDs {
@@ -301,10 +319,14 @@ extension ManagedObjectContext {
         }
         for id in insertedIDs + changedIDs.filter({ registered[$0]?.lifecycle != .inserted }) {
             guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedSlots.isEmpty else { continue }
+            let neverLoaded = object.isFaultStorage && object.lifecycle != .inserted
             object.version = versions[object.objectID] ?? (object.lifecycle == .inserted ? 1 : object.version + 1)
             object.lifecycle = .clean
             object.changedSlots.removeAll()
             object.extras?.pendingToMany.removeAll()
+            // Never loaded (only members recorded as deltas changed): its row and any cached copy of it are as they
+            // were, and it stays a fault.
+            if neverLoaded { continue }
             let handle = object.handle
             let attributes = handle.persistentAttributes(object.attributes), toOne = handle.persistentToOne(object.toOne)
             object.committed = ManagedObject.Snapshot(attributes: attributes, toOne: toOne, toMany: object.toMany, version: object.version)

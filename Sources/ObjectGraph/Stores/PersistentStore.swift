@@ -54,7 +54,8 @@ public protocol IncrementalStore: PersistentStore {
     ///   ``PersistentStoreResult/count(_:)`` for a count request.
     /// - Save: apply every change of the ``SaveChangesRequest`` or none. Check each updated or deleted object's
     ///   ``ObjectChange/expectedVersion``: a mismatch is a conflict, thrown as ``ManagedObjectContextError`` with
-    ///   ``ManagedObjectContextError/Code/mergeConflict`` and the conflicts, and nothing is written. Return
+    ///   ``ManagedObjectContextError/Code/mergeConflict`` and the conflicts, and nothing is written (a change that
+    ///   ``ObjectChange/keepsStoredValues`` has no version to check; its object must be in the store). Return
     ///   ``PersistentStoreResult/versions(_:)`` with the version each inserted and updated object now has (a store
     ///   that leaves a row alone when only its link tables changed keeps its version), or
     ///   ``PersistentStoreResult/empty`` when inserts start at version 1 and every update adds 1.
@@ -262,8 +263,14 @@ public struct ObjectChange: Sendable, Hashable {
     /// Unloaded to-many relationships of an update, given as the members added and removed; only for relationships
     /// the store ``IncrementalStore/acceptsToManyChanges(for:)``.
     public var toManyChanges: [String: ToManyChange] = [:]
-    /// The version the context last saw (updates and deletions), or `nil` for an insert.
+    /// The version the context last saw (updates and deletions), or `nil` for an insert and for a change that
+    /// ``keepsStoredValues``.
     public var expectedVersion: Int64?
+    /// The change gives only members added to and removed from to-many relationships (``toManyChanges``), for an
+    /// object the context never loaded: its attributes and to-ones are not given and stay as stored. Membership
+    /// changes commute with other saves, so no version is checked, but the object must still be in the store. Sent
+    /// only to a store that ``IncrementalStore/acceptsToManyChanges(for:)`` for each relationship named.
+    public var keepsStoredValues = false
 
     /// All persistent attribute values (absent = NULL). Empty for a deletion.
     public var attributes: [String: AttributeValue] {
@@ -298,7 +305,8 @@ public struct ObjectChange: Sendable, Hashable {
     /// Equal when every part is, values compared by name.
     public static func == (lhs: ObjectChange, rhs: ObjectChange) -> Bool {
         lhs.objectID == rhs.objectID && lhs.expectedVersion == rhs.expectedVersion && lhs.toMany == rhs.toMany
-            && lhs.toManyChanges == rhs.toManyChanges && lhs.attributes == rhs.attributes && lhs.toOne == rhs.toOne
+            && lhs.toManyChanges == rhs.toManyChanges && lhs.keepsStoredValues == rhs.keepsStoredValues
+            && lhs.attributes == rhs.attributes && lhs.toOne == rhs.toOne
     }
 
     /// Hashes the ID and the expected version.
