@@ -135,4 +135,73 @@ import Testing
         #expect(store.explain(shelfLookup).hasPrefix("Scan(Shelf)"))
         try expectAnswers(coordinator, shelfLookup, [shelf.objectID])
     }
+
+    /// Debian's question "the largest packages of one section": a compound fetch index whose first element is a
+    /// to-one is walked under the section's key, in size order, and stops after the limit.
+    @Test func aCompoundIndexThatStartsWithAToOneAnswersEqualitySortedByItsNextElement() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Section") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("packages", destination: "Package", inverse: "section", toMany: true)
+            }
+            EntityDescription("Package") {
+                AttributeDescription("name", .string)
+                AttributeDescription("size", .integer64)
+                RelationshipDescription("section", destination: "Section", inverse: "packages")
+                FetchIndexDescription("bySectionSize", elements: [.ascending("section"), .ascending("size")])
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let sections = try (0..<4).map { n in
+            let section = try setup.insertNewObject(forEntityName: "Section")
+            try section.setValue("section \(n)", forKey: "name")
+            return section
+        }
+        var random = SplitMix64(seed: 19)
+        for n in 0..<400 {
+            let package = try setup.insertNewObject(forEntityName: "Package")
+            try package.setValue("package \(n)", forKey: "name")
+            try package.setValue(Int64(random.next() % 50), forKey: "size")  // ties, so the order among equal sizes counts too
+            try package.setValue(sections[n % 3], forKey: "section")  // the last section stays empty
+        }
+        try setup.save()
+
+        let section = sections[1]
+        let key = rowKey(section.objectID)
+        for ascending in [false, true] {
+            var largest = try request("Package", "section == %@", [section])
+            largest.sortDescriptors = [FetchSortDescriptor(keyPath: "size", ascending: ascending)]
+            largest.fetchLimit = 20
+            #expect(store.explain(largest).hasPrefix("IndexRange(Package.bySectionSize [\(key)]"), "\(store.explain(largest))")
+            // The oracle: every package of the section, sorted by size, ties in key order, as a sorted scan orders them.
+            let expected = try oracle(coordinator, "Package") { ($0["section"] as? ManagedObject)?.objectID == section.objectID }
+                .map { (id: $0, size: setup.object(with: $0)["size"] as! Int64) }
+                .enumerated().sorted { ascending ? ($0.element.size, $0.offset) < ($1.element.size, $1.offset)
+                                                 : ($0.element.size, $1.offset) > ($1.element.size, $0.offset) }
+                .prefix(20).map(\.element.id)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            #expect(try context.fetch(largest).map(\.objectID) == Array(expected), "ascending: \(ascending)")
+            #expect(try context.fetchObjectIDs(largest) == Array(expected))
+            largest.fetchOffset = 5
+            #expect(try context.fetchObjectIDs(largest) == Array(expected.dropFirst(5)) + (try context.fetchObjectIDs({
+                var rest = largest; rest.fetchOffset = 20; rest.fetchLimit = 5; return rest }())))
+        }
+        // An empty section, a section of another store's kind of object, and an extra term still answer right.
+        var empty = try request("Package", "section == %@", [sections[3]])
+        empty.sortDescriptors = [FetchSortDescriptor(keyPath: "size", ascending: false)]
+        #expect(try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(empty).isEmpty)
+        var stranger = try request("Package", "section == %@", [setup.object(with: try setup.fetchObjectIDs(FetchRequest(entityName: "Package"))[0])])
+        stranger.sortDescriptors = [FetchSortDescriptor(keyPath: "size")]
+        #expect(try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(stranger).isEmpty)
+        var between = try request("Package", "section == %@ AND #size BETWEEN {10, 20}", [section])
+        between.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+        #expect(store.explain(between).hasPrefix("IndexRange(Package.bySectionSize [\(key) × "), "\(store.explain(between))")
+        let inRange = try oracle(coordinator, "Package") {
+            ($0["section"] as? ManagedObject)?.objectID == section.objectID && (10...20).contains($0["size"] as! Int64)
+        }
+        #expect(Set(try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(between)) == Set(inRange))
+        #expect(!inRange.isEmpty)
+    }
 }

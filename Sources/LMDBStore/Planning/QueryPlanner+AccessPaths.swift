@@ -158,6 +158,10 @@ extension QueryPlanner {
         let unique: Bool
         /// The range answers the comparison exactly, for the fetched entities: counts and IDs need no row.
         let exact: Bool
+        /// `toOne == object` with an object of this store: the to-one and its destination's key, which a compound
+        /// fetch index holds as its element (``IndexEntries``), so `section == x` sorted by size can walk
+        /// `(section, size)`.
+        var toOneEquality: Term?
     }
 
     /// `toOne == object` and `toOne IN objects` through the to-one's `toone/…` table (keyed by destination); `ANY
@@ -219,7 +223,11 @@ extension QueryPlanner {
                                              keyPath: relationship.name, ranges: ranges, bounds: bounds, isEquality: true)
             // Its entries count rows of the declaring entity and its sub-entities: exact when those are the fetched ones.
             let exact = request.entityName == owner && (request.includesSubentities || model.directSubentities(of: owner).isEmpty)
-            return RelationshipLookup(range: range, unique: true, exact: exact)
+            var lookup = RelationshipLookup(range: range, unique: true, exact: exact)
+            if !isIn, let key = keys.first {
+                lookup.toOneEquality = Term(keyPath: relationship.name, op: .equal, values: [.integer(Int64(bitPattern: key))])
+            }
+            return lookup
         }
         guard let inverse = model.inverse(of: relationship), inverse.isToMany,
               let destination = layout.entity(relationship.destinationEntityName) else { return nil }

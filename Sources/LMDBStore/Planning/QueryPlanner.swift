@@ -97,7 +97,12 @@ enum QueryPlanner {
         func checkedOnEntries(_ range: QueryPlan.IndexRange) -> Bool {
             entryElements(range, predicate: predicate.node, entity: request.entityName, model: model) != nil
         }
-        if let compound = compoundPlan(terms, entity: entity, request: request, model: model) {
+        // `department == object`, `ANY tags == object`: the relationship's table from the objects' side.
+        let lookups = conjuncts.compactMap {
+            relationshipLookup($0, request: request, layout: layout, model: model, storeIdentifier: storeIdentifier)
+        }
+        // A compound fetch index may start with a to-one: its equality with an object constrains that element.
+        if let compound = compoundPlan(terms + lookups.compactMap(\.toOneEquality), entity: entity, request: request, model: model) {
             analysis.compound = (compound.index, compound.streams, compound.direction, checkedOnEntries(compound.index))
         }
         // One range per indexed attribute (and collation) the terms compare.
@@ -129,10 +134,7 @@ enum QueryPlanner {
         }
         analysis.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
         analysis.unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
-        // `department == object`, `ANY tags == object`: the relationship's table from the objects' side.
-        for conjunct in conjuncts {
-            guard let lookup = relationshipLookup(conjunct, request: request, layout: layout, model: model, storeIdentifier: storeIdentifier)
-            else { continue }
+        for lookup in lookups {
             let covered = lookup.exact && conjuncts.count == 1
             if lookup.unique {
                 analysis.singles.append(Analysis.Single(range: lookup.range, streams: false, direction: .forward, covered: covered,
