@@ -122,7 +122,8 @@ struct Run: ParsableCommand {
                 ("point faults", { try $0.pointFaults() }), ("indexed equality", { try $0.indexedEquality() }),
                 ("loaded fetch", { try $0.loadedFetch() }),
                 ("range + sort + limit", { try $0.rangeSortLimit() }), ("count", { try $0.countRange() }),
-                ("unindexed filter", { try $0.unindexedFilter() }), ("to-many traversal", { try $0.toManyTraversal() }),
+                ("unindexed filter", { try $0.unindexedFilter() }), ("relationship equality", { try $0.relationshipEquality() }),
+                ("to-many traversal", { try $0.toManyTraversal() }),
                 ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
                 ("delete batch", { try $0.insertAndDeleteBatch() }), ("mixed", { [readers] in try $0.mixedReadWrite(readers: readers) }),
             ]

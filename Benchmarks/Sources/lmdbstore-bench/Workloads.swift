@@ -233,6 +233,28 @@ struct Workloads {
         })
     }
 
+    /// The predicate Core Data apps write most about relationships: `department == %@` (IDs), against GRDB's
+    /// `WHERE departmentId = ?` on its indexed foreign key.
+    mutating func relationshipEquality() throws {
+        let name = "relationship equality (department == %@)"
+        func request(_ department: Int) throws -> ObjectFetchRequest {
+            ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "department == %@", lmdb.id("Department", department)))
+        }
+        for department in [1, dataset.departments / 2 + 1, dataset.departments] {
+            let mine = try lmdbIDs(try request(department)).sorted()
+            let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE departmentId = ? ORDER BY id", arguments: [department]) }
+            try check(name, mine == theirs, "department \(department): \(mine.count) vs \(theirs.count)")
+        }
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            _ = try lmdb.context.fetchObjectIDs(try request(1 + n % dataset.departments))
+        }, plannedFor: try request(1))
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE departmentId = ?", arguments: [1 + n % dataset.departments])
+            }
+        })
+    }
+
     mutating func toManyTraversal() throws {
         let name = "to-many traversal (department.employees)"
         for department in [1, dataset.departments / 2 + 1, dataset.departments] {
