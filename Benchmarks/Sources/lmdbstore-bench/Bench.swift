@@ -101,7 +101,7 @@ struct Run: ParsableCommand {
         }
     }
 
-    static let stepNames = ["cold point faults", "point faults", "indexed equality", "loaded fetch", "range + sort + limit", "count", "unindexed filter", "to-many traversal",
+    static let stepNames = ["cold point faults", "point faults", "indexed equality", "loaded fetch", "range + sort + limit", "count", "unindexed filter", "relationship equality", "to-many traversal",
                             "group-by", "update batch", "delete batch", "mixed"]
 
     var selectedSteps: [String]? {

@@ -95,8 +95,10 @@ struct QueryPlan: CustomStringConvertible {
         var steps: [String] = []
         switch access {
         case .keys(let objectIDs):
-            let keys = objectIDs.map { id in if case .integer(let key) = id.referenceObject { String(key) } else { id.description } }
-            steps.append("KeyLookup(\(entityName) {\(keys.joined(separator: ", "))})")
+            // The first keys only: a lookup of 12 000 objects prints as 20 keys and a count.
+            let shown = objectIDs.prefix(20).map { id in if case .integer(let key) = id.referenceObject { String(key) } else { id.description } }
+            let more = objectIDs.count > shown.count ? ", … \(objectIDs.count - shown.count) more" : ""
+            steps.append("KeyLookup(\(entityName) {\(shown.joined(separator: ", "))\(more)})")
         case .index(let index): steps.append(text(index, direction))
         case .union(let indexes): steps.append("Union(\(indexes.map { text($0) }.joined(separator: ", ")))")
         case .intersection(let indexes): steps.append("Intersection(\(indexes.map { text($0) }.joined(separator: ", ")))")

@@ -54,6 +54,9 @@ enum QueryPlanner {
         }
         /// `SELF == x` / `SELF IN xs`: the rows to read by key, and whether that answers the whole predicate.
         var keys: (ids: [ManagedObjectID], answersAll: Bool)?
+        /// What is left to check on the rows a key lookup reads: the predicate's other AND-operands (`nil`: the whole
+        /// predicate), so twelve thousand objects are not compared with every row read.
+        var keysResidual: FetchPredicate?
         var compound: (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, checkedOnEntries: Bool)?
         var singles: [Single] = []
         var join: QueryPlan.Join?
@@ -86,6 +89,12 @@ enum QueryPlanner {
         for conjunct in conjuncts {
             if let ids = selfObjects(conjunct) {
                 analysis.keys = (Array(Set(ids)).sorted(), conjuncts.count == 1)
+                // The rows read are those objects' rows: the operand that named them needs no second check.
+                if case .and(let operands) = predicate.node, let answered = operands.firstIndex(where: { selfObjects($0) != nil }) {
+                    var rest = operands
+                    rest.remove(at: answered)
+                    analysis.keysResidual = FetchPredicate(node: rest.count == 1 ? rest[0] : .and(rest))
+                }
                 return analysis
             }
         }
@@ -163,7 +172,7 @@ enum QueryPlanner {
         if let keys = analysis.keys {
             plan.access = .keys(keys.ids)
             // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
-            if keys.answersAll { plan.predicate = nil }
+            if keys.answersAll { plan.predicate = nil } else if let residual = analysis.keysResidual { plan.predicate = residual }
             return plan
         }
         var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
