@@ -127,7 +127,9 @@ struct Run: ParsableCommand {
                 ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
                 ("delete batch", { try $0.insertAndDeleteBatch() }), ("mixed", { [readers] in try $0.mixedReadWrite(readers: readers) }),
             ]
-            // "cold point faults" ran in `prepare`, before the stores were opened for these steps.
+            // "cold point faults" ran in `prepare`, before the stores were opened for these steps. `--only` checks
+            // names against `stepNames`: a step missing there could not be chosen.
+            precondition(steps.map(\.0) == Self.stepNames.filter { $0 != "cold point faults" }, "stepNames and the steps disagree")
             let chosen = steps.filter { step in selectedSteps.map { $0.contains(step.0) } ?? true }
             for (index, (label, step)) in chosen.enumerated() {
                 Progress.show("\(size) objects: \(label)", fraction: Double(index) / Double(chosen.count))
