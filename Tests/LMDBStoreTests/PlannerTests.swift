@@ -327,6 +327,19 @@ let longName = String(repeating: "L", count: 600)
         #expect(try context.count(for: request) == 12_000)
         let filtered = FetchRequest(entityName: "Tag", predicate: try FetchPredicate(format: "SELF IN %@ AND n < 100", wanted))
         #expect(try context.fetchObjectIDs(filtered) == Array(wanted.prefix { (setup.object(with: $0)["n"] as! Int32) < 100 }))
+        // Two lookups, one inside a nested AND: only the one that chose the rows is left unchecked.
+        let few = Array(all.prefix(10))
+        let nested = FetchRequest(entityName: "Tag", predicate: try FetchPredicate(format: "(n < 100 AND SELF IN %@) AND SELF IN %@", wanted, few))
+        let both = Set(wanted).intersection(few)
+        // Built by combining predicates, the AND nests: the lookup's operand is found wherever it is.
+        let combined = FetchRequest(entityName: "Tag", predicate: FetchPredicate.and([
+            try FetchPredicate(format: "n < 100 AND SELF IN %@", wanted), try FetchPredicate(format: "SELF IN %@", few)]))
+        #expect(try context.fetchObjectIDs(combined) == few.filter { both.contains($0) }, "\(store.explain(combined))")
+        let doubled = FetchRequest(entityName: "Tag", predicate: try FetchPredicate(format: "NOT (NOT (n < 100 AND SELF IN %@)) AND SELF IN %@", wanted, few))
+        #expect(try context.fetchObjectIDs(doubled) == few.filter { both.contains($0) }, "\(store.explain(doubled))")
+        #expect(try context.fetchObjectIDs(nested) == few.filter { both.contains($0) }, "\(store.explain(nested))")
+        let swapped = FetchRequest(entityName: "Tag", predicate: try FetchPredicate(format: "SELF IN %@ AND (n < 100 AND SELF IN %@)", few, wanted))
+        #expect(try context.fetchObjectIDs(swapped) == few.filter { both.contains($0) }, "\(store.explain(swapped))")
     }
 }
 

@@ -89,8 +89,10 @@ enum QueryPlanner {
         for conjunct in conjuncts {
             if let ids = selfObjects(conjunct) {
                 analysis.keys = (Array(Set(ids)).sorted(), conjuncts.count == 1)
-                // The rows read are those objects' rows: the operand that named them needs no second check.
-                if case .and(let operands) = predicate.node, let answered = operands.firstIndex(where: { selfObjects($0) != nil }) {
+                // The rows read are those objects' rows: the operand that named them needs no second check — that
+                // very operand, and only where the predicate itself has it as an AND-operand (normalizing may have
+                // lifted it out of a nested one, whose other operands must still be checked).
+                if case .and(let operands) = predicate.node, let answered = operands.firstIndex(of: conjunct) {
                     var rest = operands
                     rest.remove(at: answered)
                     analysis.keysResidual = FetchPredicate(node: rest.count == 1 ? rest[0] : .and(rest))
