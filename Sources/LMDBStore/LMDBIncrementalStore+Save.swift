@@ -29,8 +29,13 @@ extension LMDBIncrementalStore {
             guard let entity = state.entity(of: change.objectID) else {
                 throw ManagedObjectContextError(.unknownName, message: "\(change.objectID) names an entity the model does not have")
             }
-            let values = change.keepsStoredValues ? (attributes: entity.handle.emptyAttributes, toOne: entity.handle.emptyToOne) : try slotValues(change, entity)
-            if !change.keepsStoredValues { try checkValues(values.attributes, of: change.objectID, entity) }
+            let values: (attributes: AttributeSlots, toOne: ToOneSlots)
+            if change.keepsStoredValues {
+                values = (entity.handle.emptyAttributes, entity.handle.emptyToOne)  // unused: the stored row is kept
+            } else {
+                values = try slotValues(change, entity)
+                try checkValues(values.attributes, of: change.objectID, entity)
+            }
             entities.append(entity)
             inputs.append(values)
         }

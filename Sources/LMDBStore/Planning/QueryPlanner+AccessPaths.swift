@@ -189,10 +189,6 @@ extension QueryPlanner {
               let relationship = model.relationship(named: name, in: request.entityName),
               relationship.isToMany == anyForm else { return nil }
         // The objects' row keys, when every constant is an object.
-        func objectID(_ value: PredicateValue) -> ManagedObjectID? {
-            guard case .object(let object) = value else { return nil }
-            return (object.base as? ManagedObjectID) ?? (object.base as? ManagedObject)?.objectID
-        }
         let ids: [ManagedObjectID]
         switch constant {
         case .array(let elements) where isIn:

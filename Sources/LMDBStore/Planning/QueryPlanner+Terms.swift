@@ -68,6 +68,12 @@ extension QueryPlanner {
         return negated
     }
 
+    /// The ID of a managed object or object ID constant; `nil` for any other value.
+    static func objectID(_ value: PredicateValue) -> ManagedObjectID? {
+        guard case .object(let object) = value else { return nil }
+        return (object.base as? ManagedObjectID) ?? (object.base as? ManagedObject)?.objectID
+    }
+
     /// The object IDs of `SELF == x` / `x == SELF` / `SELF IN {…}` when every `x` is a managed object or an object ID.
     static func selfObjects(_ node: PredicateNode) -> [ManagedObjectID]? {
         guard case .comparison(let comparison) = node, comparison.modifier == .direct, comparison.options.isEmpty else { return nil }
@@ -79,17 +85,13 @@ extension QueryPlanner {
         default:
             return nil
         }
-        func id(_ value: PredicateValue) -> ManagedObjectID? {
-            guard case .object(let object) = value else { return nil }
-            return (object.base as? ManagedObjectID) ?? (object.base as? ManagedObject)?.objectID
-        }
         switch constant {
         case .array(let elements) where comparison.op == .in:
-            let ids = elements.compactMap(id)
+            let ids = elements.compactMap(objectID)
             // However many: reading n rows by key never costs more than comparing each row with n objects.
             return ids.count == elements.count ? ids : nil
         case let single where comparison.op == .equal:
-            return id(single).map { [$0] }
+            return objectID(single).map { [$0] }
         default:
             return nil
         }

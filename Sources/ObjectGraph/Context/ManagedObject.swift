@@ -156,6 +156,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the object's values have not been loaded yet.
     public var isFault: Bool { isFaultStorage && lifecycle != .inserted }
 
+    /// A fault whose values never loaded and did not fail to: when it has changes, they are only to-many members
+    /// recorded for a store that derives the relationship or takes its changes as deltas (every other change loads
+    /// the object first), so a save checks, sends and keeps nothing else of it.
+    var isNeverLoaded: Bool { isFaultStorage && lifecycle != .inserted && faultError == nil }
+
     /// Whether the object was inserted and not yet saved.
     public var isInserted: Bool { lifecycle == .inserted }
 

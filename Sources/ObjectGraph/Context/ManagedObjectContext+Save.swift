@@ -110,11 +110,10 @@ extension ManagedObjectContext {
         func fail(_ property: String, _ message: String) {
             failures.append(ValidationFailure(objectID: object.objectID, entityName: object.entityName, propertyName: property, message: message))
         }
-        if object.isFaultStorage, !object.isInserted, object.faultError == nil {
-            // Changed without its values being loaded: only to-many members recorded for a store that derives the
-            // relationship or takes its changes as deltas (every other change loads the object first). The values it
-            // holds were checked when they were saved, and such a store checks that the objects named exist, so only
-            // count rules on the changed relationships are left; a bulk insert into 100 departments loads none of them.
+        if object.isNeverLoaded {
+            // Changed only by recorded to-many members: the values it holds were checked when they were saved, and
+            // its store checks that the objects named exist, so only count rules on the changed relationships are
+            // left; a bulk insert into 100 departments loads none of them.
             for slot in object.handle.relationshipSlots where slot.kind == .toMany && slot.hasRules && object.changedSlots.contains(slot.index) {
                 countFailures(object, slot.relationship!, fail)
             }
@@ -247,9 +246,8 @@ extension ManagedObjectContext {
                 versions[id] = object.version
                 continue
             }
-            // Never loaded: only members recorded for a store that takes them as deltas changed (every other change
-            // loads the object); its values stay as stored and its version is the store's to report.
-            let keepsStoredValues = object.isFaultStorage && object.faultError == nil
+            // Never loaded: its values stay as stored and its version is the store's to report.
+            let keepsStoredValues = object.isNeverLoaded
             var change = changeDescription(object, map: map, allToMany: false, expectedVersion: keepsStoredValues ? nil : object.version)
             change.keepsStoredValues = keepsStoredValues
             requests[id.storeIdentifier!, default: SaveChangesRequest()].updatedObjects.append(change)
@@ -319,7 +317,7 @@ extension ManagedObjectContext {
         }
         for id in insertedIDs + changedIDs.filter({ registered[$0]?.lifecycle != .inserted }) {
             guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedSlots.isEmpty else { continue }
-            let neverLoaded = object.isFaultStorage && object.lifecycle != .inserted
+            let neverLoaded = object.isNeverLoaded
             object.version = versions[object.objectID] ?? (object.lifecycle == .inserted ? 1 : object.version + 1)
             object.lifecycle = .clean
             object.changedSlots.removeAll()
