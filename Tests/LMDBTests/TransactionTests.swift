@@ -129,6 +129,8 @@ import Testing
         await #expect(processExitsWith: .failure) {
             let directory = TemporaryDirectory()
             let environment = try Environment.open(at: directory.file("escape.lmdb"))
+            // The trap ends the process before `directory` is removed; an open file outlives its name.
+            try FileManager.default.removeItem(atPath: directory.path)
             var escaped: Transaction?
             try environment.read { escaped = $0 }
             _ = escaped?.id
@@ -140,6 +142,7 @@ import Testing
             let directory = TemporaryDirectory()
             let environment = try Environment.open(at: directory.file("escape.lmdb"))
             let db = try environment.openDatabase(named: "d")
+            try FileManager.default.removeItem(atPath: directory.path)
             var escaped: Cursor?
             try environment.read { txn throws in try db.withCursor(in: txn) { escaped = $0 } }
             _ = try escaped?.first()
