@@ -120,14 +120,15 @@ extension LMDBIncrementalStore {
                         ? maintainer.entries(for: row, key: try key(of: written[position].objectID), entity: entities[position])
                         : ([], []))
                 }
-                var keptOld: [Set<IndexEntry>] = Array(repeating: [], count: request.updatedObjects.count)
+                // An updated row's old entries, to tell which of its new ones are there already. A row has at most
+                // one entry per table, so entries match by table and bytes — a few comparisons, no hashing.
+                var oldEntries: [[IndexEntry]] = Array(repeating: [], count: request.updatedObjects.count)
                 for (offset, change) in request.updatedObjects.enumerated() where rewrites[insertCount + offset] {
                     let entity = entities[insertCount + offset]
                     let old = maintainer.entries(for: updatedRows[offset]!, key: try key(of: change.objectID), entity: entity)
                     let new = newEntries[insertCount + offset]
-                    let keep = Set(new.indexes + new.uniques)
-                    for entry in old.indexes + old.uniques {
-                        if keep.contains(entry) { keptOld[offset].insert(entry); continue }
+                    oldEntries[offset] = old.indexes + old.uniques
+                    for entry in oldEntries[offset] where !new.indexes.contains(entry) && !new.uniques.contains(entry) {
                         try remove(entry, from: state.table(of: entry, in: entity), transaction)
                     }
                 }
@@ -138,7 +139,7 @@ extension LMDBIncrementalStore {
                 }
                 for (position, entries) in newEntries.enumerated() where rewrites[position] {
                     let entity = entities[position]
-                    let existing = position < insertCount ? [] : keptOld[position - insertCount]
+                    let existing = position < insertCount ? [] : oldEntries[position - insertCount]
                     for entry in entries.indexes where !existing.contains(entry) {
                         try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction)
                     }

@@ -2,8 +2,9 @@ import Foundation
 import ObjectGraph
 
 /// One entry a row contributes to a secondary table: in `index/…` and `toone/…` tables (``DatabaseOptions/dupSort``)
-/// one of the key's values, in `unique/…` tables the key's only value.
-struct IndexEntry: Hashable {
+/// one of the key's values, in `unique/…` tables the key's only value. Entries of one entity are equal when their
+/// table, key and value are (the table's position names it).
+struct IndexEntry: Equatable {
     let database: String
     /// The position of ``database`` in its entity's ``StoreLayout/EntityLayout/secondaryTables``.
     let table: Int
@@ -12,6 +13,10 @@ struct IndexEntry: Hashable {
 
     /// Whether the entry is one value among the key's duplicates (removed by key and value, not by key).
     var isDuplicate: Bool { !database.hasPrefix("unique/") }
+
+    static func == (lhs: IndexEntry, rhs: IndexEntry) -> Bool {
+        lhs.table == rhs.table && lhs.key == rhs.key && lhs.value == rhs.value
+    }
 }
 
 /// Computes the secondary entries of a row (fetch indexes, uniqueness constraints, to-one indexes). Saving a row
