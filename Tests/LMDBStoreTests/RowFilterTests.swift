@@ -44,6 +44,13 @@ import Testing
             ("ratio < 0.5", ["ratio": .float(0.25)]), ("ratio == 0.1", ["ratio": .float(0.1)]),
             ("NOT (count == 3 OR name BEGINSWITH 'x')", ["count": .integer(4), "name": .string("xy")]),
             ("count > 1 AND weight < 1", ["count": .integer(2), "weight": .double(0.5)]),
+            ("count IN {1, 2}", ["count": .integer(2)]), ("count IN {1, 2}", ["count": .integer(3)]), ("count IN {1, 2}", [:]),
+            ("count IN {}", ["count": .integer(1)]), ("NOT count IN {1, 2}", ["count": .integer(5)]),
+            ("weight IN {0.5, 2}", ["weight": .double(2)]), ("weight IN {0.5, 2}", ["weight": .double(0.25)]),
+            ("ratio IN {0.25, 0.1}", ["ratio": .float(0.25)]), ("ratio IN {0.1}", ["ratio": .float(0.1)]),
+            ("name IN {'Ann', 'Bo'}", ["name": .string("Bo")]), ("name IN {'Ann', 'Bo'}", ["name": .string("Bob")]),
+            ("name IN {'Ann', 'Bo'}", [:]), ("name IN {'Ann', ''}", ["name": .string("")]),
+            ("name IN {'Ann'} AND count IN {7}", ["name": .string("Ann"), "count": .integer(7)]),
         ]
         for (format, values) in cases {
             let (settled, expected) = try answers(format, values)
@@ -67,10 +74,36 @@ import Testing
         #expect(try answers("name BEGINSWITH 'e'", ["name": .string("e\u{301}")]).filter == nil)
         #expect(try answers("name == 'K'", ["name": .string("\u{212A}")]).filter == nil)
         #expect(try answers("name BEGINSWITH 'a\r'", ["name": .string("a\r\n")]).filter == nil)
+        #expect(try answers("name IN {'K', 'x'}", ["name": .string("\u{212A}")]).filter == nil)
+        #expect(try answers("name IN {'K', 'x'}", ["name": .string("\u{212A}")]).evaluator == true)
+    }
+
+    /// `IN` with thousands of members answers a scan with one lookup per row, and the same rows as member-by-member.
+    @Test func aFetchWithALargeInCollectionFindsItsRows() throws {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        for n in 0..<400 {
+            let item = try context.insertNewObject(forEntityName: "Item")
+            try item.setValue("n\(n)", forKey: "name")
+            try item.setValue(Int64(n), forKey: "count")
+            if n % 2 == 0 { try item.setValue(Double(n) / 2, forKey: "weight") }
+        }
+        try context.save()
+        func names(_ format: String, _ arguments: any PredicateArgument...) throws -> Set<String> {
+            let request = FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: format, argumentArray: arguments))
+            return Set(try context.fetch(request).compactMap { $0["name"] as? String })
+        }
+        let wanted = (0..<5000).filter { $0 % 3 == 0 }.map { "n\($0)" }
+        #expect(try names("name IN %@", wanted) == Set((0..<400).filter { $0 % 3 == 0 }.map { "n\($0)" }))
+        #expect(try names("count IN %@ AND name != 'n6'", (0..<5000).filter { $0 % 3 == 0 }) == Set((0..<400).filter { $0 % 3 == 0 && $0 != 6 }.map { "n\($0)" }))
+        #expect(try names("weight IN %@", [1.0, 2.5, 7.0, 1000.0]) == ["n2", "n14"])
+        #expect(try names("NOT name IN %@", wanted).count == 400 - 134)
     }
 
     @Test func onlyComparisonsOfTheEntitysOwnAttributesWithFittingConstantsCompile() throws {
-        for format in ["name BEGINSWITH[c] 'a'", "name CONTAINS 'a'", "name == 'É'", "count == 2.5", "name == 3", "count IN {1, 2}",
+        for format in ["name BEGINSWITH[c] 'a'", "name CONTAINS 'a'", "name == 'É'", "count == 2.5", "name == 3", "count IN {1, 2.5}", "name IN {'a', nil}",
+                       "name IN {'É'}", "name IN[c] {'a'}", "weight IN {1, 'a'}", "count IN 'abc'",
                        "ANY name == 'a'", "name.length > 2", "count + 1 > 2", "weight == nil OR name MATCHES 'a'"] {
             #expect(RowFilter(try FetchPredicate(format: format), entity: "Item", model: model) == nil, "\(format)")
         }

@@ -20,6 +20,32 @@ struct RowFilter {
         case double(Double)
         /// ASCII text only: its bytes are its characters.
         case ascii([UInt8])
+        /// The members of an `IN` collection of integers, of numbers, or of ASCII texts (``TextSet``): one lookup
+        /// per row however many members there are.
+        case integers(Set<Int64>)
+        case doubles(Set<Double>)
+        case texts(TextSet)
+    }
+
+    /// ASCII texts looked up by their bytes, borrowed from a row without making a string.
+    struct TextSet {
+        private var buckets: [UInt64: [[UInt8]]] = [:]
+
+        init(_ texts: [[UInt8]]) {
+            for text in texts { buckets[text.withUnsafeBytes(Self.hash), default: []].append(text) }
+        }
+
+        func contains(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            guard let bucket = buckets[Self.hash(bytes)] else { return false }
+            return bucket.contains { $0.elementsEqual(bytes) }
+        }
+
+        /// FNV-1a 64.
+        private static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+            var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+            return hash
+        }
     }
 
     private let root: Node
@@ -47,6 +73,10 @@ struct RowFilter {
             guard comparison.modifier == .direct, comparison.options.isEmpty,
                   case .keyPath(let name) = comparison.lhs, case .constant(let value) = comparison.rhs,
                   !name.contains("."), let attribute = model.attribute(named: name, in: entity), !attribute.isTransient else { return nil }
+            if comparison.op == .in {
+                guard case .array(let elements) = value, let members = members(elements, of: attribute.type) else { return nil }
+                return .compare(name: name, op: .in, constant: members)
+            }
             let constant: Constant
             switch (attribute.type, value) {
             case (_, .null): constant = .null
@@ -63,6 +93,40 @@ struct RowFilter {
             default: return nil
             }
             return .compare(name: name, op: comparison.op, constant: constant)
+        }
+    }
+
+    /// The members of `attribute IN elements` as a set the bytes can be looked up in: integers for an integer
+    /// attribute, numbers for a floating-point one, ASCII texts for a string one; `nil` for any other element (a
+    /// NULL, another kind, non-ASCII text), which the evaluator then compares.
+    private static func members(_ elements: [PredicateValue], of type: AttributeType) -> Constant? {
+        switch type {
+        case let type where type.isInteger:
+            var integers = Set<Int64>()
+            for element in elements {
+                guard case .integer(let value) = element else { return nil }
+                integers.insert(value)
+            }
+            return .integers(integers)
+        case .double, .float:
+            var doubles = Set<Double>()
+            for element in elements {
+                switch element {
+                case .integer(let value) where value.magnitude <= 1 << 53: doubles.insert(Double(value))
+                case .double(let value) where !value.isNaN: doubles.insert(value)
+                default: return nil
+                }
+            }
+            return .doubles(doubles)
+        case .string:
+            var texts: [[UInt8]] = []
+            for element in elements {
+                guard case .string(let text) = element, text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+                texts.append(Array(text.utf8))
+            }
+            return .texts(TextSet(texts))
+        default:
+            return nil
         }
     }
 
@@ -120,6 +184,11 @@ struct RowFilter {
     /// One comparison on a field's bytes, with the evaluator's semantics: NULL equals only NULL and orders against
     /// nothing; numbers compare as numbers.
     private static func compare(_ value: RawField?, _ op: ComparisonOperator, _ constant: Constant) -> Bool? {
+        if op == .in {
+            // NULL is in no collection of values.
+            guard let value else { return false }
+            return member(value, of: constant)
+        }
         guard let value else {
             // A NULL field.
             switch op {
@@ -145,6 +214,21 @@ struct RowFilter {
             return nil
         }
         return holds(op, order: order)
+    }
+
+    /// Whether a field's value is one of `members`, compared as the evaluator compares (numbers as numbers; text
+    /// that is not ASCII is left to it).
+    private static func member(_ value: RawField, of members: Constant) -> Bool? {
+        switch (value, members) {
+        case (.integer(let a), .integers(let set)): return set.contains(a)
+        case (.double(let a), .integers(let set)): return Int64(exactly: a).map(set.contains) ?? false
+        case (.integer(let a), .doubles(let set)): return a.magnitude <= 1 << 53 ? set.contains(Double(a)) : nil
+        case (.double(let a), .doubles(let set)): return set.contains(a)
+        case (.string(let text), .texts(let set)):
+            for byte in text where byte >= 0x80 { return nil }
+            return set.contains(text)
+        default: return nil
+        }
     }
 
     /// Text (UTF-8 bytes from the row) against ASCII bytes. Equal bytes are equal strings; where the text is ASCII
