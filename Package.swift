@@ -24,9 +24,14 @@ let package = Package(
         .target(
             name: "ObjectGraph"
         ),
+        // The row checksum with the CPU's CRC-32C instruction (C: Swift has no portable way to emit it).
+        .target(
+            name: "CChecksum",
+            path: "Sources/CChecksum"
+        ),
         .target(
             name: "LMDBStore",
-            dependencies: ["LMDB", "ObjectGraph"]
+            dependencies: ["LMDB", "ObjectGraph", "CChecksum"]
         ),
         .target(
             name: "StoreConformance",

@@ -391,7 +391,8 @@ extension LMDBIncrementalStore {
         }
         /// Reads and considers the row under `key`.
         func consider(key: UInt64, tag: UInt16) throws -> RowView? {
-            guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table")
+            guard let row = try encodedRow(key: key, in: rows, transaction: transaction, naming: "with key \(key) in \(entity.root)'s table",
+                                           checkingFields: false)
             else { return nil }
             return try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state))
         }
@@ -440,6 +441,8 @@ extension LMDBIncrementalStore {
         case .empty:
             break
         case .scan:
+            // Whether the fetch wants a tag's rows, looked up per row without hashing (tags are 1…n).
+            let wantedTags = layout.entitiesByTag.map { $0.map { family.contains($0.tag) } ?? false }
             try rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
                     let key = try rows.rowKey(in: entry)
@@ -447,10 +450,12 @@ extension LMDBIncrementalStore {
                         corrupted = (key, RowDecodingError(reason: "the row is \(entry.value.count) bytes, shorter than a row header"))
                         return false
                     }
-                    guard family.contains(tag) else { return true }
+                    guard Int(tag) < wantedTags.count, wantedTags[Int(tag)] else { return true }
                     do {
-                        // The cursor's bytes stay in the map until the read transaction ends.
-                        if let view = try consider(try EncodedRow(entry.value, layout: layout), key: key, id: objectID(entityTag: tag, key: key, in: state)) {
+                        // The cursor's bytes stay in the map until the read transaction ends. The checksum is checked
+                        // here; each field's extent as the filter or the evaluator walks to it.
+                        if let view = try consider(try EncodedRow(entry.value, layout: layout, checkingFields: false), key: key,
+                                                   id: objectID(entityTag: tag, key: key, in: state)) {
                             matches.append(view)
                         }
                     } catch let error as RowDecodingError {

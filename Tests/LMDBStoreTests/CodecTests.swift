@@ -289,6 +289,24 @@ extension RowCodecTests {
             // Unaligned starts too: the fast path loads unaligned words.
             let padded = [0x55] + bytes
             #expect(padded.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[1...])) } == reference(bytes), "length \(length)")
+            // The table the store falls back to without the CPU's instruction gives the same.
+            #expect(padded.withUnsafeBytes { CRC32C.softwareChecksum(UnsafeRawBufferPointer(rebasing: $0[1...])) } == reference(bytes), "length \(length)")
         }
     }
+
+    /// This development machine (x86-64) has the instruction: the store's rows are checked with it here.
+    @Test(.enabled(if: hostHasCRC32CInstruction())) func theCPUsInstructionIsUsedWhereItExists() {
+        #expect(CRC32C.usesHardware)
+    }
+}
+
+/// Whether the test host's CPU has a CRC-32C instruction the store should be using (read from /proc/cpuinfo on
+/// Linux x86-64; elsewhere not asserted).
+func hostHasCRC32CInstruction() -> Bool {
+    #if os(Linux) && arch(x86_64)
+    guard let info = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return false }
+    return info.split(separator: "\n").contains { $0.hasPrefix("flags") && $0.split(separator: " ").contains("sse4_2") }
+    #else
+    return false
+    #endif
 }

@@ -11,7 +11,8 @@ struct RowFilter {
         case and([Node])
         case or([Node])
         case not(Node)
-        case compare(name: String, op: ComparisonOperator, constant: Constant)
+        /// `slot` numbers the comparisons of the predicate: the attribute's field, per entity, is `fields[slot]`.
+        case compare(slot: Int, op: ComparisonOperator, constant: Constant)
     }
 
     private enum Constant {
@@ -49,33 +50,49 @@ struct RowFilter {
     }
 
     private let root: Node
-    /// The field number of each compared attribute, per entity tag (fields are numbered per entity).
-    private var fields: [UInt16: [String: Int]] = [:]
+    /// The attribute each comparison reads, by its `slot`.
+    private let names: [String]
+    /// The field number of each comparison's attribute (-1: the entity has no such field), for the entity tag the
+    /// last row had, and for every tag met (fields are numbered per entity): a scan of one entity resolves names once.
+    private var lastTag: UInt16 = 0
+    private var lastFields: [Int] = []
+    private var fieldsByTag: [UInt16: [Int]] = [:]
 
     /// The compiled predicate, or `nil` when some part of it is not a comparison of an attribute of `entity` with a
     /// constant of a kind the bytes can answer.
     init?(_ predicate: FetchPredicate, entity: String, model: ManagedObjectModel) {
-        guard let root = Self.compile(predicate.node, entity: entity, model: model) else { return nil }
+        var names: [String] = []
+        guard let root = Self.compile(predicate.node, entity: entity, model: model, &names) else { return nil }
         self.root = root
+        self.names = names
     }
 
-    private static func compile(_ node: PredicateNode, entity: String, model: ManagedObjectModel) -> Node? {
+    private static func compile(_ node: PredicateNode, entity: String, model: ManagedObjectModel, _ names: inout [String]) -> Node? {
         switch node {
         case .constant(let value): return .constant(value)
-        case .not(let operand): return compile(operand, entity: entity, model: model).map(Node.not)
+        case .not(let operand): return compile(operand, entity: entity, model: model, &names).map(Node.not)
         case .and(let operands):
-            let compiled = operands.compactMap { compile($0, entity: entity, model: model) }
-            return compiled.count == operands.count ? .and(compiled) : nil
+            var compiled: [Node] = []
+            for operand in operands {
+                guard let node = compile(operand, entity: entity, model: model, &names) else { return nil }
+                compiled.append(node)
+            }
+            return .and(compiled)
         case .or(let operands):
-            let compiled = operands.compactMap { compile($0, entity: entity, model: model) }
-            return compiled.count == operands.count ? .or(compiled) : nil
+            var compiled: [Node] = []
+            for operand in operands {
+                guard let node = compile(operand, entity: entity, model: model, &names) else { return nil }
+                compiled.append(node)
+            }
+            return .or(compiled)
         case .comparison(let comparison):
             guard comparison.modifier == .direct, comparison.options.isEmpty,
                   case .keyPath(let name) = comparison.lhs, case .constant(let value) = comparison.rhs,
                   !name.contains("."), let attribute = model.attribute(named: name, in: entity), !attribute.isTransient else { return nil }
             if comparison.op == .in {
                 guard case .array(let elements) = value, let members = members(elements, of: attribute.type) else { return nil }
-                return .compare(name: name, op: .in, constant: members)
+                names.append(name)
+                return .compare(slot: names.count - 1, op: .in, constant: members)
             }
             let constant: Constant
             switch (attribute.type, value) {
@@ -92,7 +109,8 @@ struct RowFilter {
             case .beginsWith: guard case .ascii = constant else { return nil }
             default: return nil
             }
-            return .compare(name: name, op: comparison.op, constant: constant)
+            names.append(name)
+            return .compare(slot: names.count - 1, op: comparison.op, constant: constant)
         }
     }
 
@@ -132,11 +150,20 @@ struct RowFilter {
 
     /// Whether `row` matches: `true` or `false` when its bytes settle it, `nil` when the evaluator must decide.
     mutating func matches(_ row: EncodedRow) -> Bool? {
-        if fields[row.entityTag] == nil { fields[row.entityTag] = row.entity.fieldIndex }
-        return evaluate(root, row, fields[row.entityTag]!)
+        if row.entityTag != lastTag || lastFields.count != names.count {
+            lastTag = row.entityTag
+            if let known = fieldsByTag[lastTag] {
+                lastFields = known
+            } else {
+                let index = row.entity.fieldIndex
+                lastFields = names.map { index[$0] ?? -1 }
+                fieldsByTag[lastTag] = lastFields
+            }
+        }
+        return evaluate(root, row, lastFields)
     }
 
-    private func evaluate(_ node: Node, _ row: EncodedRow, _ fields: [String: Int]) -> Bool? {
+    private func evaluate(_ node: Node, _ row: EncodedRow, _ fields: [Int]) -> Bool? {
         switch node {
         case .constant(let value):
             return value
@@ -146,8 +173,9 @@ struct RowFilter {
             return combine(operands, row, fields, deciding: false)
         case .or(let operands):
             return combine(operands, row, fields, deciding: true)
-        case .compare(let name, let op, let constant):
-            guard let field = fields[name] else { return nil }
+        case .compare(let slot, let op, let constant):
+            let field = fields[slot]
+            guard field >= 0 else { return nil }
             let value: RawField?  // nil: the field is NULL
             do { value = try row.rawField(field) } catch { return nil }
             return Self.compare(value, op, constant)
@@ -156,7 +184,7 @@ struct RowFilter {
 
     /// AND (`deciding` false) or OR (`deciding` true) of three-valued operands: an operand that is `deciding`
     /// settles it; otherwise it is undecided if any operand was.
-    private func combine(_ operands: [Node], _ row: EncodedRow, _ fields: [String: Int], deciding: Bool) -> Bool? {
+    private func combine(_ operands: [Node], _ row: EncodedRow, _ fields: [Int], deciding: Bool) -> Bool? {
         var undecided = false
         for operand in operands {
             switch evaluate(operand, row, fields) {
