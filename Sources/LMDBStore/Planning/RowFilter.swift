@@ -13,6 +13,8 @@ struct RowFilter {
         case not(Node)
         /// `slot` numbers the comparisons of the predicate: the attribute's field, per entity, is `fields[slot]`.
         case compare(slot: Int, op: ComparisonOperator, constant: Constant)
+        /// CONTAINS, BEGINSWITH or ENDSWITH of ASCII text (`[c]`: with A–Z folded to a–z, `needle` folded already).
+        case match(slot: Int, op: ComparisonOperator, needle: [UInt8], foldsCase: Bool)
     }
 
     private enum Constant {
@@ -86,9 +88,18 @@ struct RowFilter {
             }
             return .or(compiled)
         case .comparison(let comparison):
-            guard comparison.modifier == .direct, comparison.options.isEmpty,
+            guard comparison.modifier == .direct,
                   case .keyPath(let name) = comparison.lhs, case .constant(let value) = comparison.rhs,
                   !name.contains("."), let attribute = model.attribute(named: name, in: entity), !attribute.isTransient else { return nil }
+            let op = comparison.op
+            if op == .contains || op == .endsWith || (op == .beginsWith && !comparison.options.isEmpty) {
+                // [d] and [n] change nothing in ASCII text; [c] folds A–Z.
+                guard attribute.type == .string, case .string(let needle) = value, needle.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+                let foldsCase = comparison.options.contains(.caseInsensitive)
+                names.append(name)
+                return .match(slot: names.count - 1, op: op, needle: needle.utf8.map { foldsCase ? Self.lowered($0) : $0 }, foldsCase: foldsCase)
+            }
+            guard comparison.options.isEmpty else { return nil }
             if comparison.op == .in {
                 guard case .array(let elements) = value, let members = members(elements, of: attribute.type) else { return nil }
                 names.append(name)
@@ -173,6 +184,14 @@ struct RowFilter {
             return combine(operands, row, fields, deciding: false)
         case .or(let operands):
             return combine(operands, row, fields, deciding: true)
+        case .match(let slot, let op, let needle, let foldsCase):
+            let field = fields[slot]
+            guard field >= 0 else { return nil }
+            let value: RawField?
+            do { value = try row.rawField(field) } catch { return nil }
+            guard let value else { return false }  // NULL contains, begins and ends with nothing
+            guard case .string(let text) = value else { return nil }
+            return Self.match(text, op, needle, foldsCase: foldsCase)
         case .compare(let slot, let op, let constant):
             let field = fields[slot]
             guard field >= 0 else { return nil }
@@ -256,6 +275,35 @@ struct RowFilter {
             for byte in text where byte >= 0x80 { return nil }
             return set.contains(text)
         default: return nil
+        }
+    }
+
+    /// A–Z as a–z; every other byte as it is.
+    @inline(__always)
+    private static func lowered(_ byte: UInt8) -> UInt8 {
+        byte &- 0x41 < 26 ? byte | 0x20 : byte
+    }
+
+    /// CONTAINS, BEGINSWITH or ENDSWITH of an ASCII `needle` in text from the row, bytes compared (`foldsCase`:
+    /// A–Z folded). Only ASCII text without a carriage return is settled: in it every character is one byte, while
+    /// elsewhere a character can span bytes ("\r\n", a letter and its accents) or equal ASCII text canonically.
+    private static func match(_ text: UnsafeRawBufferPointer, _ op: ComparisonOperator, _ needle: [UInt8], foldsCase: Bool) -> Bool? {
+        for byte in text where byte >= 0x80 || byte == 0x0D { return nil }
+        let count = needle.count
+        guard count <= text.count else { return false }
+        func matches(at start: Int) -> Bool {
+            for offset in 0..<count {
+                let byte = text[start + offset]
+                if (foldsCase ? lowered(byte) : byte) != needle[offset] { return false }
+            }
+            return true
+        }
+        switch op {
+        case .beginsWith: return matches(at: 0)
+        case .endsWith: return matches(at: text.count - count)
+        default:
+            for start in 0...(text.count - count) where matches(at: start) { return true }
+            return false
         }
     }
 
