@@ -379,7 +379,7 @@ extension LMDBIncrementalStore {
         // simple comparisons are first tried on the row's bytes; the evaluator decides only what they leave open.
         let predicate: FetchPredicate?
         if case .keys = plan.access { predicate = plan.predicate } else { predicate = request.predicate }
-        var filter = predicate.flatMap { RowFilter($0, entity: request.entityName, model: model) }
+        let filter = predicate.flatMap { RowFilter($0, entity: request.entityName, model: model, layout: layout) }
         /// The row's view if it matches; a field that cannot be decoded stops the fetch with the row's key.
         func consider(_ row: EncodedRow, key: UInt64, id: @autoclosure () -> ManagedObjectID) throws -> RowView? {
             let settled = filter?.matches(row)

@@ -198,6 +198,24 @@ struct Workloads {
             }
         })
     }
+    /// A substring search, case-insensitive (`CONTAINS[c]`), which no index serves: against SQLite's `LIKE`, which
+    /// folds ASCII case too.
+    mutating func unindexedContains() throws {
+        let name = "unindexed filter (name CONTAINS[c])"
+        let request = ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name CONTAINS[c] %@", "grace h"))
+        let mine = try lmdbIDs(request).sorted()
+        let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE name LIKE '%grace h%' ORDER BY id") }
+        try check(name, mine == theirs && !mine.isEmpty, "\(mine.count) vs \(theirs.count) rows")
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { _ in
+            _ = try lmdb.context.fetchObjectIDs(request)
+        }, plannedFor: request)
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
+                _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE name LIKE '%grace h%'")
+            }
+        })
+    }
+
 
     mutating func loadedFetch() throws {
         let name = "fetch 1 000 loaded objects (age == x, not faults)"

@@ -178,7 +178,10 @@ enum RowField: Equatable {
 struct EncodedRow {
     /// The row without its checksum.
     let body: UnsafeRawBufferPointer
-    let entity: StoreLayout.EntityLayout
+    /// Not retained: a row lives within a read or write transaction of its store, whose layout (which holds every
+    /// entity layout) outlives it. So a row is copied as plain bytes — a scan passes each one through the filter and
+    /// the evaluator without a reference count changing.
+    unowned(unsafe) let entity: StoreLayout.EntityLayout
     let version: UInt64
     /// Where the first field starts and how many there are.
     private let fieldsOffset: Int
@@ -219,17 +222,40 @@ struct EncodedRow {
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
     }
 
-    /// A reader at the value of field `id` and the value's type, or `nil` when the row does not hold the field.
+    /// A reader at the value of field `id` and the value's type, or `nil` when the row does not hold the field. The
+    /// fields before it are stepped over by their extent only (a string passed over is not read, so not validated).
     private func locate(_ id: Int) throws(RowDecodingError) -> (type: UInt8, reader: ByteReader)? {
         var reader = ByteReader(bytes: body, offset: fieldsOffset)
+        let fields = entity.fields.count
         for _ in 0..<fieldCount {
             let fieldID = Int(try reader.uint16())
             let type = try reader.byte()
-            guard fieldID < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(entity.fields.count)") }
+            guard fieldID < fields else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(fields)") }
             if fieldID == id { return (type, reader) }
-            try Self.skip(type, field: entity.fields[fieldID].name, &reader)
+            guard try Self.step(over: type, &reader) else {
+                throw RowDecodingError(reason: "\(entity.fields[fieldID].name) has the unknown value type \(type)")
+            }
         }
         return nil
+    }
+
+    /// Moves past one value by its extent; `false` for a type no row holds.
+    @inline(__always)
+    private static func step(over type: UInt8, _ reader: inout ByteReader) throws(RowDecodingError) -> Bool {
+        typealias ValueType = RowCodec.ValueType
+        switch type {
+        case ValueType.integer: try reader.skipVarint()
+        case ValueType.double, ValueType.date: try reader.skip(8)
+        case ValueType.float: try reader.skip(4)
+        case ValueType.falseValue, ValueType.trueValue: break
+        case ValueType.uuid: try reader.skip(16)
+        case ValueType.decimal, ValueType.string, ValueType.uri, ValueType.data: _ = try reader.lengthPrefixed()
+        case ValueType.reference:
+            try reader.skip(2)
+            try reader.skipVarint()
+        default: return false
+        }
+        return true
     }
 
     /// The value of field `id`, or `nil` when the row does not hold it (NULL, or no to-one target).
@@ -418,6 +444,25 @@ struct ByteReader {
 
     mutating func uint64() throws(RowDecodingError) -> UInt64 {
         UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: try take(8), as: UInt64.self))
+    }
+
+    /// Moves `count` bytes on.
+    @inline(__always)
+    mutating func skip(_ count: Int) throws(RowDecodingError) {
+        _ = try take(count)
+    }
+
+    /// Moves past a varint (at most ten bytes, the last without its high bit).
+    @inline(__always)
+    mutating func skipVarint() throws(RowDecodingError) {
+        var length = 0
+        while true {
+            guard offset < bytes.count, length < 10 else { throw RowDecodingError(reason: offset < bytes.count ? "a number in the row is too long" : "the row ends in the middle of a field") }
+            let byte = bytes[offset]
+            offset += 1
+            length += 1
+            if byte & 0x80 == 0 { return }
+        }
     }
 
     mutating func varint() throws(RowDecodingError) -> UInt64 {

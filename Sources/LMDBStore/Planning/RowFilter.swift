@@ -11,7 +11,8 @@ struct RowFilter {
         case and([Node])
         case or([Node])
         case not(Node)
-        /// `slot` numbers the comparisons of the predicate: the attribute's field, per entity, is `fields[slot]`.
+        /// `slot` numbers the comparisons of the predicate: the attribute's field in a row of tag `t` is
+        /// `fields[t * comparisons + slot]`.
         case compare(slot: Int, op: ComparisonOperator, constant: Constant)
         /// CONTAINS, BEGINSWITH or ENDSWITH of ASCII text (`[c]`: with A–Z folded to a–z, `needle` folded already).
         case match(slot: Int, op: ComparisonOperator, needle: [UInt8], foldsCase: Bool)
@@ -52,21 +53,20 @@ struct RowFilter {
     }
 
     private let root: Node
-    /// The attribute each comparison reads, by its `slot`.
-    private let names: [String]
-    /// The field number of each comparison's attribute (-1: the entity has no such field), for the entity tag the
-    /// last row had, and for every tag met (fields are numbered per entity): a scan of one entity resolves names once.
-    private var lastTag: UInt16 = 0
-    private var lastFields: [Int] = []
-    private var fieldsByTag: [UInt16: [Int]] = [:]
+    /// How many comparisons the predicate has (their `slot`s are 0..<comparisons).
+    private let comparisons: Int
+    /// The field number of each comparison's attribute (-1: the entity has no such field) per entity tag, at
+    /// `tag * comparisons + slot` (fields are numbered per entity): names are resolved once, not per row.
+    private let fields: [Int]
 
     /// The compiled predicate, or `nil` when some part of it is not a comparison of an attribute of `entity` with a
     /// constant of a kind the bytes can answer.
-    init?(_ predicate: FetchPredicate, entity: String, model: ManagedObjectModel) {
+    init?(_ predicate: FetchPredicate, entity: String, model: ManagedObjectModel, layout: StoreLayout) {
         var names: [String] = []
         guard let root = Self.compile(predicate.node, entity: entity, model: model, &names) else { return nil }
         self.root = root
-        self.names = names
+        comparisons = names.count
+        fields = layout.entitiesByTag.flatMap { entity in names.map { name in entity?.fieldIndex[name] ?? -1 } }
     }
 
     private static func compile(_ node: PredicateNode, entity: String, model: ManagedObjectModel, _ names: inout [String]) -> Node? {
@@ -160,32 +160,23 @@ struct RowFilter {
     }
 
     /// Whether `row` matches: `true` or `false` when its bytes settle it, `nil` when the evaluator must decide.
-    mutating func matches(_ row: EncodedRow) -> Bool? {
-        if row.entityTag != lastTag || lastFields.count != names.count {
-            lastTag = row.entityTag
-            if let known = fieldsByTag[lastTag] {
-                lastFields = known
-            } else {
-                let index = row.entity.fieldIndex
-                lastFields = names.map { index[$0] ?? -1 }
-                fieldsByTag[lastTag] = lastFields
-            }
-        }
-        return evaluate(root, row, lastFields)
+    func matches(_ row: EncodedRow) -> Bool? {
+        evaluate(root, row, Int(row.entityTag) * comparisons)
     }
 
-    private func evaluate(_ node: Node, _ row: EncodedRow, _ fields: [Int]) -> Bool? {
+    /// `node` on `row`, whose comparisons' fields start at `fields[base]`.
+    private func evaluate(_ node: Node, _ row: EncodedRow, _ base: Int) -> Bool? {
         switch node {
         case .constant(let value):
             return value
         case .not(let operand):
-            return evaluate(operand, row, fields).map { !$0 }
+            return evaluate(operand, row, base).map { !$0 }
         case .and(let operands):
-            return combine(operands, row, fields, deciding: false)
+            return combine(operands, row, base, deciding: false)
         case .or(let operands):
-            return combine(operands, row, fields, deciding: true)
+            return combine(operands, row, base, deciding: true)
         case .match(let slot, let op, let needle, let foldsCase):
-            let field = fields[slot]
+            let field = fields[base + slot]
             guard field >= 0 else { return nil }
             let value: RawField?
             do { value = try row.rawField(field) } catch { return nil }
@@ -193,7 +184,7 @@ struct RowFilter {
             guard case .string(let text) = value else { return nil }
             return Self.match(text, op, needle, foldsCase: foldsCase)
         case .compare(let slot, let op, let constant):
-            let field = fields[slot]
+            let field = fields[base + slot]
             guard field >= 0 else { return nil }
             let value: RawField?  // nil: the field is NULL
             do { value = try row.rawField(field) } catch { return nil }
@@ -203,10 +194,10 @@ struct RowFilter {
 
     /// AND (`deciding` false) or OR (`deciding` true) of three-valued operands: an operand that is `deciding`
     /// settles it; otherwise it is undecided if any operand was.
-    private func combine(_ operands: [Node], _ row: EncodedRow, _ fields: [Int], deciding: Bool) -> Bool? {
+    private func combine(_ operands: [Node], _ row: EncodedRow, _ base: Int, deciding: Bool) -> Bool? {
         var undecided = false
         for operand in operands {
-            switch evaluate(operand, row, fields) {
+            switch evaluate(operand, row, base) {
             case deciding?: return deciding
             case nil: undecided = true
             default: break
