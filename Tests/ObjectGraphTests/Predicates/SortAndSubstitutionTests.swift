@@ -57,6 +57,30 @@ import TestSupport
         }
     }
 
+    /// One key whose values are all integers, or all doubles (compared as plain numbers), sorts exactly as the
+    /// general comparison does: ties by position, -0.0 equal to 0.0, either direction, any prefix.
+    @Test func oneNumericKeySortsAsTheGeneralComparisonDoes() {
+        var random = SplitMix64(seed: 34)
+        for trial in 0..<120 {
+            let count = Int(random.next() % 200)
+            let doubles = trial % 2 == 0
+            let values: [PredicateValue] = (0..<count).map { _ in
+                doubles ? .double([-0.0, 0.0, 1.5, -2.25, .infinity, -.infinity, 7][Int(random.next() % 7)])
+                        : .integer([Int64.min, -3, 0, 4, 4, Int64.max][Int(random.next() % 6)])
+            }
+            let rows: [[String: PredicateValue]] = values.enumerated().map { ["id": .integer(Int64($0.offset)), "v": $0.element] }
+            let descriptor = FetchSortDescriptor(keyPath: "v", ascending: trial % 4 < 2)
+            let reference = rows.indices.sorted { a, b in
+                let order = descriptor.compare(values[a], values[b])
+                return order != 0 ? order < 0 : a < b
+            }.map { PredicateValue.integer(Int64($0)) }
+            for k in [nil, 0, 1, 5, count / 10, count] {
+                let sorted = FetchSortDescriptor.sorted(rows, using: [descriptor], prefix: k).map { $0["id"]! }
+                #expect(sorted == Array(reference.prefix(k ?? count)), "trial \(trial), \(count) rows, k = \(String(describing: k))")
+            }
+        }
+    }
+
     @Test func incomparableKindsStillSortTotally() {
         let mixed: [PredicateValue] = ["b", 1, .null, .date(Date(timeIntervalSinceReferenceDate: 0)), "a", 0.5]
         let sorted = mixed.sorted { FetchSortDescriptor(keyPath: "x").compare($0, $1) < 0 }
