@@ -404,6 +404,34 @@ extension LMDBIncrementalStore {
                       let row = try encodedRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
                 if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
             }
+        case .index(let index) where !plan.streamsInSortOrder:
+            // The rows are sorted afterwards, so the order they are read in does not matter: the candidates' keys are
+            // gathered from the index, sorted, and their rows read with one cursor moving forward — most lookups then
+            // land on the leaf page of the one before, where LMDB searches that page without descending from the root.
+            var candidates: [(key: UInt64, tag: UInt16)] = []
+            try forEachRow(in: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
+                guard family.contains(tag) else { return true }
+                if let elements = plan.entryElements, let predicate = request.predicate,
+                   entryMatches(entry.key, elements: elements, predicate: predicate) == false {
+                    return true
+                }
+                candidates.append((key, tag))
+                return true
+            }
+            candidates.sort { $0.key < $1.key }
+            try rows.withCursor(in: transaction) { cursor in
+                for (key, tag) in candidates where corrupted == nil {
+                    // The cursor's bytes stay in the map until the read transaction ends.
+                    guard let found = try withUnsafeBytes(of: key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                    let row: EncodedRow
+                    do throws(RowDecodingError) {
+                        row = try EncodedRow(found.value, layout: layout, checkingFields: false)
+                    } catch {
+                        throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
+                    }
+                    if let view = try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state)) { matches.append(view) }
+                }
+            }
         case .index(let index):
             matches = try collectInIndexOrder(index, plan: plan, request: request, state: state, transaction: transaction,
                                               resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { key, tag, entry in

@@ -38,10 +38,17 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
 
     /// The value the descriptor sorts `object` by (NULL when the key path cannot be followed).
     public func sortValue(of object: some KeyValueReadable) -> PredicateValue {
-        // One plain key is the object's own value for it: no expression evaluation.
-        if !keyPath.utf8.contains(UInt8(ascii: ".")) && keyPath.utf8.first != UInt8(ascii: "@") {
-            return object.predicateValue(forKey: keyPath)
-        }
+        sortValue(of: object, isPlainKey: isPlainKey)
+    }
+
+    /// Whether the key path is one key (no `.`, no `@` function): the object's own value for it, no expression.
+    var isPlainKey: Bool {
+        !keyPath.utf8.contains(UInt8(ascii: ".")) && keyPath.utf8.first != UInt8(ascii: "@")
+    }
+
+    /// ``sortValue(of:)`` with ``isPlainKey`` worked out once for many objects.
+    func sortValue(of object: some KeyValueReadable, isPlainKey: Bool) -> PredicateValue {
+        if isPlainKey { return object.predicateValue(forKey: keyPath) }
         return (try? PredicateExpression(node: .keyPath(keyPath)).value(for: object)) ?? .null
     }
 
@@ -70,8 +77,9 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         // Sort positions, with every sort key computed once into one flat array.
         var keys: [PredicateValue] = []
         keys.reserveCapacity(count * width)
+        let plain = descriptors.map(\.isPlainKey)
         for object in objects {
-            for descriptor in descriptors { keys.append(descriptor.sortValue(of: object)) }
+            for (descriptor, isPlainKey) in zip(descriptors, plain) { keys.append(descriptor.sortValue(of: object, isPlainKey: isPlainKey)) }
         }
         // One key of one kind of number (the usual `ORDER BY salary DESC LIMIT 100`): compared as plain numbers, in
         // the order `order(_:_:comparison:)` gives them, without copying a `PredicateValue` per comparison.
