@@ -30,6 +30,11 @@ extension LMDBIncrementalStore {
             guard let mapSize = Int(text), mapSize > 0 else { throw refuse("mapSize", "a positive number of bytes") }
             environmentOptions.mapSize = mapSize
         }
+        if let text = options["maxMapSize"] {
+            guard let maxMapSize = Int(text), maxMapSize > 0 else { throw refuse("maxMapSize", "a positive number of bytes") }
+            environmentOptions.maxMapSize = maxMapSize
+            environmentOptions.mapSize = min(environmentOptions.mapSize, maxMapSize)
+        }
         switch options["durability"] {
         case nil, "full": break
         case "noSync": environmentOptions.durability = .noSync

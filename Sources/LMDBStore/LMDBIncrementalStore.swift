@@ -125,10 +125,13 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                                                      metadataReader: { try readMetadata(at: $0) })
     }
 
-    /// Creates a store; used by the coordinator. Options: `"mapSize"` (bytes), `"durability"` (`full`,
-    /// `skipMetaSync`, `noSync`), `"readAhead"` (`true`, or `false` for random access to a store much larger than
-    /// memory: the kernel then reads only the pages asked for), `"createInForeignFile"` (`true` to add a store's
-    /// tables to an LMDB file that already holds another program's data; such a file is refused otherwise). A known option with another value fails to open
+    /// Creates a store; used by the coordinator. Options: `"mapSize"` (bytes: the map to start with; it grows
+    /// as the store does), `"maxMapSize"` (bytes the map and so the file may grow to, 1 TiB by default; a save that
+    /// needs more fails whole with ``ManagedObjectContextError/Code/storeUnusable`` and `LMDBError.mapFull` as its
+    /// ``ManagedObjectContextError/cause``), `"durability"` (`full`, `skipMetaSync`, `noSync`), `"readAhead"`
+    /// (`true`, or `false` for random access to a store much larger than memory: the kernel then reads only the
+    /// pages asked for), `"createInForeignFile"` (`true` to add a store's tables to an LMDB file that already holds
+    /// another program's data; such a file is refused otherwise). A known option with another value fails to open
     /// with ``ManagedObjectContextError/Code/wrongValueType`` naming it.
     public init(description: PersistentStoreCoordinator.StoreDescription) throws {
         guard let url = description.url, url.isFileURL else {

@@ -45,7 +45,7 @@ import Testing
     @Test func badStoreOptionsAreRefusedByName() throws {
         let folder = StoreFolder()
         LMDBIncrementalStore.register()
-        for (key, value) in [("durability", "sometimes"), ("mapSize", "-5"), ("mapSize", "lots"), ("readAhead", "yes")] {
+        for (key, value) in [("durability", "sometimes"), ("mapSize", "-5"), ("mapSize", "lots"), ("maxMapSize", "0"), ("readAhead", "yes")] {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
             do {
                 _ = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file("\(key).lmdb"), options: [key: value])
@@ -59,6 +59,43 @@ import Testing
         let store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(),
                                                        options: ["readAhead": "false", "durability": "noSync", "mapSize": "67108864"])
         #expect(store is LMDBIncrementalStore)
+    }
+
+    /// A save that does not fit the map fails whole, and the LMDB error underneath can be caught as itself.
+    @Test func aFullMapIsAnErrorWhoseCauseIsTheLMDBError() throws {
+        let folder = StoreFolder()
+        LMDBIncrementalStore.register()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        _ = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(), options: ["maxMapSize": "1048576"])
+        let context = ManagedObjectContext(coordinator: coordinator)
+        for n in 0..<20_000 {
+            let note = try context.insertNewObject(forEntityName: "Note")
+            try note.setValue("note \(n)", forKey: "title")
+        }
+        do {
+            try context.save()
+            Issue.record("20 000 notes fitted a 1 MiB map")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .storeUnusable, "\(error)")
+            if case LMDBError.mapFull? = error.cause {} else { Issue.record("the cause is \(String(describing: error.cause))") }
+            #expect(error.underlying?.contains("maxMapSize") == true, "\(error)")
+        }
+        // Nothing of the failed save was written.
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        #expect(try reader.count(for: FetchRequest(entityName: "Note")) == 0)
+    }
+
+    /// A file LMDB itself refuses: the LMDB error is the cause, to be caught as itself.
+    @Test func aForeignFileIsRefusedWithLMDBsErrorAsTheCause() throws {
+        let folder = StoreFolder()
+        try Data(String(repeating: "not a store ", count: 900).utf8).write(to: folder.file("text.lmdb"))
+        do {
+            _ = try folder.coordinator(model, "text.lmdb")
+            Issue.record("a text file opened as a store")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .storeUnusable)
+            if case LMDBError.invalid? = error.cause {} else { Issue.record("the cause is \(String(describing: error.cause))") }
+        }
     }
 
     @Test func foreignFilesNewerFormatsAndOtherStoreTypesAreRefused() throws {

@@ -39,8 +39,11 @@ public struct ManagedObjectContextError: Error, Sendable, CustomStringConvertibl
     public var validationFailures: [ValidationFailure]
     /// Each conflict, for ``Code/mergeConflict``.
     public var conflicts: [MergeConflict]
-    /// The error underneath, if any.
-    public var underlying: String?
+    /// The error underneath, if any, as it was thrown — a store's own error type (an `LMDBError` from the LMDB store,
+    /// say) can be caught through it: `if case LMDBError.mapFull? = error.cause { … }`.
+    public var cause: (any Error)?
+    /// The error underneath, if any, described.
+    public var underlying: String? { cause.map { "\($0)" } }
 
     /// Creates an error.
     public init(_ code: Code, message: String, validationFailures: [ValidationFailure] = [], conflicts: [MergeConflict] = [],
@@ -49,7 +52,7 @@ public struct ManagedObjectContextError: Error, Sendable, CustomStringConvertibl
         self.message = message
         self.validationFailures = validationFailures
         self.conflicts = conflicts
-        self.underlying = underlying.map { "\($0)" }
+        self.cause = underlying
     }
 
     /// The message, then each failure or conflict on its own line, then the cause.
