@@ -12,14 +12,16 @@ import Testing
             AttributeDescription("count", .integer64, isOptional: true)
             AttributeDescription("weight", .double, isOptional: true)
             AttributeDescription("ratio", .float, isOptional: true)
+            AttributeDescription("seen", .date, isOptional: true)
+            AttributeDescription("done", .boolean, isOptional: true)
         }
     }
 
     /// The filter's answer and the evaluator's for one row.
-    func answers(_ format: String, _ values: [String: AttributeValue]) throws -> (filter: Bool?, evaluator: Bool) {
+    func answers(_ format: String, _ values: [String: AttributeValue], _ arguments: [any PredicateArgument] = []) throws -> (filter: Bool?, evaluator: Bool) {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Item")!
-        let predicate = try FetchPredicate(format: format)
+        let predicate = try FetchPredicate(format: format, argumentArray: arguments)
         guard let filter = RowFilter(predicate, entity: "Item", model: model, layout: layout) else {
             Issue.record("\(format) did not compile")
             return (nil, false)
@@ -63,6 +65,26 @@ import Testing
         ]
         for (format, values) in cases {
             let (settled, expected) = try answers(format, values)
+            #expect(settled == expected, "\(format) on \(values)")
+        }
+    }
+
+    /// Dates, Booleans and BETWEEN are settled from the bytes too, with the evaluator's answer.
+    @Test func datesBooleansAndRangesAreSettledFromTheBytes() throws {
+        let early = Date(timeIntervalSinceReferenceDate: 100), late = Date(timeIntervalSinceReferenceDate: 200)
+        let cases: [(String, [String: AttributeValue], [any PredicateArgument])] = [
+            ("seen > %@", ["seen": .date(late)], [early]), ("seen > %@", ["seen": .date(early)], [early]),
+            ("seen <= %@", ["seen": .date(early)], [late]), ("seen == %@", ["seen": .date(late)], [late]),
+            ("seen != %@", [:], [late]), ("seen < %@", [:], [late]), ("seen BETWEEN %@", ["seen": .date(early)], [[early, late]]),
+            ("done == YES", ["done": .boolean(true)], []), ("done == YES", ["done": .boolean(false)], []),
+            ("done != NO", ["done": .boolean(true)], []), ("done == NO", [:], []), ("done == nil", [:], []),
+            ("count BETWEEN {2, 5}", ["count": .integer(5)], []), ("count BETWEEN {2, 5}", ["count": .integer(6)], []),
+            ("count BETWEEN {2, 5}", [:], []), ("weight BETWEEN {0.5, 1}", ["weight": .double(0.75)], []),
+            ("name BETWEEN {'a', 'c'}", ["name": .string("b")], []), ("name BETWEEN {'a', 'c'}", ["name": .string("d")], []),
+            ("NOT count BETWEEN {2, 5}", ["count": .integer(1)], []),
+        ]
+        for (format, values, arguments) in cases {
+            let (settled, expected) = try answers(format, values, arguments)
             #expect(settled == expected, "\(format) on \(values)")
         }
     }
@@ -115,7 +137,7 @@ import Testing
     }
 
     @Test func onlyComparisonsOfTheEntitysOwnAttributesWithFittingConstantsCompile() throws {
-        for format in ["name BEGINSWITH[c] 'É'", "name CONTAINS[c] 'é'", "count CONTAINS '1'", "name ENDSWITH nil", "name ==[c] 'a'", "name == 'É'", "count == 2.5", "name == 3", "count IN {1, 2.5}", "name IN {'a', nil}",
+        for format in ["name BEGINSWITH[c] 'É'", "name CONTAINS[c] 'é'", "count CONTAINS '1'", "name ENDSWITH nil", "name ==[c] 'a'", "name == 'É'", "count == 2.5", "name == 3", "count IN {1, 2.5}", "done < YES", "seen > 5", "count BETWEEN {1, nil}", "done BETWEEN {NO, YES}", "count BETWEEN {1}", "name IN {'a', nil}",
                        "name IN {'É'}", "name IN[c] {'a'}", "weight IN {1, 'a'}", "count IN 'abc'",
                        "ANY name == 'a'", "name.length > 2", "count + 1 > 2", "weight == nil OR name MATCHES 'a'"] {
             #expect(RowFilter(try FetchPredicate(format: format), entity: "Item", model: model, layout: StoreLayout(model: model)) == nil, "\(format)")

@@ -163,6 +163,9 @@ enum RawField {
     case double(Double)
     /// UTF-8 bytes, borrowed from the row.
     case string(UnsafeRawBufferPointer)
+    /// Seconds since the reference date.
+    case date(Double)
+    case boolean(Bool)
     case other
 }
 
@@ -277,6 +280,9 @@ struct EncodedRow {
         case RowCodec.ValueType.double: return .double(Double(bitPattern: try reader.uint64()))
         case RowCodec.ValueType.float: return .double(Double(Float(bitPattern: try reader.uint32())))
         case RowCodec.ValueType.string: return .string(try reader.lengthPrefixed())
+        case RowCodec.ValueType.date: return .date(Double(bitPattern: try reader.uint64()))
+        case RowCodec.ValueType.falseValue: return .boolean(false)
+        case RowCodec.ValueType.trueValue: return .boolean(true)
         default: return .other
         }
     }

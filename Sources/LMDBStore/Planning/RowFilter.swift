@@ -24,6 +24,9 @@ struct RowFilter {
         case double(Double)
         /// ASCII text only: its bytes are its characters.
         case ascii([UInt8])
+        /// Seconds since the reference date, not NaN.
+        case date(Double)
+        case boolean(Bool)
         /// The members of an `IN` collection of integers, of numbers, or of ASCII texts (``TextSet``): one lookup
         /// per row however many members there are.
         case integers(Set<Int64>)
@@ -100,28 +103,43 @@ struct RowFilter {
                 return .match(slot: names.count - 1, op: op, needle: needle.utf8.map { foldsCase ? Self.lowered($0) : $0 }, foldsCase: foldsCase)
             }
             guard comparison.options.isEmpty else { return nil }
+            if comparison.op == .between {
+                // lower <= value <= upper, as two comparisons (a NULL value is between nothing).
+                guard case .array(let bounds) = value, bounds.count == 2, !bounds.contains(where: \.isNull),
+                      attribute.type != .boolean,
+                      let lower = constant(bounds[0], for: attribute.type), let upper = constant(bounds[1], for: attribute.type) else { return nil }
+                names.append(name)
+                let slot = names.count - 1
+                return .and([.compare(slot: slot, op: .greaterThanOrEqual, constant: lower), .compare(slot: slot, op: .lessThanOrEqual, constant: upper)])
+            }
             if comparison.op == .in {
                 guard case .array(let elements) = value, let members = members(elements, of: attribute.type) else { return nil }
                 names.append(name)
                 return .compare(slot: names.count - 1, op: .in, constant: members)
             }
-            let constant: Constant
-            switch (attribute.type, value) {
-            case (_, .null): constant = .null
-            case (let type, .integer(let v)) where type.isInteger: constant = .integer(v)
-            case (.double, .integer(let v)), (.float, .integer(let v)): constant = .double(Double(v))
-            case (.double, .double(let v)) where !v.isNaN, (.float, .double(let v)) where !v.isNaN: constant = .double(v)
-            case (.string, .string(let v)) where v.utf8.allSatisfy({ $0 < 0x80 }): constant = .ascii(Array(v.utf8))
-            default: return nil
-            }
+            guard let constant = value.isNull ? .null : constant(value, for: attribute.type) else { return nil }
             switch comparison.op {
             case .equal, .notEqual: break
-            case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: break
+            case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: if case .boolean = constant { return nil }
             case .beginsWith: guard case .ascii = constant else { return nil }
             default: return nil
             }
             names.append(name)
             return .compare(slot: names.count - 1, op: comparison.op, constant: constant)
+        }
+    }
+
+    /// A constant compared with an attribute of `type` as the row's bytes hold it, or `nil` when the evaluator must
+    /// compare them (another kind, NaN, non-ASCII text).
+    private static func constant(_ value: PredicateValue, for type: AttributeType) -> Constant? {
+        switch (type, value) {
+        case (let type, .integer(let v)) where type.isInteger: return .integer(v)
+        case (.double, .integer(let v)), (.float, .integer(let v)): return .double(Double(v))
+        case (.double, .double(let v)) where !v.isNaN, (.float, .double(let v)) where !v.isNaN: return .double(v)
+        case (.string, .string(let v)) where v.utf8.allSatisfy({ $0 < 0x80 }): return .ascii(Array(v.utf8))
+        case (.date, .date(let v)) where !v.timeIntervalSinceReferenceDate.isNaN: return .date(v.timeIntervalSinceReferenceDate)
+        case (.boolean, .boolean(let v)): return .boolean(v)
+        default: return nil
         }
     }
 
@@ -246,6 +264,10 @@ struct RowFilter {
         case (.integer(let a), .integer(let b)): order = a == b ? 0 : a < b ? -1 : 1
         case (.integer(let a), .double(let b)): order = Double(a) == b ? 0 : Double(a) < b ? -1 : 1
         case (.double(let a), .double(let b)): order = a == b ? 0 : a < b ? -1 : 1
+        case (.date(let a), .date(let b)):
+            guard !a.isNaN else { return nil }
+            order = a == b ? 0 : a < b ? -1 : 1
+        case (.boolean(let a), .boolean(let b)): order = a == b ? 0 : a ? 1 : -1
         case (.string(let text), .ascii(let bytes)):
             return compare(text, op, bytes)
         default:
