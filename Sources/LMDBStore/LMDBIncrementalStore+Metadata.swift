@@ -22,32 +22,7 @@ extension LMDBIncrementalStore {
     ///   and both sides of a mismatch.
     public func loadMetadata() throws {
         let path = url!.path
-        var environmentOptions = Environment.Options()
-        func refuse(_ key: String, _ expected: String) -> ManagedObjectContextError {
-            ManagedObjectContextError(.wrongValueType, message: "the store option \"\(key)\" is \"\(options[key]!)\"; it must be \(expected)")
-        }
-        if let text = options["mapSize"] {
-            guard let mapSize = Int(text), mapSize > 0 else { throw refuse("mapSize", "a positive number of bytes") }
-            environmentOptions.mapSize = mapSize
-        }
-        if let text = options["maxMapSize"] {
-            guard let maxMapSize = Int(text), maxMapSize > 0 else { throw refuse("maxMapSize", "a positive number of bytes") }
-            environmentOptions.maxMapSize = maxMapSize
-            environmentOptions.mapSize = min(environmentOptions.mapSize, maxMapSize)
-        }
-        switch options["durability"] {
-        case nil, "full": break
-        case "noSync": environmentOptions.durability = .noSync
-        case "skipMetaSync": environmentOptions.durability = .skipMetaSync
-        default: throw refuse("durability", "full, skipMetaSync or noSync")
-        }
-        switch options["readAhead"] {
-        case nil, "true": break
-        case "false": environmentOptions.readsAhead = false
-        default: throw refuse("readAhead", "true or false")
-        }
-        if let text = options["createInForeignFile"], text != "true" && text != "false" { throw refuse("createInForeignFile", "true or false") }
-        environmentOptions.maxDatabases = max(64, layout.databaseNames.count + 8)
+        let environmentOptions = storeOptions.environmentOptions(databases: layout.databaseNames.count)
         let environment: Environment
         do {
             environment = try Environment.open(at: path, options: environmentOptions)
@@ -61,7 +36,7 @@ extension LMDBIncrementalStore {
         if existing.isEmpty {
             // An LMDB file that holds data but no store metadata is another program's: never written into unless
             // the caller asks for the store's tables beside it.
-            if options["createInForeignFile"] != "true", let foreign = try foreignContents(of: environment) {
+            if !storeOptions.createsInForeignFile, let foreign = try foreignContents(of: environment) {
                 throw ManagedObjectContextError(.storeUnusable,
                     message: "\(path) is an LMDB file of another program (it holds \(foreign) and no LMDBStore metadata); it was left untouched — pass the store option createInForeignFile=true to add a store's tables to it")
             }

@@ -28,7 +28,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     let model: ManagedObjectModel
     let layout: StoreLayout
     let modelHashPrefix: UInt64
-    let options: [String: String]
+    /// The options the store was opened with (read from its description's string options).
+    public let storeOptions: Options
     let lock = NSLock()
     var state: OpenState?
     var metadataStorage: [String: String] = [:]
@@ -125,14 +126,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                                                      metadataReader: { try readMetadata(at: $0) })
     }
 
-    /// Creates a store; used by the coordinator. Options: `"mapSize"` (bytes: the map to start with; it grows
-    /// as the store does), `"maxMapSize"` (bytes the map and so the file may grow to, 1 TiB by default; a save that
-    /// needs more fails whole with ``ManagedObjectContextError/Code/storeUnusable`` and `LMDBError.mapFull` as its
-    /// ``ManagedObjectContextError/cause``), `"durability"` (`full`, `skipMetaSync`, `noSync`), `"readAhead"`
-    /// (`true`, or `false` for random access to a store much larger than memory: the kernel then reads only the
-    /// pages asked for), `"createInForeignFile"` (`true` to add a store's tables to an LMDB file that already holds
-    /// another program's data; such a file is refused otherwise). A known option with another value fails to open
-    /// with ``ManagedObjectContextError/Code/wrongValueType`` naming it.
+    /// Creates a store; used by the coordinator. The description's string options are read as ``Options``
+    /// (`"mapSize"`, `"maxMapSize"`, `"durability"`, `"readAhead"`, `"createInForeignFile"`); a known option with a
+    /// value it cannot take fails with ``ManagedObjectContextError/Code/wrongValueType`` naming it, before any file is
+    /// touched.
     public init(description: PersistentStoreCoordinator.StoreDescription) throws {
         guard let url = description.url, url.isFileURL else {
             throw ManagedObjectContextError(.storeUnusable, message: "the LMDB store needs a file URL")
@@ -140,7 +137,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         self.url = url
         self.model = description.model
         self.configurationName = description.configurationName
-        self.options = description.options
+        self.storeOptions = try Options(description.options)
         self.layout = StoreLayout(model: description.model)
         self.modelHashPrefix = description.model.versionHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }

@@ -61,6 +61,31 @@ import Testing
         #expect(store is LMDBIncrementalStore)
     }
 
+    /// The typed options and the coordinator's string options say the same, both ways; a store reports what it
+    /// was opened with.
+    @Test func typedOptionsAreTheStringOptionsTyped() throws {
+        let typed = LMDBIncrementalStore.Options(mapSize: 1 << 20, maxMapSize: 1 << 30, durability: .noSync, readsAhead: false,
+                                                 createsInForeignFile: true)
+        #expect(typed.dictionary == ["mapSize": "1048576", "maxMapSize": "1073741824", "durability": "noSync",
+                                     "readAhead": "false", "createInForeignFile": "true"])
+        #expect(try LMDBIncrementalStore.Options(typed.dictionary) == typed)
+        #expect(LMDBIncrementalStore.Options().dictionary.isEmpty)
+        for durability in LMDBIncrementalStore.Options.Durability.allCases {
+            #expect(try LMDBIncrementalStore.Options(["durability": durability.rawValue]).durability == durability)
+        }
+        // Keys of other stores and of Core Data are not this store's to refuse.
+        #expect(try LMDBIncrementalStore.Options(["NSMigratePersistentStoresAutomaticallyOption": "1"]) == LMDBIncrementalStore.Options())
+        let refused = #expect(throws: ManagedObjectContextError.self) { try LMDBIncrementalStore.Options(["createInForeignFile": "yes"]) }
+        #expect(refused?.code == .wrongValueType && refused?.message.contains("\"createInForeignFile\" is \"yes\"") == true)
+
+        let folder = StoreFolder()
+        LMDBIncrementalStore.register()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let options = LMDBIncrementalStore.Options(maxMapSize: 1 << 30, durability: .skipMetaSync)
+        let store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(), options: options.dictionary)
+        #expect((store as? LMDBIncrementalStore)?.storeOptions == options)
+    }
+
     /// A save that does not fit the map fails whole, and the LMDB error underneath can be caught as itself.
     @Test func aFullMapIsAnErrorWhoseCauseIsTheLMDBError() throws {
         let folder = StoreFolder()

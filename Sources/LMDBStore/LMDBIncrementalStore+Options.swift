@@ -1,0 +1,108 @@
+import LMDB
+import ObjectGraph
+
+extension LMDBIncrementalStore {
+    /// The LMDB store's options, typed. A coordinator takes store options as strings (Core Data's shape):
+    /// ``dictionary`` writes these for `addPersistentStore(type:at:options:)`, and ``init(_:)`` reads them back,
+    /// refusing a known option with a value it cannot take. Keys it does not know (another store's, Core Data's) are
+    /// left alone.
+    ///
+    /// ```swift
+    /// let options = LMDBIncrementalStore.Options(maxMapSize: 8 << 30, durability: .noSync)
+    /// try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: url, options: options.dictionary)
+    /// ```
+    public struct Options: Sendable, Hashable {
+        /// When a save is on disk.
+        public enum Durability: String, Sendable, Hashable, CaseIterable {
+            /// A save returns once the file is flushed (LMDB's default).
+            case full
+            /// The data is flushed, the meta page is not: a crash may lose the last save, never corrupt the file.
+            case skipMetaSync
+            /// Nothing is flushed by a save (the OS writes back later): a system crash may lose recent saves or, on
+            /// some file systems, damage the file; a process crash loses nothing.
+            case noSync
+        }
+
+        /// The map to start with, in bytes (`"mapSize"`); it grows as the store does. `nil`: LMDB's default.
+        public var mapSize: Int?
+        /// The size in bytes the map, and so the file, may grow to (`"maxMapSize"`); a save that needs more fails
+        /// whole, its error's ``ManagedObjectContextError/cause`` being `LMDBError.mapFull`. `nil`: 1 TiB.
+        public var maxMapSize: Int?
+        /// When a save is on disk (`"durability"`).
+        public var durability: Durability
+        /// Whether the kernel reads ahead of the pages asked for (`"readAhead"`); `false` for random access to a
+        /// store much larger than memory.
+        public var readsAhead: Bool
+        /// Whether the store may add its tables to an LMDB file that already holds another program's data
+        /// (`"createInForeignFile"`); such a file is refused otherwise.
+        public var createsInForeignFile: Bool
+
+        /// Options with the given values (the defaults: LMDB's map sizes, full durability, read-ahead, no foreign
+        /// files).
+        public init(mapSize: Int? = nil, maxMapSize: Int? = nil, durability: Durability = .full, readsAhead: Bool = true,
+                    createsInForeignFile: Bool = false) {
+            self.mapSize = mapSize
+            self.maxMapSize = maxMapSize
+            self.durability = durability
+            self.readsAhead = readsAhead
+            self.createsInForeignFile = createsInForeignFile
+        }
+
+        /// Reads the options from a coordinator's string options.
+        ///
+        /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` naming the
+        ///   first known option whose value it cannot take, and what it takes.
+        public init(_ options: [String: String]) throws(ManagedObjectContextError) {
+            func refuse(_ key: String, _ expected: String) -> ManagedObjectContextError {
+                ManagedObjectContextError(.wrongValueType, message: "the store option \"\(key)\" is \"\(options[key]!)\"; it must be \(expected)")
+            }
+            func bytes(_ key: String) throws(ManagedObjectContextError) -> Int? {
+                guard let text = options[key] else { return nil }
+                guard let value = Int(text), value > 0 else { throw refuse(key, "a positive number of bytes") }
+                return value
+            }
+            func flag(_ key: String, default value: Bool) throws(ManagedObjectContextError) -> Bool {
+                switch options[key] {
+                case nil: return value
+                case "true": return true
+                case "false": return false
+                default: throw refuse(key, "true or false")
+                }
+            }
+            self.init(mapSize: try bytes("mapSize"), maxMapSize: try bytes("maxMapSize"))
+            if let text = options["durability"] {
+                guard let durability = Durability(rawValue: text) else { throw refuse("durability", "full, skipMetaSync or noSync") }
+                self.durability = durability
+            }
+            readsAhead = try flag("readAhead", default: true)
+            createsInForeignFile = try flag("createInForeignFile", default: false)
+        }
+
+        /// The options as a coordinator's string options; defaults are left out.
+        public var dictionary: [String: String] {
+            var options: [String: String] = [:]
+            if let mapSize { options["mapSize"] = String(mapSize) }
+            if let maxMapSize { options["maxMapSize"] = String(maxMapSize) }
+            if durability != .full { options["durability"] = durability.rawValue }
+            if !readsAhead { options["readAhead"] = "false" }
+            if createsInForeignFile { options["createInForeignFile"] = "true" }
+            return options
+        }
+
+        /// The LMDB environment's options these give, for a store of `databases` tables.
+        func environmentOptions(databases: Int) -> Environment.Options {
+            var environment = Environment.Options()
+            if let maxMapSize { environment.maxMapSize = maxMapSize }
+            if let mapSize { environment.mapSize = mapSize }
+            environment.mapSize = min(environment.mapSize, environment.maxMapSize)
+            switch durability {
+            case .full: break
+            case .skipMetaSync: environment.durability = .skipMetaSync
+            case .noSync: environment.durability = .noSync
+            }
+            environment.readsAhead = readsAhead
+            environment.maxDatabases = max(64, databases + 8)
+            return environment
+        }
+    }
+}
