@@ -398,11 +398,33 @@ extension LMDBIncrementalStore {
         }
         switch plan.access {
         case .keys(let objectIDs):
-            // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys.
-            for id in objectIDs where id.storeIdentifier == state.storeIdentifier && corrupted == nil {
-                guard let tag = layout.entity(id.entityName)?.tag, family.contains(tag), case .integer(let key) = id.referenceObject, key > 0,
-                      let row = try encodedRow(id, state: state, transaction: transaction), row.entityTag == tag else { continue }
-                if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
+            // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys. The planner
+            // orders them by key, so one cursor moves forward through the table and most lookups search only the
+            // leaf page of the one before; an ID's entity is looked up when the namespace changes, not per ID.
+            var namespace: ObjectIdentifier?
+            var tag: UInt16 = 0
+            var wanted = false
+            try rows.withCursor(in: transaction) { cursor in
+                for id in objectIDs where corrupted == nil {
+                    if ObjectIdentifier(id.namespace) != namespace {
+                        namespace = ObjectIdentifier(id.namespace)
+                        let entity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
+                        tag = entity?.tag ?? 0
+                        wanted = entity.map { family.contains($0.tag) } ?? false
+                    }
+                    guard wanted, case .integer(let key) = id.referenceObject, key > 0,
+                          let found = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                    let row: EncodedRow
+                    do throws(RowDecodingError) {
+                        // The cursor's bytes stay in the map until the read transaction ends.
+                        row = try EncodedRow(found.value, layout: layout, checkingFields: false)
+                    } catch {
+                        throw ManagedObjectContextError(.storeUnusable, message: "the row of \(id) cannot be read: \(error.reason); the store file is corrupted")
+                    }
+                    // An ID naming a sub-entity with the key of another entity's row is no object.
+                    guard row.entityTag == tag else { continue }
+                    if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
+                }
             }
         case .index(let index) where !plan.streamsInSortOrder:
             // The rows are sorted afterwards, so the order they are read in does not matter: the candidates' keys are

@@ -91,7 +91,7 @@ struct Run: ParsableCommand {
     @Option(help: "Write a Markdown report with an SVG chart to this folder.")
     var report: String?
 
-    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, to-many traversal, group-by, update batch, delete batch, mixed).")
+    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, to-many membership, key lookup of many, to-many traversal, group-by, update batch, delete batch, mixed).")
     var only: String?
 
     func validate() throws {
@@ -102,7 +102,7 @@ struct Run: ParsableCommand {
     }
 
     static let stepNames = ["cold point faults", "point faults", "indexed equality", "loaded fetch", "range + sort + limit", "count", "unindexed filter", "unindexed contains", "relationship equality",
-                            "to-many traversal", "group-by", "update batch", "delete batch", "mixed"]
+                            "to-many membership", "key lookup of many", "to-many traversal", "group-by", "update batch", "delete batch", "mixed"]
 
     var selectedSteps: [String]? {
         only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
@@ -123,7 +123,8 @@ struct Run: ParsableCommand {
                 ("loaded fetch", { try $0.loadedFetch() }),
                 ("range + sort + limit", { try $0.rangeSortLimit() }), ("count", { try $0.countRange() }),
                 ("unindexed filter", { try $0.unindexedFilter() }), ("unindexed contains", { try $0.unindexedContains() }),
-                ("relationship equality", { try $0.relationshipEquality() }),
+                ("relationship equality", { try $0.relationshipEquality() }), ("to-many membership", { try $0.toManyMembership() }),
+                ("key lookup of many", { try $0.keyLookupOfMany() }),
                 ("to-many traversal", { try $0.toManyTraversal() }),
                 ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
                 ("delete batch", { try $0.insertAndDeleteBatch() }), ("mixed", { [readers] in try $0.mixedReadWrite(readers: readers) }),

@@ -273,6 +273,53 @@ struct Workloads {
         })
     }
 
+    /// Membership of a many-to-many, the predicate Core Data apps write for "the employees on this project":
+    /// `ANY projects == %@` (IDs), against GRDB's indexed link table.
+    mutating func toManyMembership() throws {
+        let name = "to-many membership (ANY projects == %@)"
+        func request(_ project: Int) throws -> ObjectFetchRequest {
+            ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "ANY projects == %@", lmdb.id("Project", project)))
+        }
+        for project in [1, dataset.projects / 2 + 1, dataset.projects] {
+            let mine = try lmdbIDs(try request(project)).sorted()
+            let theirs = try grdb.queue.read {
+                try Int.fetchAll($0, sql: "SELECT employeeId FROM employee_project WHERE projectId = ? ORDER BY employeeId", arguments: [project])
+            }
+            try check(name, mine == theirs && !mine.isEmpty, "project \(project): \(mine.count) vs \(theirs.count)")
+        }
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            _ = try lmdb.context.fetchObjectIDs(try request(1 + n % dataset.projects))
+        }, plannedFor: try request(1))
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try Int.fetchAll(db, sql: "SELECT employeeId FROM employee_project WHERE projectId = ?", arguments: [1 + n % dataset.projects])
+            }
+        })
+    }
+
+    /// Half the employees (at most 50 000) by ID: `SELF IN %@`, against GRDB's `id IN (SELECT value FROM
+    /// json_each(?))` (one bound array, as SQLite limits the number of parameters).
+    mutating func keyLookupOfMany() throws {
+        let count = min(50_000, dataset.employees / 2)
+        let name = "key lookup of \(count) (SELF IN %@)"
+        let keys = (0..<count).map { 1 + ($0 * 2) % dataset.employees }
+        let request = ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "SELF IN %@", keys.map { lmdb.id("Employee", $0) }))
+        let json = "[" + keys.map(String.init).joined(separator: ",") + "]"
+        let sql = "SELECT id FROM employee WHERE id IN (SELECT value FROM json_each(?))"
+        let mine = try lmdbIDs(request).sorted()
+        let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: sql + " ORDER BY id", arguments: [json]) }
+        try check(name, mine == theirs && mine.count == count, "\(mine.count) vs \(theirs.count) of \(count)")
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { _ in
+            _ = try lmdb.context.fetchObjectIDs(request)
+        }, plannedFor: request)
+        record(try grdb.queue.read { db in
+            let statement = try db.makeStatement(sql: sql)
+            return try measure(name, "GRDB", objects: dataset.employees, budget: budget) { _ in
+                _ = try Int.fetchAll(statement, arguments: [json])
+            }
+        })
+    }
+
     mutating func toManyTraversal() throws {
         let name = "to-many traversal (department.employees)"
         for department in [1, dataset.departments / 2 + 1, dataset.departments] {

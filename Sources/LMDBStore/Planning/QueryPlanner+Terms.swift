@@ -97,6 +97,28 @@ extension QueryPlanner {
         }
     }
 
+    /// `ids` without repeats, in ID order (`<`: by entity and store, then by key). IDs of one entity and store with
+    /// integer keys — what a lookup of many objects almost always is — are ordered by their keys as plain integers,
+    /// not by comparing IDs: 50 000 of them sort in a few milliseconds.
+    static func keyOrdered(_ ids: [ManagedObjectID]) -> [ManagedObjectID] {
+        guard let namespace = ids.first?.namespace else { return [] }
+        var keyed: [(key: Int64, index: Int)] = []
+        keyed.reserveCapacity(ids.count)
+        for (index, id) in ids.enumerated() {
+            guard id.namespace === namespace, case .integer(let key) = id.referenceObject else { return Array(Set(ids)).sorted() }
+            keyed.append((key, index))
+        }
+        keyed.sort { $0.key < $1.key }
+        var ordered: [ManagedObjectID] = []
+        ordered.reserveCapacity(keyed.count)
+        var previous: Int64?
+        for (key, index) in keyed where key != previous {
+            ordered.append(ids[index])
+            previous = key
+        }
+        return ordered
+    }
+
     /// A comparison `attribute op constant` (or `constant op attribute`) on a plain attribute of the entity.
     static func term(_ node: PredicateNode, entity: String, model: ManagedObjectModel) -> Term? {
         if case .or(let operands) = node {

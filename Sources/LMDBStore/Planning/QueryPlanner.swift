@@ -88,7 +88,7 @@ enum QueryPlanner {
         // `SELF == object` or `SELF IN objects`: read those rows by key, nothing else.
         for conjunct in conjuncts {
             if let ids = selfObjects(conjunct) {
-                analysis.keys = (Array(Set(ids)).sorted(), conjuncts.count == 1)
+                analysis.keys = (keyOrdered(ids), conjuncts.count == 1)
                 // The rows read are those objects' rows: the operand that named them needs no second check — that
                 // very operand, and only where the predicate itself has it as an AND-operand (normalizing may have
                 // lifted it out of a nested one, whose other operands must still be checked).
