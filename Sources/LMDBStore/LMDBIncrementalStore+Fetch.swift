@@ -258,19 +258,23 @@ extension LMDBIncrementalStore {
     func rowKeys(_ access: QueryPlan.Access, family: Set<UInt16>, state: OpenState, transaction: Transaction) throws -> [(key: UInt64, tag: UInt16)] {
         var found: [UInt64: UInt16] = [:]
         var keys: [(key: UInt64, tag: UInt16)] = []
+        // Whether the fetch wants a tag's rows, looked up per entry without hashing (tags are 1…n).
+        let wanted = layout.entitiesByTag.map { $0.map { family.contains($0.tag) } ?? false }
+        func wants(_ tag: UInt16) -> Bool { Int(tag) < wanted.count && wanted[Int(tag)] }
         switch access {
         case .union(let indexes):
+            // Gathered as they come, then sorted and rid of repeats (a row in two of the ranges): no hashing per entry.
             for index in indexes {
                 try forEachRow(in: index, state: state, transaction: transaction) { key, tag, _ in
-                    if family.contains(tag) { found[key] = tag }
+                    if wants(tag) { keys.append((key, tag)) }
                     return true
                 }
             }
-            keys = found.map { ($0.key, $0.value) }
+            return Self.sortedUnique(keys)
         case .intersection(let indexes):
             // The first range is the smaller: its keys are kept, the second's looked up among them.
             try forEachRow(in: indexes[0], state: state, transaction: transaction) { key, tag, _ in
-                if family.contains(tag) { found[key] = tag }
+                if wants(tag) { found[key] = tag }
                 return true
             }
             try forEachRow(in: indexes[1], state: state, transaction: transaction) { key, _, _ in
@@ -286,7 +290,7 @@ extension LMDBIncrementalStore {
                     try links.withCursor(in: transaction) { cursor in
                         try cursor.forEach(in: KeyRange.prefix(Self.keyBytes(destinationKey))) { entry in
                             let owner = try links.reference(in: entry)
-                            if family.contains(owner.entityTag) { found[owner.key] = owner.entityTag }
+                            if wants(owner.entityTag) { keys.append((owner.key, owner.entityTag)) }
                             return true
                         }
                     }
@@ -295,19 +299,29 @@ extension LMDBIncrementalStore {
                     guard let row = try encodedRow(key: destinationKey, in: database(rowsName, in: state), transaction: transaction, naming: naming),
                           let field = row.entity.fieldIndex[name] else { return true }
                     do {
-                        if case .reference(let owner)? = try row.field(field), family.contains(owner.entityTag) { found[owner.key] = owner.entityTag }
+                        if case .reference(let owner)? = try row.field(field), wants(owner.entityTag) { keys.append((owner.key, owner.entityTag)) }
                     } catch let error as RowDecodingError {
                         throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming) cannot be read: \(error.reason); the store file is corrupted")
                     }
                 }
                 return true
             }
-            keys = found.map { ($0.key, $0.value) }
+            return Self.sortedUnique(keys)
         case .scan, .keys, .index, .join, .empty:
             preconditionFailure("row keys are gathered for unions, intersections and to-many joins only")
         }
         keys.sort { $0.key < $1.key }
         return keys
+    }
+
+    /// `keys` in key order, each key once.
+    static func sortedUnique(_ keys: [(key: UInt64, tag: UInt16)]) -> [(key: UInt64, tag: UInt16)] {
+        var keys = keys
+        keys.sort { $0.key < $1.key }
+        var unique: [(key: UInt64, tag: UInt16)] = []
+        unique.reserveCapacity(keys.count)
+        for entry in keys where entry.key != unique.last?.key { unique.append(entry) }
+        return unique
     }
 
     /// The nodes of the rows under `keys` in `entity`'s table, in that order: each row read once, its checksum checked

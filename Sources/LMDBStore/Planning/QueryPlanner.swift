@@ -198,6 +198,12 @@ enum QueryPlanner {
            let only = analysis.singles.first, estimator.answeredByEntries(covered: only.covered, streams: only.streams) {
             return chosen(Candidate(access: .index(only.range), rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
         }
+        // So does a lone union that answers it from its entries — the members of a relationship (`ANY tags == %@`,
+        // `department IN %@`): each of its rows is read at most once either way, a scan reads them all.
+        if analysis.compound == nil, analysis.join == nil, analysis.singles.isEmpty, analysis.toMany == nil, analysis.unions.count == 1,
+           let only = analysis.unions.first, only.exact, analysis.conjunctCount == 1, estimator.answeredByEntries(covered: true, streams: false) {
+            return chosen(Candidate(access: .union(only.ranges), rank: 6, counted: false, streams: request.sortDescriptors.isEmpty, covered: true))
+        }
         var candidates: [Candidate] = []
         if let compound = analysis.compound {
             candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false,
