@@ -136,6 +136,15 @@ extension LMDBIncrementalStore {
                 }
                 return .objectIDs(request.window(ids).map { objectID(entityTag: $0.tag, key: $0.key, in: state) })
             }
+            if case .keys(let objectIDs) = plan.access, plan.predicate == nil, request.sortDescriptors.isEmpty,
+               request.resultType == .count || request.resultType == .managedObjectID
+                || (request.resultType == .managedObject && request.returnsObjectsAsFaults) {
+                // `SELF IN objects` and nothing else: which of them are rows of the fetched entities, told by each
+                // row's entity tag, as a fetch of every ID tells them (a value damaged elsewhere in a row is found
+                // when its object loads).
+                let found = try lookedUp(objectIDs, in: entity, family: family, state: state, transaction: transaction)
+                return request.resultType == .count ? .count(request.window(found).count) : .objectIDs(Array(request.window(found)))
+            }
             let matches = try matchingRows(request, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
             return try .fetched(request.window(matches), for: request, id: \.id, node: { view in
                 do {
@@ -145,6 +154,40 @@ extension LMDBIncrementalStore {
                 }
             })
         }
+    }
+
+    /// Those of `objectIDs` (in ID order) that are rows of the entities tagged `family` in `entity`'s table, in
+    /// row-key order (as any result without a sort): each row found by one cursor, and only its entity tag read. An
+    /// ID naming another entity of the table than its row's is no object; a tag no entity of the table has is damage,
+    /// an error naming the row.
+    func lookedUp(_ objectIDs: [ManagedObjectID], in entity: StoreLayout.EntityLayout, family: Set<UInt16>, state: OpenState,
+                  transaction: Transaction) throws -> [ManagedObjectID] {
+        let rows = state.rows(of: entity)
+        let inTable = layout.entitiesByTag.map { $0?.root == entity.root }
+        var found: [(key: Int64, id: ManagedObjectID)] = []
+        found.reserveCapacity(objectIDs.count)
+        var namespace: ObjectIdentifier?
+        var tag: UInt16 = 0
+        var wanted = false
+        try rows.withCursor(in: transaction) { cursor in
+            for id in objectIDs {
+                if ObjectIdentifier(id.namespace) != namespace {
+                    namespace = ObjectIdentifier(id.namespace)
+                    let idEntity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
+                    tag = idEntity?.tag ?? 0
+                    wanted = idEntity.map { family.contains($0.tag) } ?? false
+                }
+                guard wanted, case .integer(let key) = id.referenceObject, key > 0,
+                      let entry = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                guard let rowTag = RowCodec.entityTag(entry.value), Int(rowTag) < inTable.count, inTable[Int(rowTag)] else {
+                    throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row's header names no entity of this table"))
+                }
+                if rowTag == tag { found.append((key, id)) }
+            }
+        }
+        // IDs of several entities of the table come entity by entity: their keys interleave.
+        if zip(found, found.dropFirst()).contains(where: { $0.key > $1.key }) { found.sort { $0.key < $1.key } }
+        return found.map(\.id)
     }
 
     /// The error a row that cannot be decoded gives: the store file is corrupted there.

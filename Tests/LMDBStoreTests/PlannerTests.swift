@@ -341,6 +341,62 @@ let longName = String(repeating: "L", count: 600)
         let swapped = FetchRequest(entityName: "Tag", predicate: try FetchPredicate(format: "SELF IN %@ AND (n < 100 AND SELF IN %@)", few, wanted))
         #expect(try context.fetchObjectIDs(swapped) == few.filter { both.contains($0) }, "\(store.explain(swapped))")
     }
+
+    /// A lookup that answers the whole predicate reads each row's entity tag only: a value damaged elsewhere is found
+    /// when that object loads, a damaged tag is an error naming the row, and an ID naming another entity of the
+    /// table is no object.
+    @Test func aLookupReadsTagsOnlyAndStillNamesADamagedOne() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Shape") { AttributeDescription("name", .string) }
+            EntityDescription("Circle", parent: "Shape") { AttributeDescription("radius", .double, isOptional: true) }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let shapes = try (0..<4).map { n -> ManagedObject in
+            let shape = try setup.insertNewObject(forEntityName: n == 3 ? "Circle" : "Shape")
+            try shape.setValue("shape \(n)", forKey: "name")
+            return shape
+        }
+        try setup.save()
+        let ids = shapes.map(\.objectID)
+        setup.reset()  // no row stays cached: each load below reads the file
+        // The circle's key under the name of the parent entity: not that object.
+        guard case .integer(let circleKey) = ids[3].referenceObject else { Issue.record("not an integer key"); return }
+        let misnamed = ManagedObjectID(entityName: "Shape", storeIdentifier: store.identifier, referenceObject: .integer(circleKey))
+        let request = FetchRequest(entityName: "Shape", predicate: try FetchPredicate(format: "SELF IN %@", ids + [misnamed]))
+        #expect(store.explain(request).hasPrefix("KeyLookup"))
+        try damageRow(of: ids[1], in: "Shape", of: store) { $0[$0.count - 6] ^= 0xFF }  // a value, not the tag
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let fetched = try context.fetchObjectIDs(request)
+        #expect(fetched == ids, "\(fetched) vs \(ids)")
+        #expect(try context.count(for: request) == 4)
+        let damaged = context.object(with: ids[1])
+        _ = damaged.value(forKey: "name")
+        #expect(damaged.faultError?.message.contains("checksum") == true, "\(String(describing: damaged.faultError))")
+        try damageRow(of: ids[2], in: "Shape", of: store) { $0[2] = 0x7F }  // the entity tag
+        do {
+            _ = try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(request)
+            Issue.record("a row with a damaged entity tag was taken for an object")
+        } catch let error as ManagedObjectContextError {
+            let key = try store.key(of: ids[2])
+            #expect(error.code == .storeUnusable && error.message.contains("with key \(key)"), "\(error)")
+        }
+    }
+
+    /// The IDs of a lookup come out each once and in ID order, whether they are of one entity with integer keys (ordered
+    /// by key) or not (ordered by comparing IDs).
+    @Test func aLookupsIDsAreOrderedAndUnique() {
+        let store = "6B1E0D16-0000-4000-8000-000000000001"
+        func id(_ entity: String, _ key: Int64) -> ManagedObjectID { ManagedObjectID(entityName: entity, storeIdentifier: store, referenceObject: .integer(key)) }
+        let mixed = [id("B", 9), id("A", 3), id("B", 2), id("A", 3), id("B", 9), id("A", 1)]
+        #expect(QueryPlanner.keyOrdered(mixed) == [id("A", 1), id("A", 3), id("B", 2), id("B", 9)])
+        let one = [7, 3, 7, 10, 1, 3].map { id("A", Int64($0)) }
+        #expect(QueryPlanner.keyOrdered(one) == [1, 3, 7, 10].map { id("A", Int64($0)) })
+        let named = ManagedObjectID(entityName: "A", storeIdentifier: store, referenceObject: .string("x"))
+        #expect(QueryPlanner.keyOrdered([named, id("A", 5), id("A", 5)]) == [id("A", 5), named])
+        #expect(QueryPlanner.keyOrdered([]).isEmpty)
+    }
 }
 
 

@@ -71,7 +71,7 @@ extension QueryPlanner {
     /// The ID of a managed object or object ID constant; `nil` for any other value.
     static func objectID(_ value: PredicateValue) -> ManagedObjectID? {
         guard case .object(let object) = value else { return nil }
-        return (object.base as? ManagedObjectID) ?? (object.base as? ManagedObject)?.objectID
+        return object.wrappedObjectID ?? (object.base as? ManagedObject)?.objectID
     }
 
     /// The object IDs of `SELF == x` / `x == SELF` / `SELF IN {…}` when every `x` is a managed object or an object ID.
