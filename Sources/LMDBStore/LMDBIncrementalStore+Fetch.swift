@@ -166,28 +166,48 @@ extension LMDBIncrementalStore {
         let inTable = layout.entitiesByTag.map { $0?.root == entity.root }
         var found: [(key: Int64, id: ManagedObjectID)] = []
         found.reserveCapacity(objectIDs.count)
-        var namespace: ObjectIdentifier?
-        var tag: UInt16 = 0
-        var wanted = false
+        var lookup = KeyLookup(state: state, family: family)
         try rows.withCursor(in: transaction) { cursor in
             for id in objectIDs {
-                if ObjectIdentifier(id.namespace) != namespace {
-                    namespace = ObjectIdentifier(id.namespace)
-                    let idEntity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
-                    tag = idEntity?.tag ?? 0
-                    wanted = idEntity.map { family.contains($0.tag) } ?? false
-                }
-                guard wanted, case .integer(let key) = id.referenceObject, key > 0,
+                guard let key = lookup.key(of: id),
                       let entry = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
                 guard let rowTag = RowCodec.entityTag(entry.value), Int(rowTag) < inTable.count, inTable[Int(rowTag)] else {
                     throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row's header names no entity of this table"))
                 }
-                if rowTag == tag { found.append((key, id)) }
+                if rowTag == lookup.tag { found.append((key, id)) }
             }
         }
         // IDs of several entities of the table come entity by entity: their keys interleave.
         if zip(found, found.dropFirst()).contains(where: { $0.key > $1.key }) { found.sort { $0.key < $1.key } }
         return found.map(\.id)
+    }
+
+    /// The IDs of a key lookup, one at a time: the row key of each ID of this store and of the fetched entities, the
+    /// ID's entity found when its namespace changes (a lookup's IDs come grouped by entity), not per ID.
+    struct KeyLookup {
+        let state: OpenState
+        let family: Set<UInt16>
+        private var namespace: ObjectIdentifier?
+        private var wanted = false
+        /// The entity tag of the last ID asked about.
+        private(set) var tag: UInt16 = 0
+
+        init(state: OpenState, family: Set<UInt16>) {
+            self.state = state
+            self.family = family
+        }
+
+        /// The row key of `id`, or `nil` when the fetch has no row for it (another store or entity, a string key).
+        mutating func key(of id: ManagedObjectID) -> Int64? {
+            if ObjectIdentifier(id.namespace) != namespace {
+                namespace = ObjectIdentifier(id.namespace)
+                let entity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
+                tag = entity?.tag ?? 0
+                wanted = entity.map { family.contains($0.tag) } ?? false
+            }
+            guard wanted, case .integer(let key) = id.referenceObject, key > 0 else { return nil }
+            return key
+        }
     }
 
     /// The error a row that cannot be decoded gives: the store file is corrupted there.
@@ -458,18 +478,10 @@ extension LMDBIncrementalStore {
             // Primary-key lookups: only IDs of this store, of the fetched entities, with integer keys. The planner
             // orders them by key, so one cursor moves forward through the table and most lookups search only the
             // leaf page of the one before; an ID's entity is looked up when the namespace changes, not per ID.
-            var namespace: ObjectIdentifier?
-            var tag: UInt16 = 0
-            var wanted = false
+            var lookup = KeyLookup(state: state, family: family)
             try rows.withCursor(in: transaction) { cursor in
                 for id in objectIDs where corrupted == nil {
-                    if ObjectIdentifier(id.namespace) != namespace {
-                        namespace = ObjectIdentifier(id.namespace)
-                        let entity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
-                        tag = entity?.tag ?? 0
-                        wanted = entity.map { family.contains($0.tag) } ?? false
-                    }
-                    guard wanted, case .integer(let key) = id.referenceObject, key > 0,
+                    guard let key = lookup.key(of: id),
                           let found = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
                     let row: EncodedRow
                     do throws(RowDecodingError) {
@@ -479,7 +491,7 @@ extension LMDBIncrementalStore {
                         throw ManagedObjectContextError(.storeUnusable, message: "the row of \(id) cannot be read: \(error.reason); the store file is corrupted")
                     }
                     // An ID naming a sub-entity with the key of another entity's row is no object.
-                    guard row.entityTag == tag else { continue }
+                    guard row.entityTag == lookup.tag else { continue }
                     if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
                 }
             }
