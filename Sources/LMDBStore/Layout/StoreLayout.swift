@@ -247,3 +247,30 @@ struct StoreLayout: Sendable {
         return names.sorted()
     }
 }
+
+/// Entity tags as a table indexed by tag (tags are 1…n), so that a row's tag is looked up on a cursor step without
+/// hashing.
+struct TagSet {
+    private let members: [Bool]
+
+    /// The tags of `layout`'s entities that `include` takes.
+    init(_ layout: StoreLayout, _ include: (StoreLayout.EntityLayout) -> Bool) {
+        members = layout.entitiesByTag.map { $0.map(include) ?? false }
+    }
+
+    func contains(_ tag: UInt16) -> Bool {
+        Int(tag) < members.count && members[Int(tag)]
+    }
+}
+
+extension StoreLayout {
+    /// The tags of `family` (a fetch's entities), as a ``TagSet``.
+    func tags(of family: Set<UInt16>) -> TagSet {
+        TagSet(self) { family.contains($0.tag) }
+    }
+
+    /// The tags of the entities whose rows share `entity`'s table: a row of that table with another tag is damage.
+    func tags(sharingTableOf entity: EntityLayout) -> TagSet {
+        TagSet(self) { $0.root == entity.root }
+    }
+}
