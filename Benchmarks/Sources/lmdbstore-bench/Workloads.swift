@@ -254,45 +254,35 @@ struct Workloads {
     /// The predicate Core Data apps write most about relationships: `department == %@` (IDs), against GRDB's
     /// `WHERE departmentId = ?` on its indexed foreign key.
     mutating func relationshipEquality() throws {
-        let name = "relationship equality (department == %@)"
-        func request(_ department: Int) throws -> ObjectFetchRequest {
-            ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "department == %@", lmdb.id("Department", department)))
-        }
-        for department in [1, dataset.departments / 2 + 1, dataset.departments] {
-            let mine = try lmdbIDs(try request(department)).sorted()
-            let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: "SELECT id FROM employee WHERE departmentId = ? ORDER BY id", arguments: [department]) }
-            try check(name, mine == theirs, "department \(department): \(mine.count) vs \(theirs.count)")
-        }
-        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
-            _ = try lmdb.context.fetchObjectIDs(try request(1 + n % dataset.departments))
-        }, plannedFor: try request(1))
-        record(try grdb.queue.read { db in
-            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
-                _ = try Int.fetchAll(db, sql: "SELECT id FROM employee WHERE departmentId = ?", arguments: [1 + n % dataset.departments])
-            }
-        })
+        try relatedEmployees("relationship equality (department == %@)", format: "department == %@", of: "Department",
+                             count: dataset.departments, sql: "SELECT id FROM employee WHERE departmentId = ?", column: "id")
     }
 
     /// Membership of a many-to-many, the predicate Core Data apps write for "the employees on this project":
     /// `ANY projects == %@` (IDs), against GRDB's indexed link table.
     mutating func toManyMembership() throws {
-        let name = "to-many membership (ANY projects == %@)"
-        func request(_ project: Int) throws -> ObjectFetchRequest {
-            ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "ANY projects == %@", lmdb.id("Project", project)))
+        try relatedEmployees("to-many membership (ANY projects == %@)", format: "ANY projects == %@", of: "Project",
+                             count: dataset.projects, sql: "SELECT employeeId FROM employee_project WHERE projectId = ?", column: "employeeId")
+    }
+
+    /// The IDs of the employees `format` (one `%@`) relates to object `n` of `destination` (1…`count`), against GRDB's
+    /// `sql` (one `?`, selecting `column`): checked on the first, a middle and the last object, then measured.
+    private mutating func relatedEmployees(_ name: String, format: String, of destination: String, count: Int, sql: String,
+                                           column: String) throws {
+        func request(_ n: Int) throws -> ObjectFetchRequest {
+            ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: format, lmdb.id(destination, n)))
         }
-        for project in [1, dataset.projects / 2 + 1, dataset.projects] {
-            let mine = try lmdbIDs(try request(project)).sorted()
-            let theirs = try grdb.queue.read {
-                try Int.fetchAll($0, sql: "SELECT employeeId FROM employee_project WHERE projectId = ? ORDER BY employeeId", arguments: [project])
-            }
-            try check(name, mine == theirs && !mine.isEmpty, "project \(project): \(mine.count) vs \(theirs.count)")
+        for n in [1, count / 2 + 1, count] {
+            let mine = try lmdbIDs(try request(n)).sorted()
+            let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: sql + " ORDER BY \(column)", arguments: [n]) }
+            try check(name, mine == theirs && !mine.isEmpty, "\(destination) \(n): \(mine.count) vs \(theirs.count)")
         }
         record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
-            _ = try lmdb.context.fetchObjectIDs(try request(1 + n % dataset.projects))
+            _ = try lmdb.context.fetchObjectIDs(try request(1 + n % count))
         }, plannedFor: try request(1))
         record(try grdb.queue.read { db in
             try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
-                _ = try Int.fetchAll(db, sql: "SELECT employeeId FROM employee_project WHERE projectId = ?", arguments: [1 + n % dataset.projects])
+                _ = try Int.fetchAll(db, sql: sql, arguments: [1 + n % count])
             }
         })
     }
