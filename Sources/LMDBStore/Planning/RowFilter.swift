@@ -134,7 +134,8 @@ struct RowFilter {
     private static func constant(_ value: PredicateValue, for type: AttributeType) -> Constant? {
         switch (type, value) {
         case (let type, .integer(let v)) where type.isInteger: return .integer(v)
-        case (.double, .integer(let v)), (.float, .integer(let v)): return .double(Double(v))
+        // An integer beyond 2^53 has no exact double: the evaluator compares it.
+        case (.double, .integer(let v)) where v.magnitude <= 1 << 53, (.float, .integer(let v)) where v.magnitude <= 1 << 53: return .double(Double(v))
         case (.double, .double(let v)) where !v.isNaN, (.float, .double(let v)) where !v.isNaN: return .double(v)
         case (.string, .string(let v)) where v.utf8.allSatisfy({ $0 < 0x80 }): return .ascii(Array(v.utf8))
         case (.date, .date(let v)) where !v.timeIntervalSinceReferenceDate.isNaN: return .date(v.timeIntervalSinceReferenceDate)
@@ -147,33 +148,20 @@ struct RowFilter {
     /// attribute, numbers for a floating-point one, ASCII texts for a string one; `nil` for any other element (a
     /// NULL, another kind, non-ASCII text), which the evaluator then compares.
     private static func members(_ elements: [PredicateValue], of type: AttributeType) -> Constant? {
+        var integers = Set<Int64>(), doubles = Set<Double>(), texts: [[UInt8]] = []
+        for element in elements {
+            switch element.isNull ? nil : constant(element, for: type) {
+            case .integer(let value)?: integers.insert(value)
+            case .double(let value)?: doubles.insert(value)
+            case .ascii(let bytes)?: texts.append(bytes)
+            default: return nil
+            }
+        }
         switch type {
-        case let type where type.isInteger:
-            var integers = Set<Int64>()
-            for element in elements {
-                guard case .integer(let value) = element else { return nil }
-                integers.insert(value)
-            }
-            return .integers(integers)
-        case .double, .float:
-            var doubles = Set<Double>()
-            for element in elements {
-                switch element {
-                case .integer(let value) where value.magnitude <= 1 << 53: doubles.insert(Double(value))
-                case .double(let value) where !value.isNaN: doubles.insert(value)
-                default: return nil
-                }
-            }
-            return .doubles(doubles)
-        case .string:
-            var texts: [[UInt8]] = []
-            for element in elements {
-                guard case .string(let text) = element, text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-                texts.append(Array(text.utf8))
-            }
-            return .texts(TextSet(texts))
-        default:
-            return nil
+        case let type where type.isInteger: return .integers(integers)
+        case .double, .float: return .doubles(doubles)
+        case .string: return .texts(TextSet(texts))
+        default: return nil
         }
     }
 
