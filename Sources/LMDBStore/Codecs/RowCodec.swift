@@ -305,8 +305,8 @@ struct EncodedRow {
         -> (attributes: AttributeSlots, toOne: ToOneSlots)
     {
         let handle = entity.handle, positions = entity.slotPositions
-        var attributes = handle.emptyAttributes
-        var toOne = handle.emptyToOne
+        var attributes = handle.newAttributes()
+        var toOne = handle.newToOne()
         try forEachField { id, type, reader throws(RowDecodingError) in
             let position = positions[id]
             if type == RowCodec.ValueType.reference {

@@ -223,7 +223,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Puts `value` in `slot` and returns what was there.
     @discardableResult
     func setAttributeValue(_ value: AttributeValue?, _ slot: ManagedObjectModel.Slot) -> AttributeValue? {
-        if attributes.isEmpty { attributes = handle.emptyAttributes }
+        if attributes.isEmpty { attributes = handle.newAttributes() }
         let old = attributes[slot.position]
         attributes[slot.position] = value
         return old
@@ -243,14 +243,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Points the to-one in `slot` at `id`.
     func setToOneID(_ id: ManagedObjectID?, _ slot: ManagedObjectModel.Slot) {
-        if toOne.isEmpty { toOne = handle.emptyToOne }
+        if toOne.isEmpty { toOne = handle.newToOne() }
         toOne[slot.position] = id
     }
 
     /// The object's attribute values with only the transient ones kept.
     func transientAttributes() -> AttributeSlots {
         guard !attributes.isEmpty else { return [] }
-        var kept = handle.emptyAttributes
+        var kept = handle.newAttributes()
         for slot in handle.attributeSlots where slot.isTransient { kept[slot.position] = attributes[slot.position] }
         return kept
     }

@@ -155,12 +155,13 @@ extension ManagedObjectContext {
 
     /// Turns fetched objects that show a row the store no longer holds back into faults, so they show the row the
     /// fetch matched (Core Data's rule that a fetch refreshes what it returns): objects with values loaded, no
-    /// unsaved changes, and a version other than the coordinator's cached row — which ``PersistentStoreCoordinator``
-    /// drops when another process changes it. Faults need nothing: they load through that cache.
+    /// unsaved changes, and a version other than the current row's — the coordinator's cached row, which
+    /// ``PersistentStoreCoordinator`` drops when another process changes it, or for a store whose rows are not
+    /// cached the row read again. Faults need nothing: they load the current row.
     private func refreshStale(_ objects: [ManagedObject]) {
         let loaded = objects.filter { !$0.isFaultStorage && $0.showsCommittedValues }
         guard !loaded.isEmpty else { return }
-        for (object, version) in zip(loaded, persistentStoreCoordinator.cachedVersions(of: loaded.map(\.objectID))) where version != object.version {
+        for (object, version) in zip(loaded, persistentStoreCoordinator.currentVersions(of: loaded.map(\.objectID))) where version != object.version {
             turnIntoFault(object)
         }
     }

@@ -402,7 +402,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // The node's arrays are shared by the object and its snapshot until one of them changes; transient values the
         // object holds are kept.
         if object.handle.hasTransientAttributes, !object.attributes.isEmpty {
-            var merged = stored.attributes.isEmpty ? object.handle.emptyAttributes : stored.attributes
+            var merged = stored.attributes.isEmpty ? object.handle.newAttributes() : stored.attributes
             for slot in object.handle.attributeSlots where slot.isTransient { merged[slot.position] = object.attributes[slot.position] }
             object.attributes = merged
         } else {

@@ -51,7 +51,7 @@ package enum StoredValues: Sendable {
 extension ManagedObjectModel.EntityHandle {
     /// `values` in this entity's attribute positions; names it has no attribute of are left out.
     package func attributeSlots(_ values: [String: AttributeValue]) -> AttributeSlots {
-        var slots = emptyAttributes
+        var slots = newAttributes()
         for (name, value) in values {
             if let slot = slot(named: name), slot.kind == .attribute, slot.position >= 0 { slots[slot.position] = value }
         }
@@ -60,7 +60,7 @@ extension ManagedObjectModel.EntityHandle {
 
     /// `values` in this entity's to-one positions; names it has no to-one of are left out.
     package func toOneSlots(_ values: [String: ManagedObjectID]) -> ToOneSlots {
-        var slots = emptyToOne
+        var slots = newToOne()
         for (name, value) in values {
             if let slot = slot(named: name), slot.kind == .toOne { slots[slot.position] = value }
         }

@@ -39,13 +39,27 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
         public var batchedRelationshipFaults = 0
     }
 
-    /// Creates a store; used by the coordinator. The option `"uuid"` fixes the store's UUID.
+    /// Creates a store; used by the coordinator. The option `"uuid"` fixes the store's UUID;
+    /// `"usesCoordinatorRowCache": "false"` makes the store answer ``usesCoordinatorRowCache`` with `false`.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` for a value
+    ///   of `"usesCoordinatorRowCache"` other than `"true"` or `"false"`.
     public init(description: PersistentStoreCoordinator.StoreDescription) throws {
         model = description.model
         configurationName = description.configurationName
         url = description.url
         options = description.options
+        switch options["usesCoordinatorRowCache"] {
+        case nil, "true": usesCoordinatorRowCache = true
+        case "false": usesCoordinatorRowCache = false
+        case let other?:
+            throw ManagedObjectContextError(.wrongValueType, message: "the store option \"usesCoordinatorRowCache\" is \"\(other)\"; it must be true or false")
+        }
     }
+
+    /// Whether the coordinator caches the store's rows (the option `"usesCoordinatorRowCache"`; `true` unless it
+    /// says otherwise); see ``IncrementalStore/usesCoordinatorRowCache``.
+    public let usesCoordinatorRowCache: Bool
 
     /// The store's metadata: its UUID and type.
     public var metadata: [String: String] { lock.withLock { metadataStorage } }

@@ -32,7 +32,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     private let lock = NSRecursiveLock()
     private var stores: [any PersistentStore] = [] {
-        didSet { routes = stores.map { Route(identifier: $0.identifier, store: $0, incremental: $0 as? any IncrementalStore) } }
+        didSet {
+            routes = stores.map { store in
+                let incremental = store as? any IncrementalStore
+                return Route(identifier: store.identifier, store: store, incremental: incremental, cachesRows: incremental?.usesCoordinatorRowCache ?? false)
+            }
+        }
     }
     /// Each store with its identifier read once (a store may compute it from its metadata on every call) and its
     /// incremental-store view cast once: what every fault and save looks a store up by.
@@ -42,6 +47,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let identifier: String
         let store: any PersistentStore
         let incremental: (any IncrementalStore)?
+        /// Whether the row cache keeps the store's rows (``IncrementalStore/usesCoordinatorRowCache``, read once).
+        let cachesRows: Bool
     }
     private var classes: [String: ManagedObject.Type] = [:]
     /// `objectClass(for:)`'s answers (an entity without a class of its own takes its nearest ancestor's).
@@ -176,10 +183,30 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     func incrementalStore(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> any IncrementalStore {
-        guard let identifier = objectID.storeIdentifier, let store = incrementalStore(withIdentifier: identifier) else {
-            throw ManagedObjectContextError(.noStore, message: "no store of this coordinator holds \(objectID)")
+        try incrementalRoute(for: objectID).store
+    }
+
+    /// The incremental store holding `objectID`, and whether the row cache keeps its rows.
+    private func incrementalRoute(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> (store: any IncrementalStore, cachesRows: Bool) {
+        let found = lock.withLock { () -> (any IncrementalStore, Bool)? in
+            guard let identifier = objectID.storeIdentifier, let route = routes.first(where: { $0.identifier == identifier }),
+                  let store = route.incremental else { return nil }
+            return (store, route.cachesRows)
         }
-        return store
+        guard let found else { throw ManagedObjectContextError(.noStore, message: "no store of this coordinator holds \(objectID)") }
+        return found
+    }
+
+    /// Whether the row cache keeps rows of `objectID`'s store; `lock` must be held. IDs mostly come in runs of one
+    /// namespace: `last` remembers the answer for the namespace asked about last.
+    @inline(__always)
+    private func cachesRows(_ objectID: ManagedObjectID, last: inout (namespace: ObjectIdentifier?, caches: Bool)) -> Bool {
+        let namespace = ObjectIdentifier(objectID.namespace)
+        if last.namespace == namespace { return last.caches }
+        let identifier = objectID.storeIdentifier
+        let caches = identifier != nil && routes.first { $0.identifier == identifier }?.cachesRows == true
+        last = (namespace, caches)
+        return caches
     }
 
     // MARK: - Classes
@@ -233,9 +260,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The stored values of an object, from the row cache or its store.
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
+        let (store, cachesRows) = try incrementalRoute(for: objectID)
+        guard cachesRows else { return try store.newValuesForObject(with: objectID) }
         let (cached, epoch) = lock.withLock { (rowCache[objectID]?.node, cacheEpoch) }
         if let cached { return cached }
-        return try read(objectID, from: incrementalStore(for: objectID), readIn: epoch)
+        return try read(objectID, from: store, readIn: epoch)
     }
 
     /// Reads a row from its store and caches it: only for a registered object (one lookup), and only if no catch-up
@@ -252,6 +281,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// ``register(_:)-(ManagedObjectID)`` then ``node(for:)`` in one visit: the registration counted and the cached
     /// row looked up with one lookup under one lock, the store found once.
     func registeringNode(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
+        let (store, cachesRows) = try incrementalRoute(for: objectID)
+        guard cachesRows else {
+            store.managedObjectContextDidRegisterObjects(with: [objectID])
+            return try store.newValuesForObject(with: objectID)
+        }
         let (cached, epoch) = lock.withLock { () -> (IncrementalStoreNode?, UInt64) in
             guard let position = rowCache.index(forKey: objectID) else {
                 rowCache[objectID] = CachedRow(node: nil, registrations: 1)
@@ -260,7 +294,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             rowCache.values[position].registrations += 1
             return (rowCache.values[position].node, cacheEpoch)
         }
-        let store = try incrementalStore(for: objectID)
         store.managedObjectContextDidRegisterObjects(with: [objectID])
         if let cached { return cached }
         return try read(objectID, from: store, readIn: epoch)
@@ -274,7 +307,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var cached: [(Int, IncrementalStoreNode)] = []
         var missing: [Int] = []
         let epoch = lock.withLock {
+            var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
             for index in objectIDs.indices where !objectIDs[index].isTemporaryID {
+                guard cachesRows(objectIDs[index], last: &last) else {
+                    missing.append(index)
+                    continue
+                }
                 if let node = Self.registering(&rowCache[objectIDs[index], default: CachedRow(node: nil, registrations: 0)]) {
                     cached.append((index, node))
                 } else {
@@ -321,8 +359,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var result: [ManagedObjectID: IncrementalStoreNode] = [:]
         var missing: [ManagedObjectID] = []
         let epoch = lock.withLock {
+            var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
             for id in objectIDs {
-                if let node = rowCache[id]?.node { result[id] = node } else { missing.append(id) }
+                if cachesRows(id, last: &last), let node = rowCache[id]?.node { result[id] = node } else { missing.append(id) }
             }
             return cacheEpoch
         }
@@ -344,7 +383,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func cache(_ nodes: [IncrementalStoreNode], readIn epoch: UInt64) {
         lock.withLock {
             guard cacheEpoch == epoch else { return }
-            for node in nodes {
+            var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
+            for node in nodes where cachesRows(node.objectID, last: &last) {
                 if let position = rowCache.index(forKey: node.objectID) { rowCache.values[position].node = node }
             }
         }
@@ -395,9 +435,28 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// The versions of the cached rows of `objectIDs` (`nil` where no row is cached).
-    func cachedVersions(of objectIDs: [ManagedObjectID]) -> [Int64?] {
-        lock.withLock { objectIDs.map { rowCache[$0]?.node?.version } }
+    /// The versions of the rows of `objectIDs` the coordinator knows to be current: the cached row's, or, for a
+    /// store whose rows are not cached, the row's as the store reads it now (`nil` where neither is known: no row
+    /// cached, the object gone, or the store unreadable).
+    func currentVersions(of objectIDs: [ManagedObjectID]) -> [Int64?] {
+        var uncached: [Int] = []
+        var versions = lock.withLock {
+            var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
+            return objectIDs.indices.map { index -> Int64? in
+                guard cachesRows(objectIDs[index], last: &last) else {
+                    uncached.append(index)
+                    return nil
+                }
+                return rowCache[objectIDs[index]]?.node?.version
+            }
+        }
+        guard !uncached.isEmpty else { return versions }
+        var read: [ManagedObjectID: Int64] = [:]
+        forEachIncrementalStore(of: uncached.map { objectIDs[$0] }) { store, ids in
+            for node in (try? store.newValuesForObjects(with: ids)) ?? [] { read[node.objectID] = node.version }
+        }
+        for index in uncached { versions[index] = read[objectIDs[index]] }
+        return versions
     }
 
     /// Replaces (or drops, for `nil`) a cached row after a save or a refresh.
@@ -407,21 +466,25 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Registers one object: as ``register(_:)-([ManagedObjectID])`` without building groups of IDs.
     func register(_ objectID: ManagedObjectID) {
-        guard let identifier = objectID.storeIdentifier else { return }
-        lock.withLock { rowCache[objectID, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
-        incrementalStore(withIdentifier: identifier)?.managedObjectContextDidRegisterObjects(with: [objectID])
+        guard !objectID.isTemporaryID, let (store, cachesRows) = try? incrementalRoute(for: objectID) else { return }
+        if cachesRows { lock.withLock { rowCache[objectID, default: CachedRow(node: nil, registrations: 0)].registrations += 1 } }
+        store.managedObjectContextDidRegisterObjects(with: [objectID])
     }
 
     func register(_ objectIDs: [ManagedObjectID]) {
         lock.withLock {
-            for id in objectIDs where !id.isTemporaryID { rowCache[id, default: CachedRow(node: nil, registrations: 0)].registrations += 1 }
+            var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
+            for id in objectIDs where !id.isTemporaryID && cachesRows(id, last: &last) {
+                rowCache[id, default: CachedRow(node: nil, registrations: 0)].registrations += 1
+            }
         }
         forEachIncrementalStore(of: objectIDs) { $0.managedObjectContextDidRegisterObjects(with: $1) }
     }
 
     func unregister(_ objectIDs: [ManagedObjectID]) {
         lock.withLock {
-            for id in objectIDs where !id.isTemporaryID {
+            var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
+            for id in objectIDs where !id.isTemporaryID && cachesRows(id, last: &last) {
                 guard let position = rowCache.index(forKey: id) else { continue }
                 rowCache.values[position].registrations -= 1
                 if rowCache.values[position].registrations <= 0 { rowCache.remove(at: position) }

@@ -152,6 +152,72 @@ import Testing
         #expect(a.isFault)
     }
 
+    /// A coordinator whose one in-memory store keeps its rows out of the coordinator's row cache.
+    private func uncachedStack() throws -> (PersistentStoreCoordinator, InMemoryStore) {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
+        let store = try coordinator.addPersistentStore(type: InMemoryStore.storeType, options: ["usesCoordinatorRowCache": "false"]) as! InMemoryStore
+        #expect(!store.usesCoordinatorRowCache)
+        return (coordinator, store)
+    }
+
+    @Test func aStoreOutOfTheRowCacheIsReadOnEveryFaultAndShowsItsLatestRow() throws {
+        let (coordinator, store) = try uncachedStack()
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        let author = try writer.make("Author", ["name": "First"])
+        try writer.save()
+        let first = ManagedObjectContext(coordinator: coordinator)
+        let a = first.object(with: author.objectID)
+        let before = store.callCounts.objectFaults
+        #expect(a["name"] as? String == "First")
+        #expect(store.callCounts.objectFaults == before + 1)
+
+        author["name"] = "Second"
+        try writer.save()
+        let second = ManagedObjectContext(coordinator: coordinator)
+        let b = second.object(with: author.objectID)
+        #expect(b["name"] as? String == "Second", "the fault read the store, not a row cached for the first context")
+        #expect(store.callCounts.objectFaults == before + 2)
+        #expect(a["name"] as? String == "First", "a loaded object keeps its row until it is fetched or refreshed")
+    }
+
+    @Test func aFetchRefreshesStaleObjectsOfAStoreOutOfTheRowCache() throws {
+        let (coordinator, _) = try uncachedStack()
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        let changing = try writer.make("Author", ["name": "Before"])
+        _ = try writer.make("Author", ["name": "Steady"])
+        try writer.save()
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let loaded = try reader.fetch(FetchRequest(entityName: "Author", sortDescriptors: [FetchSortDescriptor(keyPath: "name", ascending: true)]))
+        #expect(loaded.map { $0["name"] as? String } == ["Before", "Steady"])
+
+        changing["name"] = "After"
+        try writer.save()
+        let again = try reader.fetch(FetchRequest(entityName: "Author", sortDescriptors: [FetchSortDescriptor(keyPath: "name", ascending: true)]))
+        #expect(again.map(ObjectIdentifier.init) == loaded.map(ObjectIdentifier.init), "one object per ID")
+        #expect(loaded[0].isFault, "the changed row's object was turned back into a fault")
+        #expect(!loaded[1].isFault, "the unchanged one kept its values")
+        #expect(loaded[0]["name"] as? String == "After")
+
+        loaded[1]["name"] = "Edited here"
+        let third = ManagedObjectContext(coordinator: coordinator)
+        try third.fetch(FetchRequest(entityName: "Author")).forEach { $0["name"] = ($0["name"] as! String) + "!" }
+        try third.save()
+        _ = try reader.fetch(FetchRequest(entityName: "Author"))
+        #expect(loaded[1]["name"] as? String == "Edited here", "an object with unsaved changes is left as it is")
+    }
+
+    @Test func theInMemoryStoreRefusesABadRowCacheOption() throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
+        do {
+            _ = try coordinator.addPersistentStore(type: InMemoryStore.storeType, options: ["usesCoordinatorRowCache": "no"])
+            Issue.record("a bad option value was accepted")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .wrongValueType)
+            #expect(error.message.contains("usesCoordinatorRowCache") && error.message.contains("\"no\""))
+        }
+        #expect(coordinator.persistentStores.isEmpty)
+    }
+
     @Test func rollbackResetAndRefresh() throws {
         let (coordinator, _) = try makeStack()
         let context = ManagedObjectContext(coordinator: coordinator)
