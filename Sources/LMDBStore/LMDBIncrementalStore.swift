@@ -293,30 +293,68 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// Many rows in one read transaction; see ``IncrementalStore/newValuesForObjects(with:)``.
     public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
         let state = try open
-        // Read in row-key order (neighbouring keys share pages), handed back in the order asked for. IDs of one entity
-        // in key order (the usual case: a relationship's window, a batch of a fetch) are read as they come.
-        func rowKey(_ id: ManagedObjectID) -> Int64 { if case .integer(let key) = id.referenceObject { key } else { 0 } }
-        let inOrder = objectIDs.indices.dropFirst().allSatisfy {
-            objectIDs[$0].namespace === objectIDs[$0 - 1].namespace && rowKey(objectIDs[$0 - 1]) < rowKey(objectIDs[$0])
-        }
         return try state.environment.read { transaction in
-            func read(_ id: ManagedObjectID) throws -> IncrementalStoreNode? {
-                guard let entity = state.entity(of: id), let row = try encodedRow(key: try key(of: id), in: state.rows(of: entity), transaction: transaction,
-                                                                                   naming: "of \(id)", checkingFields: false),
-                      row.entityTag == entity.tag else { return nil }
+            var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
+            try forEachStoredRow(of: objectIDs, state: state, transaction: transaction) { index, row in
                 do throws(RowDecodingError) {
-                    return try node(id, row, in: state)
+                    nodes[index] = try node(objectIDs[index], row, in: state)
                 } catch {
-                    throw ManagedObjectContextError(.storeUnusable, message: "the row of \(id) cannot be read: \(error.reason); the store file is corrupted")
+                    throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectIDs[index]) cannot be read: \(error.reason); the store file is corrupted")
                 }
             }
-            if inOrder { return try objectIDs.compactMap(read) }
-            let order = objectIDs.indices.sorted {
-                (objectIDs[$0].entityName, rowKey(objectIDs[$0])) < (objectIDs[$1].entityName, rowKey(objectIDs[$1]))
-            }
-            var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
-            for index in order { nodes[index] = try read(objectIDs[index]) }
             return nodes.compactMap { $0 }
+        }
+    }
+
+    /// The versions of many rows in one read transaction, read from each row's header (its checksum checked, its
+    /// fields not decoded); see ``IncrementalStore/versionsOfObjects(with:)``.
+    public func versionsOfObjects(with objectIDs: [ManagedObjectID]) throws -> [Int64?] {
+        let state = try open
+        return try state.environment.read { transaction in
+            var versions = [Int64?](repeating: nil, count: objectIDs.count)
+            try forEachStoredRow(of: objectIDs, state: state, transaction: transaction) { index, row in
+                versions[index] = Int64(bitPattern: row.version)
+            }
+            return versions
+        }
+    }
+
+    /// Calls `body` with the position in `objectIDs` and the row of each of them that is an object of this store
+    /// (its checksum and header checked, its fields not), in row-key order table by table: one cursor per table
+    /// moves forward, so most lookups search the leaf page of the one before instead of descending from the root.
+    /// IDs in key order (a fetch's result, a relationship's window) are read as they come; others are sorted first.
+    /// An ID naming another entity of the table than its row's is no object.
+    func forEachStoredRow(of objectIDs: [ManagedObjectID], state: OpenState, transaction: Transaction,
+                          _ body: (Int, EncodedRow) throws -> Void) throws {
+        var wanted: [(index: Int, key: UInt64, entity: StoreLayout.EntityLayout)] = []
+        wanted.reserveCapacity(objectIDs.count)
+        var inOrder = true
+        for (index, id) in objectIDs.enumerated() {
+            guard case .integer(let key) = id.referenceObject, key > 0, id.storeIdentifier == state.storeIdentifier,
+                  let entity = state.entity(of: id) else { continue }
+            if let last = wanted.last, last.entity.root != entity.root || last.key >= UInt64(key) { inOrder = false }
+            wanted.append((index, UInt64(key), entity))
+        }
+        if !inOrder { wanted.sort { ($0.entity.root, $0.key) < ($1.entity.root, $1.key) } }
+        var start = 0
+        while start < wanted.count {
+            let root = wanted[start].entity.root
+            var end = start + 1
+            while end < wanted.count && wanted[end].entity.root == root { end += 1 }
+            try state.rows(of: wanted[start].entity).withCursor(in: transaction) { cursor in
+                for (index, key, entity) in wanted[start..<end] {
+                    // The cursor's bytes stay in the map until the read transaction ends.
+                    guard let found = try withUnsafeBytes(of: key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                    let row: EncodedRow
+                    do throws(RowDecodingError) {
+                        row = try EncodedRow(found.value, layout: layout, checkingFields: false)
+                    } catch {
+                        throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectIDs[index]) cannot be read: \(error.reason); the store file is corrupted")
+                    }
+                    if row.entityTag == entity.tag { try body(index, row) }
+                }
+            }
+            start = end
         }
     }
 

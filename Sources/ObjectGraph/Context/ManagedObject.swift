@@ -63,6 +63,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The properties changed since the last save (by slot index).
     @exclusivity(unchecked) var changedSlots = SlotSet()
     @exclusivity(unchecked) var version: Int64 = 0
+    /// The coordinator's row generation before the row the object shows was read or last found current (0:
+    /// unknown). While the generation has not moved, a fetch returning the object need not check it for staleness.
+    @exclusivity(unchecked) var readGeneration: UInt64 = 0
     /// The faults that load with this one, in one store call, when it fires (see ``FaultBatch``).
     @exclusivity(unchecked) var faultBatch: FaultBatch?
     /// State few objects ever have, out of line so that the thousands of faults a fetch or a relationship hands out

@@ -113,7 +113,8 @@ extension ManagedObjectContext {
                 storeRequest.returnsObjectsAsFaults = false
             }
             let epoch = persistentStoreCoordinator.cacheEpochNow
-            return try matches(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]), readIn: epoch)
+            let generation = persistentStoreCoordinator.rowGenerationNow
+            return try matches(from: persistentStoreCoordinator.execute(storeRequest, on: stores[0]), readIn: epoch, generation: generation)
         }
         // Several stores, unsaved changes to merge, or a parent context: every match comes back, the window is
         // applied here.
@@ -125,7 +126,8 @@ extension ManagedObjectContext {
         } else {
             for store in stores {
                 let epoch = persistentStoreCoordinator.cacheEpochNow
-                result += try matches(from: persistentStoreCoordinator.execute(storeRequest, on: store), readIn: epoch).ids
+                let generation = persistentStoreCoordinator.rowGenerationNow
+                result += try matches(from: persistentStoreCoordinator.execute(storeRequest, on: store), readIn: epoch, generation: generation).ids
             }
         }
         var candidates = objects(with: result)
@@ -158,17 +160,27 @@ extension ManagedObjectContext {
     /// unsaved changes, and a version other than the current row's — the coordinator's cached row, which
     /// ``PersistentStoreCoordinator`` drops when another process changes it, or for a store whose rows are not
     /// cached the row read again. Faults need nothing: they load the current row.
+    ///
+    /// Objects whose row was read (or last found current) in the coordinator's current row generation are skipped:
+    /// no save has happened since, here or (as the fetch's catch-up found) elsewhere. The others found current take
+    /// the generation read before the check.
     private func refreshStale(_ objects: [ManagedObject]) {
-        let loaded = objects.filter { !$0.isFaultStorage && $0.showsCommittedValues }
+        let generation = persistentStoreCoordinator.rowGenerationNow
+        let loaded = objects.filter { !$0.isFaultStorage && $0.showsCommittedValues && $0.readGeneration != generation }
         guard !loaded.isEmpty else { return }
-        for (object, version) in zip(loaded, persistentStoreCoordinator.currentVersions(of: loaded.map(\.objectID))) where version != object.version {
-            turnIntoFault(object)
+        for (object, version) in zip(loaded, persistentStoreCoordinator.currentVersions(of: loaded.map(\.objectID))) {
+            if version == object.version {
+                object.readGeneration = generation
+            } else {
+                turnIntoFault(object)
+            }
         }
     }
 
     /// What a store answered with; rows it handed over go into their objects and, for objects that now hold rows,
     /// into the coordinator's cache (read in `epoch`), so other contexts' faults find them.
-    private func matches(from result: PersistentStoreResult, readIn epoch: UInt64) throws(ManagedObjectContextError) -> Matches {
+    /// `generation` is the coordinator's row generation read before the store was asked.
+    private func matches(from result: PersistentStoreResult, readIn epoch: UInt64, generation: UInt64) throws(ManagedObjectContextError) -> Matches {
         switch result {
         case .objectIDs(let ids):
             return .ids(ids)
@@ -188,6 +200,7 @@ extension ManagedObjectContext {
             holdRows(of: holders)
             for (index, object) in objects.enumerated() where takesRow[index] {
                 apply(nodes[index], to: object)
+                object.readGeneration = generation
                 object.awakeFromFetch()
             }
             persistentStoreCoordinator.cache(nodes, readIn: epoch)

@@ -410,6 +410,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         object.toOne = stored.toOne
         object.version = node.version
+        object.readGeneration = node.readGeneration
         object.isFaultStorage = false
         object.committed = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: object.committed?.toMany ?? .init(), version: node.version)
     }

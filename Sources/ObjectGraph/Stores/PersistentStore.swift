@@ -81,6 +81,14 @@ public protocol IncrementalStore: PersistentStore {
     /// - Throws: An error if the store cannot be read.
     func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode]
 
+    /// The versions the rows of `objectIDs` have now, in the same order (`nil` for an object that is gone): what a
+    /// fetch compares the objects a context has loaded with, to find the stale ones, when the store's rows are not in
+    /// the coordinator's cache (``usesCoordinatorRowCache``). The default reads the rows with
+    /// ``newValuesForObjects(with:)``; a store that can read a row's version without decoding the row should.
+    ///
+    /// - Throws: An error if the store cannot be read.
+    func versionsOfObjects(with objectIDs: [ManagedObjectID]) throws -> [Int64?]
+
     /// The members of one relationship for many objects at once, keyed by object. The default asks
     /// ``newValue(forRelationship:forObjectWith:)`` for each; stores should read them in one go.
     ///
@@ -133,6 +141,13 @@ extension IncrementalStore {
         return nodes
     }
 
+    /// The versions of the nodes ``newValuesForObjects(with:)`` reads.
+    public func versionsOfObjects(with objectIDs: [ManagedObjectID]) throws -> [Int64?] {
+        var versions: [ManagedObjectID: Int64] = [:]
+        for node in try newValuesForObjects(with: objectIDs) { versions[node.objectID] = node.version }
+        return objectIDs.map { versions[$0] }
+    }
+
     /// One ``newValue(forRelationship:forObjectWith:)`` call per object.
     public func newValues(forRelationship relationship: RelationshipDescription, forObjectsWith objectIDs: [ManagedObjectID]) throws -> [ManagedObjectID: [ManagedObjectID]] {
         var result: [ManagedObjectID: [ManagedObjectID]] = [:]
@@ -181,6 +196,10 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     public var version: Int64
     /// The values, by name or in slots.
     package var values: StoredValues
+    /// The coordinator's row generation read before the store read this row (0: unknown), which an object taking
+    /// the node keeps: while the generation has not moved, no save can have made the row stale
+    /// (``PersistentStoreCoordinator/rowGenerationNow``).
+    package var readGeneration: UInt64 = 0
 
     /// Attribute values by name; an absent name is NULL.
     public var attributes: [String: AttributeValue] {

@@ -61,6 +61,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     @exclusivity(unchecked) private var cacheTokens: [String: UInt64] = [:]
     /// Grows each time rows are dropped for changes made elsewhere: a row read before that must not be cached after.
     @exclusivity(unchecked) private var cacheEpoch: UInt64 = 0
+    /// Grows after every save through this coordinator and every catch-up that finds changes made elsewhere. A row
+    /// read after the generation was `g` is current while the generation is still `g` — what lets a fetch skip
+    /// checking the objects it returns for staleness. Starts at 1, so 0 stands for "read at an unknown time".
+    private let rowGeneration = Atomic<UInt64>(1)
+
+    /// The row generation now; read it before a store read whose rows an object will show.
+    var rowGenerationNow: UInt64 { rowGeneration.load(ordering: .acquiring) }
+
+    /// `node` stamped with `generation` (read before the store read it).
+    @inline(__always)
+    private static func stamped(_ node: IncrementalStoreNode, _ generation: UInt64) -> IncrementalStoreNode {
+        var node = node
+        node.readGeneration = generation
+        return node
+    }
     let mergingLock = NSLock()
     var mergingContexts: [WeakContext] = []
 
@@ -261,7 +276,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The stored values of an object, from the row cache or its store.
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
         let (store, cachesRows) = try incrementalRoute(for: objectID)
-        guard cachesRows else { return try store.newValuesForObject(with: objectID) }
+        guard cachesRows else {
+            let generation = rowGenerationNow
+            return Self.stamped(try store.newValuesForObject(with: objectID), generation)
+        }
         let (cached, epoch) = lock.withLock { (rowCache[objectID]?.node, cacheEpoch) }
         if let cached { return cached }
         return try read(objectID, from: store, readIn: epoch)
@@ -270,7 +288,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Reads a row from its store and caches it: only for a registered object (one lookup), and only if no catch-up
     /// dropped rows since `epoch`, read before the cache was asked.
     private func read(_ objectID: ManagedObjectID, from store: any IncrementalStore, readIn epoch: UInt64) throws -> IncrementalStoreNode {
-        let node = try store.newValuesForObject(with: objectID)
+        let generation = rowGenerationNow
+        let node = Self.stamped(try store.newValuesForObject(with: objectID), generation)
         lock.withLock {
             guard cacheEpoch == epoch, let position = rowCache.index(forKey: objectID) else { return }
             rowCache.values[position].node = node
@@ -284,7 +303,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let (store, cachesRows) = try incrementalRoute(for: objectID)
         guard cachesRows else {
             store.managedObjectContextDidRegisterObjects(with: [objectID])
-            return try store.newValuesForObject(with: objectID)
+            let generation = rowGenerationNow
+            return Self.stamped(try store.newValuesForObject(with: objectID), generation)
         }
         let (cached, epoch) = lock.withLock { () -> (IncrementalStoreNode?, UInt64) in
             guard let position = rowCache.index(forKey: objectID) else {
@@ -327,7 +347,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let missingIDs = missing.map { objectIDs[$0] }
         var read: [IncrementalStoreNode] = []
         try forEachIncrementalStore(of: missingIDs) { store, ids throws in
-            let found = try store.newValuesForObjects(with: ids)
+            let generation = rowGenerationNow
+            var found = try store.newValuesForObjects(with: ids)
+            for index in found.indices { found[index].readGeneration = generation }
             cache(found, readIn: epoch)
             read += found
         }
@@ -367,7 +389,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         for (storeIdentifier, ids) in Dictionary(grouping: missing.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
             guard let store = incrementalStore(withIdentifier: storeIdentifier) else { continue }
-            let nodes = try store.newValuesForObjects(with: ids)
+            let generation = rowGenerationNow
+            var nodes = try store.newValuesForObjects(with: ids)
+            for index in nodes.indices { nodes[index].readGeneration = generation }
             for node in nodes { result[node.objectID] = node }
             cache(nodes, readIn: epoch)
         }
@@ -404,6 +428,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// stays caught up (the context puts the rows it saved into the cache), so the next fetch need not drop them.
     /// Returns the store's answer: ``PersistentStoreResult/versions(_:)`` or ``PersistentStoreResult/empty``.
     func execute(_ request: SaveChangesRequest, on store: any IncrementalStore) throws -> PersistentStoreResult {
+        // Whatever the save's outcome, rows read before it may be stale now.
+        defer { rowGeneration.add(1, ordering: .releasing) }
         guard let tracking = store as? any ChangeTrackingStore else {
             return try store.execute(.save(request))
         }
@@ -422,6 +448,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func catchUp(with store: any ChangeTrackingStore) throws {
         let identifier = store.identifier
         guard let known = lock.withLock({ cacheTokens[identifier] }), try store.currentChangeToken() != known else { return }
+        rowGeneration.add(1, ordering: .releasing)
         let changes = try store.changes(since: known)
         let current = try changes?.token ?? store.currentChangeToken()
         lock.withLock {
@@ -453,7 +480,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         guard !uncached.isEmpty else { return versions }
         var read: [ManagedObjectID: Int64] = [:]
         forEachIncrementalStore(of: uncached.map { objectIDs[$0] }) { store, ids in
-            for node in (try? store.newValuesForObjects(with: ids)) ?? [] { read[node.objectID] = node.version }
+            guard let found = try? store.versionsOfObjects(with: ids), found.count == ids.count else { return }
+            for (id, version) in zip(ids, found) { read[id] = version }
         }
         for index in uncached { versions[index] = read[objectIDs[index]] }
         return versions

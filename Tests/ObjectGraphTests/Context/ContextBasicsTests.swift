@@ -181,7 +181,7 @@ import Testing
     }
 
     @Test func aFetchRefreshesStaleObjectsOfAStoreOutOfTheRowCache() throws {
-        let (coordinator, _) = try uncachedStack()
+        let (coordinator, store) = try uncachedStack()
         let writer = ManagedObjectContext(coordinator: coordinator)
         let changing = try writer.make("Author", ["name": "Before"])
         _ = try writer.make("Author", ["name": "Steady"])
@@ -189,6 +189,10 @@ import Testing
         let reader = ManagedObjectContext(coordinator: coordinator)
         let loaded = try reader.fetch(FetchRequest(entityName: "Author", sortDescriptors: [FetchSortDescriptor(keyPath: "name", ascending: true)]))
         #expect(loaded.map { $0["name"] as? String } == ["Before", "Steady"])
+        let reads = store.callCounts.batchedObjectFaults
+        _ = try reader.fetch(FetchRequest(entityName: "Author"))
+        #expect(store.callCounts.batchedObjectFaults == reads, "no save since the rows were read: nothing to check")
+        #expect(loaded.allSatisfy { !$0.isFault })
 
         changing["name"] = "After"
         try writer.save()
@@ -197,6 +201,7 @@ import Testing
         #expect(loaded[0].isFault, "the changed row's object was turned back into a fault")
         #expect(!loaded[1].isFault, "the unchanged one kept its values")
         #expect(loaded[0]["name"] as? String == "After")
+        #expect(store.callCounts.batchedObjectFaults == reads + 1, "after a save the loaded objects' rows were checked, in one call")
 
         loaded[1]["name"] = "Edited here"
         let third = ManagedObjectContext(coordinator: coordinator)
