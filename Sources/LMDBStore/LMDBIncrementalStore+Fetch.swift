@@ -478,15 +478,7 @@ extension LMDBIncrementalStore {
             var lookup = KeyLookup(state: state, family: family)
             try rows.withCursor(in: transaction) { cursor in
                 for id in objectIDs where corrupted == nil {
-                    guard let key = lookup.key(of: id),
-                          let found = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
-                    let row: EncodedRow
-                    do throws(RowDecodingError) {
-                        // The cursor's bytes stay in the map until the read transaction ends.
-                        row = try EncodedRow(found.value, layout: layout, checkingFields: false)
-                    } catch {
-                        throw ManagedObjectContextError(.storeUnusable, message: "the row of \(id) cannot be read: \(error.reason); the store file is corrupted")
-                    }
+                    guard let key = lookup.key(of: id), let row = try encodedRow(key: UInt64(key), cursor: cursor, naming: "of \(id)") else { continue }
                     // An ID naming a sub-entity with the key of another entity's row is no object.
                     guard row.entityTag == lookup.tag else { continue }
                     if let view = try consider(row, key: UInt64(key), id: id) { matches.append(view) }
@@ -510,14 +502,7 @@ extension LMDBIncrementalStore {
             candidates.sort { $0.key < $1.key }
             try rows.withCursor(in: transaction) { cursor in
                 for (key, tag) in candidates where corrupted == nil {
-                    // The cursor's bytes stay in the map until the read transaction ends.
-                    guard let found = try withUnsafeBytes(of: key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
-                    let row: EncodedRow
-                    do throws(RowDecodingError) {
-                        row = try EncodedRow(found.value, layout: layout, checkingFields: false)
-                    } catch {
-                        throw ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(entity.root)'s table cannot be read: \(error.reason); the store file is corrupted")
-                    }
+                    guard let row = try encodedRow(key: key, cursor: cursor, naming: "with key \(key) in \(entity.root)'s table") else { continue }
                     if let view = try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state)) { matches.append(view) }
                 }
             }

@@ -275,6 +275,19 @@ extension LMDBIncrementalStore {
         }
     }
 
+    /// The row under `key`, found with `cursor` on its row table: a cursor moving forward through keys in order
+    /// lets LMDB search the leaf page of the row before instead of descending from the root. The checksum and header
+    /// are checked, the fields not (the caller decodes or filters them); the bytes stay in the map until the read
+    /// transaction ends. `naming` completes "the row …" in the error a corrupted row gives.
+    func encodedRow(key: UInt64, cursor: Cursor, naming: @autoclosure () -> String) throws -> EncodedRow? {
+        guard let found = try withUnsafeBytes(of: key.bigEndian, { try cursor.seek(exactly: $0) }) else { return nil }
+        do {
+            return try EncodedRow(found.value, layout: layout, checkingFields: false)
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming()) cannot be read: \(error.reason); the store file is corrupted")
+        }
+    }
+
     /// The change's attribute values and to-one targets in the slot positions of the entity's model handle: as they
     /// are when the context sent them so, placed by name otherwise (a name the entity does not store is refused).
     private func slotValues(_ change: ObjectChange, _ entity: StoreLayout.EntityLayout) throws -> (attributes: AttributeSlots, toOne: ToOneSlots) {

@@ -343,14 +343,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             while end < wanted.count && wanted[end].entity.root == root { end += 1 }
             try state.rows(of: wanted[start].entity).withCursor(in: transaction) { cursor in
                 for (index, key, entity) in wanted[start..<end] {
-                    // The cursor's bytes stay in the map until the read transaction ends.
-                    guard let found = try withUnsafeBytes(of: key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
-                    let row: EncodedRow
-                    do throws(RowDecodingError) {
-                        row = try EncodedRow(found.value, layout: layout, checkingFields: false)
-                    } catch {
-                        throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectIDs[index]) cannot be read: \(error.reason); the store file is corrupted")
-                    }
+                    guard let row = try encodedRow(key: key, cursor: cursor, naming: "of \(objectIDs[index])") else { continue }
                     if row.entityTag == entity.tag { try body(index, row) }
                 }
             }
