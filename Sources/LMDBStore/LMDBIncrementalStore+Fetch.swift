@@ -182,17 +182,20 @@ extension LMDBIncrementalStore {
         return found.map(\.id)
     }
 
-    /// The IDs of a key lookup, one at a time: the row key of each ID of this store and of the fetched entities, the
-    /// ID's entity found when its namespace changes (a lookup's IDs come grouped by entity), not per ID.
+    /// The IDs of a key lookup, one at a time: the row key of each ID of this store and of the fetched entities
+    /// (every entity for a `nil` family), the ID's entity found when its namespace changes (a lookup's IDs come
+    /// grouped by entity), not per ID.
     struct KeyLookup {
         let state: OpenState
-        let family: Set<UInt16>
+        let family: Set<UInt16>?
         private var namespace: ObjectIdentifier?
         private var wanted = false
+        /// The entity of the last ID asked about (`nil` for an ID of another store or an unknown entity).
+        private(set) var entity: StoreLayout.EntityLayout?
         /// The entity tag of the last ID asked about.
-        private(set) var tag: UInt16 = 0
+        var tag: UInt16 { entity?.tag ?? 0 }
 
-        init(state: OpenState, family: Set<UInt16>) {
+        init(state: OpenState, family: Set<UInt16>?) {
             self.state = state
             self.family = family
         }
@@ -201,9 +204,8 @@ extension LMDBIncrementalStore {
         mutating func key(of id: ManagedObjectID) -> Int64? {
             if ObjectIdentifier(id.namespace) != namespace {
                 namespace = ObjectIdentifier(id.namespace)
-                let entity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
-                tag = entity?.tag ?? 0
-                wanted = entity.map { family.contains($0.tag) } ?? false
+                entity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
+                wanted = entity.map { family?.contains($0.tag) ?? true } ?? false
             }
             guard wanted, case .integer(let key) = id.referenceObject, key > 0 else { return nil }
             return key

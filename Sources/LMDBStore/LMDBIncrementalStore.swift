@@ -194,7 +194,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// `false`: a row is read in place from the memory map, so the coordinator's cache would save a read only when
     /// two contexts load the same object, and would cost each object a context loads about 3 000 instructions of
     /// locked dictionary work (a sixth of a fault). Without it every fault reads the store's latest row; a fetch that
-    /// returns objects a context already loaded reads their rows again to refresh the stale ones.
+    /// returns objects a context loaded before the last save reads their versions (``versionsOfObjects(with:)``) to
+    /// refresh the stale ones.
     public var usesCoordinatorRowCache: Bool { false }
 
     /// One `mdb_get` and one decode; see ``IncrementalStore/newValuesForObject(with:)``.
@@ -329,9 +330,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         var wanted: [(index: Int, key: UInt64, entity: StoreLayout.EntityLayout)] = []
         wanted.reserveCapacity(objectIDs.count)
         var inOrder = true
+        var lookup = KeyLookup(state: state, family: nil)
         for (index, id) in objectIDs.enumerated() {
-            guard case .integer(let key) = id.referenceObject, key > 0, id.storeIdentifier == state.storeIdentifier,
-                  let entity = state.entity(of: id) else { continue }
+            guard let key = lookup.key(of: id), let entity = lookup.entity else { continue }
             if let last = wanted.last, last.entity.root != entity.root || last.key >= UInt64(key) { inOrder = false }
             wanted.append((index, UInt64(key), entity))
         }

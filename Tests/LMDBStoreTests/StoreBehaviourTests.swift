@@ -476,6 +476,34 @@ import Testing
         }
     }
 
+    @Test func versionsAndBatchReadsAnswerInTheOrderAskedAndLeaveOutWhatIsNoRow() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        try owner.setValue("O", forKey: "name")
+        let items = try (0..<3).map { n in
+            let item = try context.insertNewObject(forEntityName: "Item")
+            try item.setValue("I\(n)", forKey: "name")
+            try item.setValue(Int16(n), forKey: "rank")
+            try item.setValue(owner, forKey: "owner")
+            return item
+        }
+        try context.save()
+        try items[2].setValue("I2 again", forKey: "name")
+        context.delete(items[1])
+        try context.save()
+
+        let unsaved = try context.insertNewObject(forEntityName: "Item").objectID
+        let foreign = ManagedObjectID(entityName: "Item", storeIdentifier: "another store", referenceObject: .integer(1))
+        // Two tables, keys out of order: answered in the order asked all the same.
+        let asked = [items[2].objectID, owner.objectID, unsaved, items[1].objectID, foreign, items[0].objectID]
+        #expect(try store.versionsOfObjects(with: asked) == [2, 1, nil, nil, nil, 1])
+        let nodes = try store.newValuesForObjects(with: asked)
+        #expect(nodes.map(\.objectID) == [items[2].objectID, owner.objectID, items[0].objectID])
+        #expect(nodes.map { $0.attributes["name"] } == [.string("I2 again"), .string("O"), .string("I0")])
+    }
+
     @Test func theWindowsRowsAreLoadedWithTheirValuesAndOnlyThoseAreRead() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(model)

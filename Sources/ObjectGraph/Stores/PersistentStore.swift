@@ -115,7 +115,8 @@ public protocol IncrementalStore: PersistentStore {
     /// dictionary insert, update and removal per object a context loads (about 3 000 instructions on a fault);
     /// a store whose reads cost a few times that and whose objects are seldom loaded by several contexts at once
     /// answers `false`. Then every fault reads the store (and sees its latest saved row), and a fetch that returns
-    /// objects the context has already loaded reads their rows to find the stale ones. Default: `true`.
+    /// objects the context loaded before the last save (through this coordinator, or found by its catch-up with
+    /// another process's) asks ``versionsOfObjects(with:)`` to find the stale ones. Default: `true`.
     var usesCoordinatorRowCache: Bool { get }
 
     /// Objects whose values a context now holds — called when an object first loads its values (a fault fires, a
