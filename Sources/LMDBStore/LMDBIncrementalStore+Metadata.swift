@@ -126,7 +126,8 @@ extension LMDBIncrementalStore {
     /// - from format 2, the `index/…` tables of indexes with a case- or diacritic-insensitive element: format 3
     ///   folds strings by its own stated rule (``StringFolding``) instead of Foundation's.
     ///
-    /// Format 3 also keeps the model in `meta`. Rows are re-indexed `rowsPerTransaction` to a write transaction (so
+    /// Format 3 also keeps the model in `meta`; format 4 writes rows in row format 2 (with a field table) and reads
+    /// both row formats, so a format-3 file needs only the new format recorded. Rows are re-indexed `rowsPerTransaction` to a write transaction (so
     /// a large store never needs one enormous transaction); the new format and the model are recorded once every
     /// entry is written. Interrupted, the file keeps its old format (its rebuilt tables gone or partly filled) and
     /// the next open starts over.
@@ -138,7 +139,11 @@ extension LMDBIncrementalStore {
             entry.index.elements.contains { $0.collation == .caseInsensitive || $0.collation == .caseAndDiacriticInsensitive }
         }.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) })
         let rebuilt = layout.databaseNames.filter { name in
-            format == 1 ? !StoreLayout.options(for: name).isEmpty : folded.contains(name)
+            switch format {
+            case 1: !StoreLayout.options(for: name).isEmpty
+            case 2: folded.contains(name)
+            default: false
+            }
         }
         do {
             // 1. Drop the old tables, whichever flags an interrupted upgrade left them with.

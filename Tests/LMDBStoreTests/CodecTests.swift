@@ -212,11 +212,12 @@ extension RowCodecTests {
         }
     }
 
-    @Test func aWellSealedRowWithBadFieldsIsRefusedWhenOpenedOrRead() throws {
+    /// Row format 1 (what file formats 1–3 wrote): fields as (number, type, value).
+    @Test func aWellSealedRowOfFormatOneWithBadFieldsIsRefusedWhenOpenedOrRead() throws {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
         func blob(_ attributes: [String: AttributeValue]) -> [UInt8] {
-            RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:]), entity: entity, modelHash: 1)
+            RowCodec.encodeFormatOne(StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:]), entity: entity, modelHash: 1)
         }
         // A decimal that is not a number: the row's layout is sound, so it opens; reading that field fails, naming it.
         var decimal = blob(["m": .decimal(7), "i": .integer(1)])
@@ -249,7 +250,7 @@ extension RowCodecTests {
         var valueInToOne = blob(["i": .integer(3)])
         valueInToOne[RowCodec.headerSize] = UInt8(next >> 8)
         valueInToOne[RowCodec.headerSize + 1] = UInt8(next & 0xFF)
-        var referenceInAttribute = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: [:],
+        var referenceInAttribute = RowCodec.encodeFormatOne(StoredRow(entity: entity, version: 1, attributes: [:],
                                                              toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 5)]),
                                                    entity: entity, modelHash: 1)
         referenceInAttribute[RowCodec.headerSize] = UInt8(i >> 8)
@@ -260,6 +261,80 @@ extension RowCodecTests {
             let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
             #expect(error?.reason == reason)
         }
+    }
+}
+
+extension RowCodecTests {
+    /// Row format 2: a type byte and an offset per field number, then the values. Damage a checksum cannot see (a
+    /// row sealed again after it was changed) is refused with the reason, when the row is opened or the field read.
+    @Test func aWellSealedRowOfFormatTwoWithABadFieldTableIsRefused() throws {
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Thing")!
+        let i = Int(entity.fieldIndex["i"]!), s = Int(entity.fieldIndex["s"]!), next = Int(entity.fieldIndex["next"]!)
+        let good = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["i": .integer(3), "s": .string("ab")],
+                                             toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 9)]), entity: entity, modelHash: 1)
+        #expect(good[0] == 2)
+        let slots = Int(good[20]) << 8 | Int(good[21])
+        let types = RowCodec.headerSize, offsets = types + slots
+        func damaged(_ change: (inout [UInt8]) -> Void) -> [UInt8] {
+            var bytes = good
+            change(&bytes)
+            return Self.resealed(bytes)
+        }
+        let cases: [(String, [UInt8], String)] = [
+            ("unknown type", damaged { $0[types + i] = 99 }, "i has the unknown value type 99"),
+            ("value in a to-one", damaged { $0[types + next] = RowCodec.ValueType.integer }, "the row's field next holds a value, which Thing.next cannot"),
+            ("reference in an attribute", damaged { $0[types + i] = RowCodec.ValueType.reference }, "the row's field i holds a reference, which Thing.i cannot"),
+            ("offset off its value", damaged { $0[offsets + 2 * s + 1] &+= 1 }, "the row's field table does not point at the value of s"),
+            ("more fields than the entity", damaged { $0[20] = 0x7F }, "the row has \(0x7F00 | slots) fields; Thing has \(entity.fields.count)"),
+            ("unknown flags", damaged { $0[1] = 0x80 }, "the row has flags 128, which this LMDBStore does not know"),
+            ("newer row format", damaged { $0[0] = 3 }, "the row has format version 3; this LMDBStore reads 1 to 2"),
+        ]
+        for (what, bad, reason) in cases {
+            let error = #expect(throws: RowDecodingError.self, "\(what)") { try bad.withUnsafeBytes { try EncodedRow($0, layout: layout) } }
+            #expect(error?.reason == reason, "\(what)")
+            #expect(throws: RowDecodingError.self, "\(what)") { try bad.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
+        }
+        // An offset past the end: opened without checking the fields (as a scan does), the field's read refuses it.
+        let past = damaged { $0[offsets + 2 * s] = 0xFF }
+        try past.withUnsafeBytes { bytes in
+            let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
+            let error = #expect(throws: RowDecodingError.self) { try row.field(s) }
+            #expect(error?.reason == "s's value starts past the row's end")
+            #expect(try row.field(i) == .attribute(.integer(3)), "the fields the damage does not reach still read")
+        }
+    }
+
+    /// Both row formats decode to the same row; format 2 leaves trailing NULL fields out of its table, finds a
+    /// value-less field (a Boolean) at the very end, and switches to four-byte offsets past 64 KiB of values.
+    @Test func bothRowFormatsReadTheSameAndFormatTwoHandlesItsEdges() throws {
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Thing")!
+        let big = String(repeating: "x", count: 70_000)
+        let rows = [
+            StoredRow(entity: entity, version: 3, attributes: ["i": .integer(5)], toOne: [:]),
+            StoredRow(entity: entity, version: 3, attributes: ["b": .boolean(true)], toOne: [:]),
+            StoredRow(entity: entity, version: 3, attributes: ["s": .string(big), "b": .boolean(false), "r": .uri(URL(string: "https://a.b")!)],
+                      toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 1 << 40)]),
+            StoredRow(entity: entity, version: 3, attributes: [:], toOne: [:]),
+        ]
+        for row in rows {
+            for blob in [RowCodec.encode(row, entity: entity, modelHash: 1), RowCodec.encodeFormatOne(row, entity: entity, modelHash: 1)] {
+                try blob.withUnsafeBytes { bytes in
+                    let encoded = try EncodedRow(bytes, layout: layout)
+                    #expect(try encoded.decoded() == row, "format \(blob[0])")
+                    for field in entity.fields {
+                        let expected = row.fields[Int(field.id)]
+                        #expect(try encoded.field(Int(field.id)) == expected, "format \(blob[0]), field \(field.name)")
+                    }
+                }
+            }
+        }
+        let trailing = RowCodec.encode(rows[0], entity: entity, modelHash: 1)
+        #expect(Int(trailing[21]) == Int(entity.fieldIndex["i"]!) + 1, "the table ends at the last field that holds a value")
+        let wide = RowCodec.encode(rows[2], entity: entity, modelHash: 1)
+        #expect(wide[1] & RowCodec.wideOffsetsFlag != 0)
+        #expect(RowCodec.encode(rows[3], entity: entity, modelHash: 1).count == RowCodec.headerSize + 4)
     }
 }
 

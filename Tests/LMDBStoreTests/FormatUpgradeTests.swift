@@ -51,7 +51,7 @@ import Testing
         let folder = StoreFolder()
         let before = try formatOneStore(folder)
         let (coordinator, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "3")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
         #expect(try store.verify().isEmpty, "every index entry was rebuilt from the rows")
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == books.model, "the upgrade records the model")
         let state = try store.open
@@ -109,7 +109,7 @@ import Testing
         }
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == nil, "a format-2 file keeps no model")
         let (coordinator, store) = try folder.coordinator(model, "store.lmdb")
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "3")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
         #expect(try store.verify().isEmpty, "the folded index was rebuilt from the rows")
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == model)
         let request = FetchRequest(entityName: "City", predicate: try FetchPredicate(format: "name ==[cd] %@", "strasse"))
@@ -117,6 +117,78 @@ import Testing
         #expect(try ManagedObjectContext(coordinator: coordinator).count(for: request) == 2)
         let zurich = FetchRequest(entityName: "City", predicate: try FetchPredicate(format: "name ==[cd] 'zurich'"))
         #expect(try ManagedObjectContext(coordinator: coordinator).count(for: zurich) == 2)
+    }
+
+    /// A format-3 file holds every row in row format 1 (fields as number, type, value): it opens as format 4
+    /// without a row or an index being touched, reads and filters those rows as before, and a save writes the rows
+    /// it changes in row format 2 (with a field table) beside the old ones.
+    @Test func aFormatThreeFileKeepsItsRowsAndSavesWriteTheNewRowFormat() throws {
+        let folder = StoreFolder()
+        var formatOneRows = 0
+        do {
+            let (coordinator, store) = try folder.coordinator(books.model)
+            try books.load(coordinator)
+            let state = try store.open
+            let layout = StoreLayout(model: books.model)
+            try state.environment.write { transaction in
+                for (name, rows) in state.databases where name.hasPrefix("rows/") {
+                    var rewritten: [([UInt8], [UInt8])] = []
+                    try rows.withCursor(in: transaction) { cursor in
+                        try cursor.forEach { entry in
+                            let row = try RowCodec.decode(entry.value, layout: layout)
+                            let hash = entry.value.loadUnaligned(fromByteOffset: 12, as: UInt64.self).bigEndian
+                            rewritten.append((entry.keyBytes, RowCodec.encodeFormatOne(row, entity: layout.entity(tag: row.entityTag)!, modelHash: hash)))
+                            return true
+                        }
+                    }
+                    for (key, value) in rewritten { try rows.put(value, forKey: key, in: transaction) }
+                    formatOneRows += rewritten.count
+                }
+                try store.database("meta", in: state).put(Array("3".utf8), forKey: Array("format".utf8), in: transaction)
+            }
+        }
+        func rowFormats(_ store: LMDBIncrementalStore) throws -> [UInt8: Int] {
+            let state = try store.open
+            return try state.environment.read { transaction in
+                var formats: [UInt8: Int] = [:]
+                for (name, rows) in state.databases where name.hasPrefix("rows/") {
+                    try rows.withCursor(in: transaction) { cursor in
+                        try cursor.forEach { formats[$0.value[0], default: 0] += 1; return true }
+                    }
+                }
+                return formats
+            }
+        }
+        let (coordinator, store) = try folder.coordinator(books.model)
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
+        #expect(try rowFormats(store) == [1: formatOneRows], "opening touches no row")
+        #expect(try store.verify().isEmpty)
+        let memory = PersistentStoreCoordinator(managedObjectModel: books.model)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        try books.load(memory)
+        func sameAnswers() throws {
+            for (entity, format, key) in [("Book", "title ENDSWITH ' 1'", "title"), ("Book", "year BETWEEN {1960, 1965}", "title"),
+                                          ("Author", "name ENDSWITH '3' AND born > 1950", "name"), ("Shelf", "ANY books.title == 'Dune Messiah'", "label")] {
+                let request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format))
+                func answer(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+                    try ManagedObjectContext(coordinator: coordinator).fetch(request).map { "\($0.value(forKey: key) ?? "")" }.sorted()
+                }
+                #expect(try answer(coordinator) == answer(memory), "\(format)")
+            }
+        }
+        try sameAnswers()
+        var changed = 0
+        for target in [coordinator, memory] {
+            let context = ManagedObjectContext(coordinator: target)
+            let books = try context.fetch(FetchRequest(entityName: "Book", predicate: try FetchPredicate(format: "title == 'Dune 1'")))
+            for book in books { try book.setValue("Dune Messiah", forKey: "title") }
+            try context.save()
+            changed = books.count
+        }
+        #expect(changed > 0)
+        #expect(try rowFormats(store) == [1: formatOneRows - changed, 2: changed], "the saved rows alone are rewritten, in row format 2")
+        #expect(try store.verify().isEmpty)
+        try sameAnswers()
     }
 
     /// A new store keeps its model in `meta`; a model there that does not load is an error naming the file.
@@ -149,7 +221,7 @@ import Testing
         let environment = try Environment.open(at: folder.file().path)
         try store.upgrade(environment, from: 1, path: folder.file().path, rowsPerTransaction: 7)
         let (_, upgraded) = try folder.coordinator(books.model)
-        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "3")
+        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "4")
         #expect(try upgraded.verify().isEmpty)
         let state = try upgraded.open
         let entries = try state.environment.read { transaction in
@@ -166,7 +238,7 @@ import Testing
             for (name, table) in tables where name.hasPrefix("index/") { try table.drop(in: transaction) }
         }
         let (_, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "3")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
         #expect(try store.verify().isEmpty)
     }
 

@@ -40,16 +40,22 @@ struct RowDecodingError: Error, CustomStringConvertible {
     var description: String { reason }
 }
 
-/// The row blob (specified in `Docs/FORMAT.md`): a fixed header, the present fields as (number, type, value), and
-/// a CRC-32C of everything before it.
+/// The row blob (specified in `Docs/FORMAT.md`): a fixed header, a field table, the values, and a CRC-32C of
+/// everything before it.
 ///
-/// Header: format version (u8), flags (u8), entity tag (u16 BE), row version (u64 BE), the first 8 bytes of the
-/// model's version hash, field count (u16 BE).
+/// Header: row format (u8), flags (u8), entity tag (u16 BE), row version (u64 BE), the first 8 bytes of the
+/// model's version hash, field count (u16 BE). Row format 2 (written since file format 4) follows it with one type
+/// byte per field number (0: NULL), one offset per field number into the values (u16 BE, or u32 BE when flag bit 0
+/// is set), then the values in field order — any field is found without reading the others. Row format 1 (file
+/// formats 1–3, still read) follows it with the present fields as (u16 number, u8 type, value).
 enum RowCodec {
-    static let formatVersion: UInt8 = 1
+    static let formatVersion: UInt8 = 2
     static let headerSize = 22
+    /// Flag bit 0: the field table's offsets are four bytes wide (the values take more than 65 535 bytes).
+    static let wideOffsetsFlag: UInt8 = 1
 
     enum ValueType {
+        static let null: UInt8 = 0
         static let integer: UInt8 = 1
         static let double: UInt8 = 2
         static let float: UInt8 = 3
@@ -64,70 +70,118 @@ enum RowCodec {
         static let reference: UInt8 = 12
     }
 
+    /// The row in row format 2: header, the type and offset of each field up to the last one that holds a value
+    /// (trailing NULLs take no room), the values.
     static func encode(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
+        let slots = (row.fields.lastIndex { $0 != nil } ?? -1) + 1
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(headerSize + 3 * slots + 4 + 16 * slots)
+        appendHeader(format: formatVersion, row: row, modelHash: modelHash, fieldCount: UInt16(slots), to: &bytes)
+        let types = bytes.count, offsets = types + slots
+        bytes.append(contentsOf: repeatElement(0, count: 3 * slots))
+        let values = bytes.count
+        var starts = ContiguousArray<Int>(repeating: 0, count: slots)
+        for id in 0..<slots {
+            guard let field = row.fields[id] else { continue }
+            starts[id] = bytes.count - values
+            switch field {
+            case .attribute(let value):
+                bytes[types + id] = appendValue(value, to: &bytes)
+            case .reference(let reference):
+                bytes[types + id] = ValueType.reference
+                TupleEncoding.appendBigEndian(reference.entityTag, to: &bytes)
+                appendVarint(reference.key, to: &bytes)
+            }
+        }
+        if bytes.count - values <= Int(UInt16.max) {
+            for (id, start) in starts.enumerated() {
+                bytes[offsets + 2 * id] = UInt8(start >> 8)
+                bytes[offsets + 2 * id + 1] = UInt8(start & 0xFF)
+            }
+        } else {
+            // A row of more than 64 KiB of values (large strings or data): four-byte offsets.
+            bytes[1] |= wideOffsetsFlag
+            var wide = Array(bytes[..<offsets])
+            wide.reserveCapacity(bytes.count + 2 * slots + 4)
+            for start in starts { TupleEncoding.appendBigEndian(UInt32(start), to: &wide) }
+            wide.append(contentsOf: bytes[values...])
+            bytes = wide
+        }
+        appendChecksum(to: &bytes)
+        return bytes
+    }
+
+    /// The row in row format 1, as file formats 1–3 wrote every row (still read; written only to test that).
+    static func encodeFormatOne(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(headerSize + 4 + 16 * entity.fields.count)
-        bytes.append(formatVersion)
-        bytes.append(0)
-        TupleEncoding.appendBigEndian(row.entityTag, to: &bytes)
-        TupleEncoding.appendBigEndian(row.version, to: &bytes)
-        TupleEncoding.appendBigEndian(modelHash, to: &bytes)
-        let countOffset = bytes.count
-        bytes.append(0)
-        bytes.append(0)
-        var count: UInt16 = 0
+        let present = row.fields.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
+        appendHeader(format: 1, row: row, modelHash: modelHash, fieldCount: UInt16(present), to: &bytes)
         for (id, field) in row.fields.enumerated() {
             switch field {
             case nil: continue
             case .attribute(let value)?:
                 TupleEncoding.appendBigEndian(UInt16(id), to: &bytes)
-                appendValue(value, to: &bytes)
+                let typeAt = bytes.count
+                bytes.append(0)
+                bytes[typeAt] = appendValue(value, to: &bytes)
             case .reference(let reference)?:
                 TupleEncoding.appendBigEndian(UInt16(id), to: &bytes)
                 bytes.append(ValueType.reference)
                 TupleEncoding.appendBigEndian(reference.entityTag, to: &bytes)
                 appendVarint(reference.key, to: &bytes)
             }
-            count += 1
         }
-        bytes[countOffset] = UInt8(count >> 8)
-        bytes[countOffset + 1] = UInt8(count & 0xFF)
-        let crc = bytes.withUnsafeBytes { CRC32C.checksum($0) }
-        withUnsafeBytes(of: crc.bigEndian) { bytes.append(contentsOf: $0) }
+        appendChecksum(to: &bytes)
         return bytes
     }
 
-    private static func appendValue(_ value: AttributeValue, to bytes: inout [UInt8]) {
+    private static func appendHeader(format: UInt8, row: StoredRow, modelHash: UInt64, fieldCount: UInt16, to bytes: inout [UInt8]) {
+        bytes.append(format)
+        bytes.append(0)
+        TupleEncoding.appendBigEndian(row.entityTag, to: &bytes)
+        TupleEncoding.appendBigEndian(row.version, to: &bytes)
+        TupleEncoding.appendBigEndian(modelHash, to: &bytes)
+        TupleEncoding.appendBigEndian(fieldCount, to: &bytes)
+    }
+
+    private static func appendChecksum(to bytes: inout [UInt8]) {
+        let crc = bytes.withUnsafeBytes { CRC32C.checksum($0) }
+        withUnsafeBytes(of: crc.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Appends the value's bytes (not its type) and returns its value type.
+    private static func appendValue(_ value: AttributeValue, to bytes: inout [UInt8]) -> UInt8 {
         switch value {
         case .integer(let v):
-            bytes.append(ValueType.integer)
             appendVarint(UInt64(bitPattern: (v << 1) ^ (v >> 63)), to: &bytes)
+            return ValueType.integer
         case .double(let v):
-            bytes.append(ValueType.double)
             TupleEncoding.appendBigEndian(v.bitPattern, to: &bytes)
+            return ValueType.double
         case .float(let v):
-            bytes.append(ValueType.float)
             withUnsafeBytes(of: v.bitPattern.bigEndian) { bytes.append(contentsOf: $0) }
+            return ValueType.float
         case .decimal(let v):
-            bytes.append(ValueType.decimal)
             appendLengthPrefixed("\(v)".utf8, to: &bytes)
+            return ValueType.decimal
         case .string(let v):
-            bytes.append(ValueType.string)
             appendLengthPrefixed(v.utf8, to: &bytes)
+            return ValueType.string
         case .boolean(let v):
-            bytes.append(v ? ValueType.trueValue : ValueType.falseValue)
+            return v ? ValueType.trueValue : ValueType.falseValue
         case .date(let v):
-            bytes.append(ValueType.date)
             TupleEncoding.appendBigEndian(v.timeIntervalSinceReferenceDate.bitPattern, to: &bytes)
+            return ValueType.date
         case .data(let v):
-            bytes.append(ValueType.data)
             appendLengthPrefixed(v, to: &bytes)
+            return ValueType.data
         case .uuid(let v):
-            bytes.append(ValueType.uuid)
             withUnsafeBytes(of: v.uuid) { bytes.append(contentsOf: $0) }
+            return ValueType.uuid
         case .uri(let v):
-            bytes.append(ValueType.uri)
             appendLengthPrefixed(v.absoluteString.utf8, to: &bytes)
+            return ValueType.uri
         }
     }
 
@@ -186,9 +240,12 @@ struct EncodedRow {
     /// the evaluator without a reference count changing.
     unowned(unsafe) let entity: StoreLayout.EntityLayout
     let version: UInt64
-    /// Where the first field starts and how many there are.
-    private let fieldsOffset: Int
+    /// Row format 1: how many fields the row holds. Row format 2: how many field numbers its field table covers.
     private let fieldCount: Int
+    /// Row format 2: where the values start, after the field table; 0 for a row of format 1.
+    private let valuesOffset: Int
+    /// Row format 2: how many bytes an offset in the field table takes (2 or 4).
+    private let offsetWidth: Int
 
     var entityTag: UInt16 { entity.tag }
 
@@ -201,8 +258,9 @@ struct EncodedRow {
         let body = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 4)])
         let stored = UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 4, as: UInt32.self))
         guard CRC32C.checksum(body) == stored else { throw RowDecodingError(reason: "the row's checksum does not match its bytes") }
-        guard bytes[0] <= RowCodec.formatVersion else {
-            throw RowDecodingError(reason: "the row has format version \(bytes[0]); this LMDBStore reads up to \(RowCodec.formatVersion)")
+        let format = bytes[0], flags = bytes[1]
+        guard format >= 1, format <= RowCodec.formatVersion else {
+            throw RowDecodingError(reason: "the row has format version \(format); this LMDBStore reads 1 to \(RowCodec.formatVersion)")
         }
         let tag = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
         guard let entity = layout.entity(tag: tag) else {
@@ -213,22 +271,52 @@ struct EncodedRow {
         self.entity = entity
         self.version = try reader.uint64()
         _ = try reader.uint64()  // model hash prefix, for migrations
-        self.fieldCount = Int(try reader.uint16())
-        self.fieldsOffset = reader.offset
-        guard checkingFields else { return }
-        for _ in 0..<fieldCount {
-            let id = Int(try reader.uint16())
-            let type = try reader.byte()
-            guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
-            try Self.skip(type, field: entity.fields[id].name, &reader)
+        let fieldCount = Int(try reader.uint16())
+        self.fieldCount = fieldCount
+        if format == 1 {
+            valuesOffset = 0
+            offsetWidth = 0
+        } else {
+            guard flags & ~RowCodec.wideOffsetsFlag == 0 else { throw RowDecodingError(reason: "the row has flags \(flags), which this LMDBStore does not know") }
+            guard fieldCount <= entity.fields.count else {
+                throw RowDecodingError(reason: "the row has \(fieldCount) fields; \(entity.name) has \(entity.fields.count)")
+            }
+            let width = flags & RowCodec.wideOffsetsFlag != 0 ? 4 : 2
+            guard headerSize + fieldCount * (1 + width) <= body.count else { throw RowDecodingError(reason: "the row's field table runs past its end") }
+            valuesOffset = headerSize + fieldCount * (1 + width)
+            offsetWidth = width
         }
-        guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
+        guard checkingFields else { return }
+        try forEachField { id, type, reader throws(RowDecodingError) in try Self.skip(type, field: entity.fields[id].name, &reader) }
     }
 
-    /// A reader at the value of field `id` and the value's type, or `nil` when the row does not hold the field. The
-    /// fields before it are stepped over by their extent only (a string passed over is not read, so not validated).
+    /// Row format 2: where field `id`'s value starts, from the start of the values (`id` < ``fieldCount``).
+    @inline(__always)
+    private func valueStart(_ id: Int) -> Int {
+        let at = RowCodec.headerSize + fieldCount + id * offsetWidth
+        return offsetWidth == 2
+            ? Int(UInt16(bigEndian: body.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
+            : Int(UInt32(bigEndian: body.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+    }
+
+    /// A reader at the value of field `id` and the value's type, or `nil` when the row does not hold the field.
+    /// Row format 2 finds it in the field table; row format 1 steps over the fields before it by their extent only
+    /// (a string passed over is not read, so not validated).
+    @inline(__always)
     private func locate(_ id: Int) throws(RowDecodingError) -> (type: UInt8, reader: ByteReader)? {
-        var reader = ByteReader(bytes: body, offset: fieldsOffset)
+        if valuesOffset != 0 {
+            guard id < fieldCount else { return nil }
+            let type = body[RowCodec.headerSize + id]
+            guard type != RowCodec.ValueType.null else { return nil }
+            let start = valuesOffset + valueStart(id)
+            guard start <= body.count else { throw RowDecodingError(reason: "\(entity.fields[id].name)'s value starts past the row's end") }
+            return (type, ByteReader(bytes: body, offset: start))
+        }
+        return try locateWalking(id)
+    }
+
+    private func locateWalking(_ id: Int) throws(RowDecodingError) -> (type: UInt8, reader: ByteReader)? {
+        var reader = ByteReader(bytes: body, offset: RowCodec.headerSize)
         let fields = entity.fields.count
         for _ in 0..<fieldCount {
             let fieldID = Int(try reader.uint16())
@@ -322,21 +410,42 @@ struct EncodedRow {
 
     /// Walks the fields in order, handing each field's number and value type to `read` with the reader at its
     /// value (which `read` must consume); checks that each field holds what its kind does (a value in an
-    /// attribute's field, a reference in a to-one's) and that nothing follows the last.
+    /// attribute's field, a reference in a to-one's), that a format-2 row's field table points at each value, and
+    /// that nothing follows the last.
     @inline(__always)
     private func forEachField(_ read: (Int, UInt8, inout ByteReader) throws(RowDecodingError) -> Void) throws(RowDecodingError) {
-        var reader = ByteReader(bytes: body, offset: fieldsOffset)
+        if valuesOffset != 0 {
+            var reader = ByteReader(bytes: body, offset: valuesOffset)
+            for id in 0..<fieldCount {
+                let type = body[RowCodec.headerSize + id]
+                guard type != RowCodec.ValueType.null else { continue }
+                try checkKind(id, type)
+                guard valuesOffset + valueStart(id) == reader.offset else {
+                    throw RowDecodingError(reason: "the row's field table does not point at the value of \(entity.fields[id].name)")
+                }
+                try read(id, type, &reader)
+            }
+            guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
+            return
+        }
+        var reader = ByteReader(bytes: body, offset: RowCodec.headerSize)
         for _ in 0..<fieldCount {
             let id = Int(try reader.uint16())
             let type = try reader.byte()
             guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
-            guard (type == RowCodec.ValueType.reference) == entity.referenceFields[id] else {
-                let name = entity.fields[id].name
-                throw RowDecodingError(reason: "the row's field \(name) holds \(type == RowCodec.ValueType.reference ? "a reference" : "a value"), which \(entity.name).\(name) cannot")
-            }
+            try checkKind(id, type)
             try read(id, type, &reader)
         }
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
+    }
+
+    /// Refuses a reference in an attribute's field or a value in a to-one's.
+    @inline(__always)
+    private func checkKind(_ id: Int, _ type: UInt8) throws(RowDecodingError) {
+        guard (type == RowCodec.ValueType.reference) == entity.referenceFields[id] else {
+            let name = entity.fields[id].name
+            throw RowDecodingError(reason: "the row's field \(name) holds \(type == RowCodec.ValueType.reference ? "a reference" : "a value"), which \(entity.name).\(name) cannot")
+        }
     }
 
     private static func read(_ type: UInt8, field: @autoclosure () -> String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {

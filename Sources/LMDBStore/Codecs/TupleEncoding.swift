@@ -130,6 +130,10 @@ enum TupleEncoding {
         withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
     }
 
+    static func appendBigEndian(_ value: UInt32, to key: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
+    }
+
     static func appendBigEndian(_ value: UInt16, to key: inout [UInt8]) {
         withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
     }
