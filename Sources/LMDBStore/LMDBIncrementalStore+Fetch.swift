@@ -448,22 +448,26 @@ extension LMDBIncrementalStore {
     func matchingRows(_ request: FetchRequest, plan: QueryPlan, entity: StoreLayout.EntityLayout, family: Set<UInt16>,
                       state: OpenState, transaction: Transaction) throws -> [RowView] {
         let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
+        // Held in a local for the loops: read from the store per row, the layout's arrays were retained and released
+        // for every row a scan passed.
+        let layout = self.layout
         var matches: [RowView] = []
-        var corrupted: (key: UInt64, error: RowDecodingError)?
         let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
         // What each row is checked against: the whole predicate (a key lookup may have answered all of it). Its
         // simple comparisons are first tried on the row's bytes; the evaluator decides only what they leave open.
         let predicate: FetchPredicate?
         if case .keys = plan.access { predicate = plan.predicate } else { predicate = request.predicate }
         let filter = predicate.flatMap { RowFilter($0, entity: request.entityName, model: model, layout: layout) }
-        /// The row's view if it matches; a field that cannot be decoded stops the fetch with the row's key.
+        /// The row's view if it matches; a field that cannot be decoded stops the fetch with the row's key. (Thrown
+        /// at once rather than recorded: a flag the loops would test per row, captured by this function, costs a
+        /// runtime exclusivity check per row.)
         func consider(_ row: EncodedRow, key: UInt64, id: @autoclosure () -> ManagedObjectID) throws -> RowView? {
             let settled = filter?.matches(row)
             if settled == false { return nil }
             let view = RowView(store: self, state: state, transaction: transaction, id: id(), row: row)
             let matched = try settled ?? predicate?.evaluate(with: view) ?? true
-            if let failure = view.failure { corrupted = (key, failure) }
-            return matched && corrupted == nil ? view : nil
+            if let failure = view.failure { throw corruptedRow(key, in: entity.root, failure) }
+            return matched ? view : nil
         }
         /// Reads and considers the row under `key`.
         func consider(key: UInt64, tag: UInt16) throws -> RowView? {
@@ -479,7 +483,7 @@ extension LMDBIncrementalStore {
             // leaf page of the one before; an ID's entity is looked up when the namespace changes, not per ID.
             var lookup = KeyLookup(state: state, family: family)
             try rows.withCursor(in: transaction) { cursor in
-                for id in objectIDs where corrupted == nil {
+                for id in objectIDs {
                     guard let key = lookup.key(of: id), let row = try encodedRow(key: UInt64(key), cursor: cursor, naming: "of \(id)") else { continue }
                     // An ID naming a sub-entity with the key of another entity's row is no object.
                     guard row.entityTag == lookup.tag else { continue }
@@ -503,7 +507,7 @@ extension LMDBIncrementalStore {
             }
             candidates.sort { $0.key < $1.key }
             try rows.withCursor(in: transaction) { cursor in
-                for (key, tag) in candidates where corrupted == nil {
+                for (key, tag) in candidates {
                     guard let row = try encodedRow(key: key, cursor: cursor, naming: "with key \(key) in \(entity.root)'s table") else { continue }
                     if let view = try consider(row, key: key, id: objectID(entityTag: tag, key: key, in: state)) { matches.append(view) }
                 }
@@ -517,13 +521,11 @@ extension LMDBIncrementalStore {
                    entryMatches(entry.key, elements: elements, predicate: predicate) == false {
                     return nil
                 }
-                let view = try consider(key: key, tag: tag)
-                if let (key, error) = corrupted { throw corruptedRow(key, in: entity.root, error) }
-                return view
+                return try consider(key: key, tag: tag)
             }
         case .union, .intersection, .toManyJoin:
             for (key, tag) in try rowKeys(plan.access, family: family, state: state, transaction: transaction)
-            where matches.count < wanted && corrupted == nil {
+            where matches.count < wanted {
                 if let view = try consider(key: key, tag: tag) { matches.append(view) }
             }
         case .join(let join):
@@ -537,9 +539,9 @@ extension LMDBIncrementalStore {
                         let source = try toOne.reference(in: entry)
                         guard family.contains(source.entityTag) else { return true }
                         if let view = try consider(key: source.key, tag: source.entityTag) { matches.append(view) }
-                        return corrupted == nil
+                        return true
                     }
-                    return corrupted == nil
+                    return true
                 }
             }
         case .empty:
@@ -550,8 +552,7 @@ extension LMDBIncrementalStore {
                 try cursor.forEach { entry in
                     let key = try rows.rowKey(in: entry)
                     guard let tag = RowCodec.entityTag(entry.value) else {
-                        corrupted = (key, RowDecodingError(reason: "the row is \(entry.value.count) bytes, shorter than a row header"))
-                        return false
+                        throw corruptedRow(key, in: entity.root, RowDecodingError(reason: "the row is \(entry.value.count) bytes, shorter than a row header"))
                     }
                     guard wantedTags.contains(tag) else { return true }
                     do {
@@ -562,14 +563,11 @@ extension LMDBIncrementalStore {
                             matches.append(view)
                         }
                     } catch let error as RowDecodingError {
-                        corrupted = (key, error)
+                        throw corruptedRow(key, in: entity.root, error)
                     }
-                    return corrupted == nil && matches.count < wanted
+                    return matches.count < wanted
                 }
             }
-        }
-        if let (key, error) = corrupted {
-            throw corruptedRow(key, in: entity.root, error)
         }
         switch plan.access {
         case .index, .join, .keys:

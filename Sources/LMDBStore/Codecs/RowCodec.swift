@@ -252,7 +252,7 @@ struct EncodedRow {
     /// Checks the checksum, the header and (unless the caller decodes every field next, which checks them too) that
     /// every field is well-formed, so reading one later fails only on a value its type cannot hold, such as a
     /// malformed decimal.
-    init(_ bytes: UnsafeRawBufferPointer, layout: StoreLayout, checkingFields: Bool = true) throws(RowDecodingError) {
+    init(_ bytes: UnsafeRawBufferPointer, layout: borrowing StoreLayout, checkingFields: Bool = true) throws(RowDecodingError) {
         let headerSize = RowCodec.headerSize
         guard bytes.count >= headerSize + 4 else { throw RowDecodingError(reason: "the row is \(bytes.count) bytes, shorter than a row header") }
         let body = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 4)])
@@ -540,23 +540,28 @@ struct ByteReader {
         return offset
     }
 
+    @inline(__always)
     mutating func byte() throws(RowDecodingError) -> UInt8 {
         bytes[try take(1)]
     }
 
+    @inline(__always)
     mutating func bytes(_ count: Int) throws(RowDecodingError) -> UnsafeRawBufferPointer {
         let start = try take(count)
         return UnsafeRawBufferPointer(rebasing: bytes[start..<start + count])
     }
 
+    @inline(__always)
     mutating func uint16() throws(RowDecodingError) -> UInt16 {
         UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: try take(2), as: UInt16.self))
     }
 
+    @inline(__always)
     mutating func uint32() throws(RowDecodingError) -> UInt32 {
         UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: try take(4), as: UInt32.self))
     }
 
+    @inline(__always)
     mutating func uint64() throws(RowDecodingError) -> UInt64 {
         UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: try take(8), as: UInt64.self))
     }
@@ -580,6 +585,7 @@ struct ByteReader {
         }
     }
 
+    @inline(__always)
     mutating func varint() throws(RowDecodingError) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
@@ -592,6 +598,7 @@ struct ByteReader {
         }
     }
 
+    @inline(__always)
     mutating func lengthPrefixed() throws(RowDecodingError) -> UnsafeRawBufferPointer {
         let length = try varint()
         guard length <= UInt64(bytes.count) else { throw RowDecodingError(reason: "a length in the row runs past its end") }
