@@ -303,7 +303,11 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                     throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectIDs[index]) cannot be read: \(error.reason); the store file is corrupted")
                 }
             }
-            return nodes.compactMap { $0 }
+            // Moved out, not copied (a copy retains each node's values and releases them with the array).
+            var found: [IncrementalStoreNode] = []
+            found.reserveCapacity(nodes.count)
+            for index in nodes.indices { if let node = nodes[index].take() { found.append(node) } }
+            return found
         }
     }
 

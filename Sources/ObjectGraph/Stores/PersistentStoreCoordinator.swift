@@ -351,7 +351,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             var found = try store.newValuesForObjects(with: ids)
             for index in found.indices { found[index].readGeneration = generation }
             cache(found, readIn: epoch)
-            read += found
+            // The common case, one store: its nodes taken over, not copied one by one.
+            if read.isEmpty { swap(&read, &found) } else { read += found }
         }
         // A store hands its nodes back in the order asked for (leaving out the gone): matched by walking both lists;
         // by lookup if a store did otherwise or the IDs came from several stores.
@@ -408,8 +409,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         lock.withLock {
             guard cacheEpoch == epoch else { return }
             var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
-            for node in nodes where cachesRows(node.objectID, last: &last) {
-                if let position = rowCache.index(forKey: node.objectID) { rowCache.values[position].node = node }
+            // By position: `for node in nodes` would copy every node (its values retained and released) before the
+            // test, and most stores' nodes are not cached at all.
+            for index in nodes.indices where cachesRows(nodes[index].objectID, last: &last) {
+                if let position = rowCache.index(forKey: nodes[index].objectID) { rowCache.values[position].node = nodes[index] }
             }
         }
     }
