@@ -448,9 +448,6 @@ extension LMDBIncrementalStore {
     func matchingRows(_ request: FetchRequest, plan: QueryPlan, entity: StoreLayout.EntityLayout, family: Set<UInt16>,
                       state: OpenState, transaction: Transaction) throws -> [RowView] {
         let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
-        // Held in a local for the loops: read from the store per row, the layout's arrays were retained and released
-        // for every row a scan passed.
-        let layout = self.layout
         var matches: [RowView] = []
         let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
         // What each row is checked against: the whole predicate (a key lookup may have answered all of it). Its

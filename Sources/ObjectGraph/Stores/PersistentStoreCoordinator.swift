@@ -409,10 +409,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         lock.withLock {
             guard cacheEpoch == epoch else { return }
             var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
-            // By position: `for node in nodes` would copy every node (its values retained and released) before the
-            // test, and most stores' nodes are not cached at all.
-            for index in nodes.indices where cachesRows(nodes[index].objectID, last: &last) {
-                if let position = rowCache.index(forKey: nodes[index].objectID) { rowCache.values[position].node = nodes[index] }
+            for node in nodes where cachesRows(node.objectID, last: &last) {
+                if let position = rowCache.index(forKey: node.objectID) { rowCache.values[position].node = node }
             }
         }
     }
