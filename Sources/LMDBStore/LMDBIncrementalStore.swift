@@ -46,13 +46,34 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let sort: [FetchSortDescriptor]
     }
 
+    /// Makes the object IDs of one open store's rows. A row an object reads a value at a time keeps this, not the
+    /// whole ``OpenState``, so objects holding rows do not keep the store's environment open.
+    final class RowIdentities: Sendable {
+        let storeIdentifier: String
+        /// The object ID namespace of each entity, by entity tag.
+        let namespaces: [ObjectIDNamespace?]
+
+        init(storeIdentifier: String, namespaces: [ObjectIDNamespace?]) {
+            self.storeIdentifier = storeIdentifier
+            self.namespaces = namespaces
+        }
+
+        /// The object ID of the row under `key` of the entity tagged `entityTag`.
+        func objectID(entityTag: UInt16, key: UInt64) -> ManagedObjectID {
+            let namespace = Int(entityTag) < namespaces.count ? namespaces[Int(entityTag)] : nil
+            return ManagedObjectID(namespace: namespace ?? .shared(entityName: "?", storeIdentifier: storeIdentifier),
+                                   referenceObject: .integer(Int64(bitPattern: key)))
+        }
+    }
+
     /// A class: every row view and fetch keeps it, and sharing it costs one retain.
     final class OpenState {
         let environment: Environment
         let databases: [String: Database]
         let storeIdentifier: String
         /// The object ID namespace of each entity, by entity tag.
-        let namespaces: [ObjectIDNamespace?]
+        var namespaces: [ObjectIDNamespace?] { identities.namespaces }
+        let identities: RowIdentities
         /// The row table of each entity (its root's), by entity tag: a fault finds it without building its name.
         let rowTables: [Database?]
         /// Each entity's secondary tables (``StoreLayout/EntityLayout/secondaryTables``' order), by entity tag: a
@@ -92,7 +113,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                 toManyTables[Int(tag)] = entity.toManyTables.mapValues { ($0.isLink, table($0.table)) }
                 entitiesByNamespace[ObjectIdentifier(namespace)] = entity
             }
-            self.namespaces = namespaces
+            identities = RowIdentities(storeIdentifier: storeIdentifier, namespaces: namespaces)
             self.rowTables = rowTables
             self.secondaryTables = secondaryTables
             self.linkTables = linkTables
@@ -163,10 +184,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     }
 
     /// The object ID of a row.
+    @inline(__always)
     func objectID(entityTag: UInt16, key: UInt64, in state: OpenState) -> ManagedObjectID {
-        let namespace = Int(entityTag) < state.namespaces.count ? state.namespaces[Int(entityTag)] : nil
-        return ManagedObjectID(namespace: namespace ?? .shared(entityName: "?", storeIdentifier: state.storeIdentifier),
-                               referenceObject: .integer(Int64(bitPattern: key)))
+        state.identities.objectID(entityTag: entityTag, key: key)
     }
 
     /// The row key of an object of this store.
@@ -233,11 +253,11 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         }
     }
 
-    /// A node straight from a checked row: its fields decoded into the slot arrays an object keeps, to-ones made
-    /// into IDs.
+    /// A node backed by a copy of a row whose header and checksum are checked: every value is checked first, then
+    /// the bytes are copied (``LoadedRow``), and an object taking the node decodes the values it reads.
     func node(_ objectID: ManagedObjectID, _ row: EncodedRow, in state: OpenState) throws(RowDecodingError) -> IncrementalStoreNode {
-        let values = try row.decodedValues { self.objectID(entityTag: $0.entityTag, key: $0.key, in: state) }
-        return IncrementalStoreNode(objectID: objectID, entity: row.entity.handle, attributes: values.attributes, toOne: values.toOne,
+        try row.checkEveryValue()
+        return IncrementalStoreNode(objectID: objectID, entity: row.entity.handle, row: LoadedRow.copy(of: row, identities: state.identities),
                                     version: Int64(bitPattern: row.version))
     }
 

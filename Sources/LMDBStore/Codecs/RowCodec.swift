@@ -290,6 +290,55 @@ struct EncodedRow {
         try forEachField { id, type, reader throws(RowDecodingError) in try Self.skip(type, field: entity.fields[id].name, &reader) }
     }
 
+    /// What reading a field needs besides the bytes, to read a checked row again from a copy of its body
+    /// (``LoadedRow``) without checking it again.
+    struct Shape {
+        let version: UInt64
+        let fieldCount: Int
+        let valuesOffset: Int
+        let offsetWidth: Int
+    }
+
+    var shape: Shape { Shape(version: version, fieldCount: fieldCount, valuesOffset: valuesOffset, offsetWidth: offsetWidth) }
+
+    /// A row read from `body` (a row without its checksum) whose checksum, header and fields were checked when it
+    /// was read with ``init(_:layout:checkingFields:)``, giving `shape`; `entity` must outlive it.
+    init(checkedBody body: UnsafeRawBufferPointer, entity: StoreLayout.EntityLayout, shape: Shape) {
+        self.body = body
+        self.entity = entity
+        version = shape.version
+        fieldCount = shape.fieldCount
+        valuesOffset = shape.valuesOffset
+        offsetWidth = shape.offsetWidth
+    }
+
+    /// Checks every field as ``init(_:layout:checkingFields:)`` does with `checkingFields` (extents, kinds, UTF-8),
+    /// and the values whose type can still refuse them (decimals, URIs), so that reading any field afterwards cannot
+    /// fail: what a row an object reads a value at a time must be.
+    func checkEveryValue() throws(RowDecodingError) {
+        try forEachField { id, type, reader throws(RowDecodingError) in
+            if type == RowCodec.ValueType.decimal || type == RowCodec.ValueType.uri {
+                _ = try Self.readValue(type, field: entity.fields[id].name, &reader)
+            } else {
+                try Self.skip(type, field: entity.fields[id].name, &reader)
+            }
+        }
+    }
+
+    /// The attribute value in field `id` (`nil` for NULL); the row's fields must have been checked.
+    func attributeValue(_ id: Int) throws(RowDecodingError) -> AttributeValue? {
+        guard let located = try locate(id), located.type != RowCodec.ValueType.reference else { return nil }
+        var reader = located.reader
+        return try Self.readValue(located.type, field: entity.fields[id].name, &reader)
+    }
+
+    /// The reference in field `id` (`nil` for none); the row's fields must have been checked.
+    func reference(_ id: Int) throws(RowDecodingError) -> StoredRow.Reference? {
+        guard let located = try locate(id), located.type == RowCodec.ValueType.reference else { return nil }
+        var reader = located.reader
+        return try Self.readReference(&reader)
+    }
+
     /// Row format 2: where field `id`'s value starts, from the start of the values (`id` < ``fieldCount``).
     @inline(__always)
     private func valueStart(_ id: Int) -> Int {
@@ -414,12 +463,14 @@ struct EncodedRow {
     /// that nothing follows the last.
     @inline(__always)
     private func forEachField(_ read: (Int, UInt8, inout ByteReader) throws(RowDecodingError) -> Void) throws(RowDecodingError) {
+        // Held here: read through the unowned entity in the loop, the array would be retained and released per field.
+        let references = entity.referenceFields
         if valuesOffset != 0 {
             var reader = ByteReader(bytes: body, offset: valuesOffset)
             for id in 0..<fieldCount {
                 let type = body[RowCodec.headerSize + id]
                 guard type != RowCodec.ValueType.null else { continue }
-                try checkKind(id, type)
+                try checkKind(id, type, references)
                 guard valuesOffset + valueStart(id) == reader.offset else {
                     throw RowDecodingError(reason: "the row's field table does not point at the value of \(entity.fields[id].name)")
                 }
@@ -433,7 +484,7 @@ struct EncodedRow {
             let id = Int(try reader.uint16())
             let type = try reader.byte()
             guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
-            try checkKind(id, type)
+            try checkKind(id, type, references)
             try read(id, type, &reader)
         }
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
@@ -441,8 +492,8 @@ struct EncodedRow {
 
     /// Refuses a reference in an attribute's field or a value in a to-one's.
     @inline(__always)
-    private func checkKind(_ id: Int, _ type: UInt8) throws(RowDecodingError) {
-        guard (type == RowCodec.ValueType.reference) == entity.referenceFields[id] else {
+    private func checkKind(_ id: Int, _ type: UInt8, _ references: [Bool]) throws(RowDecodingError) {
+        guard (type == RowCodec.ValueType.reference) == references[id] else {
             let name = entity.fields[id].name
             throw RowDecodingError(reason: "the row's field \(name) holds \(type == RowCodec.ValueType.reference ? "a reference" : "a value"), which \(entity.name).\(name) cannot")
         }

@@ -75,6 +75,10 @@ struct StoreLayout: Sendable {
         /// ``toOneRelationships`` (-1 for attributes), by field number.
         let attributeTypes: [AttributeType?]
         let toOneOfField: [Int]
+        /// The field of each attribute position and of each to-one position of ``handle`` (-1: not stored, such as
+        /// a transient attribute): what a row read a value at a time is asked for.
+        let fieldOfAttribute: [Int]
+        let fieldOfToOne: [Int]
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
              indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
@@ -105,6 +109,18 @@ struct StoreLayout: Sendable {
             referenceFields = fields.map { $0.attributeType == nil }
             attributeTypes = fields.map(\.attributeType)
             toOneOfField = fields.map { field in toOneRelationships.firstIndex { $0.name == field.name } ?? -1 }
+            var fieldOfAttribute: [Int] = [], fieldOfToOne: [Int] = []
+            for (id, position) in slotPositions.enumerated() where position >= 0 {
+                if referenceFields[id] {
+                    if fieldOfToOne.count <= position { fieldOfToOne += repeatElement(-1, count: position + 1 - fieldOfToOne.count) }
+                    fieldOfToOne[position] = id
+                } else {
+                    if fieldOfAttribute.count <= position { fieldOfAttribute += repeatElement(-1, count: position + 1 - fieldOfAttribute.count) }
+                    fieldOfAttribute[position] = id
+                }
+            }
+            self.fieldOfAttribute = fieldOfAttribute
+            self.fieldOfToOne = fieldOfToOne
         }
     }
 

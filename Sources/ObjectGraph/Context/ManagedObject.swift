@@ -53,13 +53,25 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     @exclusivity(unchecked) var lifecycle: Lifecycle = .clean
     @exclusivity(unchecked) var isFaultStorage = true
+    /// The stored row the object's persistent attributes and to-ones come from, while they are read from it (see
+    /// ``StoredRowValues``): a value is decoded when first read, and the row's values become the object's own
+    /// arrays (``materialize()``) before anything but a read of one value needs them. `nil` otherwise.
+    @exclusivity(unchecked) var row: (any StoredRowValues)?
+    /// While ``row`` is set: the one value decoded from it that is kept (a string, data, decimal or URI, whose
+    /// decoding allocates), in the object itself — no array to make and free — and its slot index
+    /// (``ManagedObjectModel/Slot/index``; -1 for none).
+    @exclusivity(unchecked) var rowKept: AttributeValue?
+    @exclusivity(unchecked) var rowKeptIndex = -1
     /// Attribute values in the entity's attribute positions; empty (no allocation) until the object loads its
-    /// values or is written to. Read and write them through ``attributeValue(_:)`` and ``setAttributeValue(_:_:)``.
-    @exclusivity(unchecked) var attributes: AttributeSlots = []
-    /// To-one relationships in the entity's to-one positions; empty until loaded or written.
-    @exclusivity(unchecked) var toOne: ToOneSlots = []
+    /// values or is written to. While ``row`` is set it holds only transient values. Read one through
+    /// ``attributeValue(_:)``, the whole array through ``attributes``.
+    @exclusivity(unchecked) var attributeStorage: AttributeSlots = []
+    /// To-one relationships in the entity's to-one positions; empty until loaded or written, and while ``row`` is
+    /// set. Read one through ``toOneID(_:)``, the whole array through ``toOne``.
+    @exclusivity(unchecked) var toOneStorage: ToOneSlots = []
     @exclusivity(unchecked) var toMany = [String: [ManagedObjectID]]()
-    @exclusivity(unchecked) var committed: Snapshot?
+    /// The committed snapshot; while ``row`` is set its attributes and to-ones are empty and stand for the row's.
+    @exclusivity(unchecked) var committedStorage: Snapshot?
     /// The properties changed since the last save (by slot index).
     @exclusivity(unchecked) var changedSlots = SlotSet()
     @exclusivity(unchecked) var version: Int64 = 0
@@ -117,6 +129,79 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public internal(set) var faultError: ManagedObjectContextError? {
         get { extras?.faultError }
         set { if newValue != nil || extras != nil { madeExtras.faultError = newValue } }
+    }
+
+    /// The attribute values in the entity's attribute positions (the row's decoded first, if the object reads one).
+    var attributes: AttributeSlots {
+        get {
+            materialize()
+            return attributeStorage
+        }
+        _modify {
+            materialize()
+            yield &attributeStorage
+        }
+    }
+
+    /// The to-ones in the entity's to-one positions (the row's decoded first, if the object reads one).
+    var toOne: ToOneSlots {
+        get {
+            materialize()
+            return toOneStorage
+        }
+        _modify {
+            materialize()
+            yield &toOneStorage
+        }
+    }
+
+    /// Persisted values as last read or saved (the row's decoded first, if the object reads one); `nil` for a
+    /// fault or a new object.
+    var committed: Snapshot? {
+        get {
+            materialize()
+            return committedStorage
+        }
+        _modify {
+            materialize()
+            yield &committedStorage
+        }
+    }
+
+    /// Makes the values of the row the object reads from its own: every value decoded into ``attributeStorage`` and
+    /// ``toOneStorage``, shared with the committed snapshot. Does nothing for an object that reads no row.
+    @inline(__always)
+    func materialize() {
+        if row != nil { materializeRow() }
+    }
+
+    @inline(never)
+    private func materializeRow() {
+        guard let row else { return }
+        self.row = nil
+        rowKept = nil
+        rowKeptIndex = -1
+        let stored = row.decodedSlots()
+        if handle.hasTransientAttributes, !attributeStorage.isEmpty {
+            var merged = stored.attributes.isEmpty ? handle.newAttributes() : stored.attributes
+            for slot in handle.attributeSlots where slot.isTransient { merged[slot.position] = attributeStorage[slot.position] }
+            attributeStorage = merged
+        } else {
+            attributeStorage = stored.attributes
+        }
+        toOneStorage = stored.toOne
+        committedStorage = Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: committedStorage?.toMany ?? [:],
+                                    version: committedStorage?.version ?? version)
+    }
+
+    /// Starts reading values from `row` (persistent values; transient ones the object holds are kept).
+    func read(from row: any StoredRowValues, version: Int64) {
+        attributeStorage = handle.hasTransientAttributes ? transientAttributes() : []
+        toOneStorage = []
+        self.row = row
+        rowKept = nil
+        rowKeptIndex = -1
+        committedStorage = Snapshot(attributes: [], toOne: [], toMany: committedStorage?.toMany ?? [:], version: version)
     }
 
     /// Persisted values as last read or saved.
@@ -214,7 +299,32 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The attribute value in `slot` (an attribute slot with a position), `nil` for NULL.
     @inline(__always)
     func attributeValue(_ slot: ManagedObjectModel.Slot) -> AttributeValue? {
-        UInt(bitPattern: slot.position) < UInt(attributes.count) ? attributes[slot.position] : nil
+        if row != nil, !slot.isTransient { return rowAttributeValue(slot) }
+        return UInt(bitPattern: slot.position) < UInt(attributeStorage.count) ? attributeStorage[slot.position] : nil
+    }
+
+    /// The persistent attribute value in `slot` of an object reading its row: decoded from the row. Numbers, dates
+    /// and Booleans are decoded at each read, which costs less than keeping them. A value whose decoding allocates
+    /// (a string, data, a decimal, a URI) is kept, so reading it again costs nothing: the first such value in the
+    /// object itself (``rowKept``); when a second is read, the object reads more than one field and decodes its
+    /// whole row into arrays (``materialize()``), as an object not reading a row holds them.
+    @inline(never)
+    private func rowAttributeValue(_ slot: ManagedObjectModel.Slot) -> AttributeValue? {
+        guard slot.position >= 0, let row else { return nil }
+        if slot.index == rowKeptIndex { return rowKept }
+        let value = row.attribute(at: slot.position)
+        switch value {
+        case .string?, .data?, .decimal?, .uri?:
+            guard rowKeptIndex < 0 else {
+                materialize()
+                return attributeStorage[slot.position]
+            }
+            rowKept = value
+            rowKeptIndex = slot.index
+        default:
+            break
+        }
+        return value
     }
 
     /// The attribute value named `name`, `nil` for NULL or a name that is no attribute.
@@ -226,16 +336,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Puts `value` in `slot` and returns what was there.
     @discardableResult
     func setAttributeValue(_ value: AttributeValue?, _ slot: ManagedObjectModel.Slot) -> AttributeValue? {
-        if attributes.isEmpty { attributes = handle.newAttributes() }
-        let old = attributes[slot.position]
-        attributes[slot.position] = value
+        if !slot.isTransient { materialize() }
+        if attributeStorage.isEmpty { attributeStorage = handle.newAttributes() }
+        let old = attributeStorage[slot.position]
+        attributeStorage[slot.position] = value
         return old
     }
 
     /// The object ID the to-one in `slot` points at.
     @inline(__always)
     func toOneID(_ slot: ManagedObjectModel.Slot) -> ManagedObjectID? {
-        UInt(bitPattern: slot.position) < UInt(toOne.count) ? toOne[slot.position] : nil
+        if let row { return slot.position >= 0 && !slot.isTransient ? row.toOne(at: slot.position) : nil }
+        return UInt(bitPattern: slot.position) < UInt(toOneStorage.count) ? toOneStorage[slot.position] : nil
     }
 
     /// The object ID the to-one named `name` points at (`nil` for a name that is no to-one).
@@ -246,15 +358,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Points the to-one in `slot` at `id`.
     func setToOneID(_ id: ManagedObjectID?, _ slot: ManagedObjectModel.Slot) {
-        if toOne.isEmpty { toOne = handle.newToOne() }
-        toOne[slot.position] = id
+        materialize()
+        if toOneStorage.isEmpty { toOneStorage = handle.newToOne() }
+        toOneStorage[slot.position] = id
     }
 
     /// The object's attribute values with only the transient ones kept.
     func transientAttributes() -> AttributeSlots {
-        guard !attributes.isEmpty else { return [] }
+        guard !attributeStorage.isEmpty else { return [] }
         var kept = handle.newAttributes()
-        for slot in handle.attributeSlots where slot.isTransient { kept[slot.position] = attributes[slot.position] }
+        for slot in handle.attributeSlots where slot.isTransient { kept[slot.position] = attributeStorage[slot.position] }
         return kept
     }
 

@@ -70,7 +70,7 @@ extension ManagedObjectContext {
                             for member in members {
                                 let ids = values[member.objectID] ?? []
                                 member.toMany[component] = ids
-                                member.committed?.toMany[component] = ids
+                                member.committedStorage?.toMany[component] = ids
                             }
                         }
                         }

@@ -401,6 +401,8 @@ struct Backup {
         let objectID: ManagedObjectID
         let lifecycle: ManagedObject.Lifecycle
         let isFault: Bool
+        let row: (any StoredRowValues)?
+        let rowKept: (value: AttributeValue?, index: Int)
         let attributes: AttributeSlots
         let toOne: ToOneSlots
         let toMany: [String: [ManagedObjectID]]
@@ -428,9 +430,10 @@ struct Backup {
             saved = Array(context.registered.values)
         }
         objects = saved.map {
-            ObjectState(object: $0, objectID: $0.objectID, lifecycle: $0.lifecycle, isFault: $0.isFaultStorage, attributes: $0.attributes,
-                        toOne: $0.toOne, toMany: $0.toMany, pendingToMany: $0.pendingToMany, committed: $0.committed, changedSlots: $0.changedSlots,
-                        version: $0.version, context: $0.managedObjectContext)
+            // The storage as it is: an object reading its row keeps reading it (recording it decodes nothing).
+            ObjectState(object: $0, objectID: $0.objectID, lifecycle: $0.lifecycle, isFault: $0.isFaultStorage, row: $0.row, rowKept: ($0.rowKept, $0.rowKeptIndex),
+                        attributes: $0.attributeStorage, toOne: $0.toOneStorage, toMany: $0.toMany, pendingToMany: $0.pendingToMany,
+                        committed: $0.committedStorage, changedSlots: $0.changedSlots, version: $0.version, context: $0.managedObjectContext)
         }
         inserted = context.insertedIDs
         deleted = context.deletedIDs
@@ -444,11 +447,13 @@ struct Backup {
             object.objectID = state.objectID
             object.lifecycle = state.lifecycle
             object.isFaultStorage = state.isFault
-            object.attributes = state.attributes
-            object.toOne = state.toOne
+            object.row = state.row
+            (object.rowKept, object.rowKeptIndex) = state.rowKept
+            object.attributeStorage = state.attributes
+            object.toOneStorage = state.toOne
             object.toMany = state.toMany
             if !state.pendingToMany.isEmpty || object.extras != nil { object.pendingToMany = state.pendingToMany }
-            object.committed = state.committed
+            object.committedStorage = state.committed
             object.changedSlots = state.changedSlots
             object.version = state.version
             object.managedObjectContext = state.context

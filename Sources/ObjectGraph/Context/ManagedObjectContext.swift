@@ -332,10 +332,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.isFaultStorage = true
         object.extras?.fetchedResults.removeAll()
         object.extras?.pendingToMany.removeAll()
-        object.attributes = object.handle.hasTransientAttributes ? object.transientAttributes() : []
-        object.toOne = []
+        object.attributeStorage = object.handle.hasTransientAttributes ? object.transientAttributes() : []
+        object.row = nil
+        object.toOneStorage = []
         object.toMany = [:]
-        object.committed = nil
+        object.committedStorage = nil
     }
 
     // MARK: - Faults
@@ -398,21 +399,31 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Puts a node's values into an object and makes them its committed snapshot.
     func apply(_ node: IncrementalStoreNode, to object: ManagedObject) {
         holdRow(of: object)
+        if case .row(let entity, let row) = node.values, entity === object.handle {
+            // The object reads its values from the row as they are asked for.
+            object.read(from: row.values, version: node.version)
+            object.version = node.version
+            object.readGeneration = node.readGeneration
+            object.isFaultStorage = false
+            return
+        }
+        object.row = nil
         let stored = node.values.slots(of: object.handle)
         // The node's arrays are shared by the object and its snapshot until one of them changes; transient values the
         // object holds are kept.
-        if object.handle.hasTransientAttributes, !object.attributes.isEmpty {
+        if object.handle.hasTransientAttributes, !object.attributeStorage.isEmpty {
             var merged = stored.attributes.isEmpty ? object.handle.newAttributes() : stored.attributes
-            for slot in object.handle.attributeSlots where slot.isTransient { merged[slot.position] = object.attributes[slot.position] }
-            object.attributes = merged
+            for slot in object.handle.attributeSlots where slot.isTransient { merged[slot.position] = object.attributeStorage[slot.position] }
+            object.attributeStorage = merged
         } else {
-            object.attributes = stored.attributes
+            object.attributeStorage = stored.attributes
         }
-        object.toOne = stored.toOne
+        object.toOneStorage = stored.toOne
         object.version = node.version
         object.readGeneration = node.readGeneration
         object.isFaultStorage = false
-        object.committed = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: object.committed?.toMany ?? .init(), version: node.version)
+        object.committedStorage = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne,
+                                                         toMany: object.committedStorage?.toMany ?? .init(), version: node.version)
     }
 
     /// Whether the object's store derives this to-many relationship from its inverse (so changes to it need not be
@@ -452,8 +463,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         guard let relationship = object.handle.relationship(named: key) else { return }
         let ids = (try? sourceRelationship(relationship, of: object.objectID)) ?? []
         object.toMany[key] = ids
-        if object.committed == nil { object.willAccessValues() }
-        object.committed?.toMany[key] = ids
+        if object.committedStorage == nil { object.willAccessValues() }
+        object.committedStorage?.toMany[key] = ids
     }
 
     // MARK: - Permanent IDs

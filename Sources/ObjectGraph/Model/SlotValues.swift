@@ -5,12 +5,40 @@ package typealias AttributeSlots = ContiguousArray<AttributeValue?>
 /// An object's to-one relationships in its entity's to-one positions; `nil` is no object.
 package typealias ToOneSlots = ContiguousArray<ManagedObjectID?>
 
+/// A stored row a store hands over without decoding it: an object backed by it decodes a value when the value is
+/// first read, so a fault or a fetched object pays for the fields it reads, not for every field of its row.
+///
+/// A store checks the row before handing it over (its checksum, its layout, each value's extent and encoding), so
+/// reading a value cannot fail. A row must be immutable once handed over, since any thread may read it (it is not
+/// required to be `Sendable` only so that a `ManagedBuffer` can hold its header and bytes in one allocation; nodes
+/// carry it as a ``SharedRow``). Objects keep what they decode, never change the row.
+package protocol StoredRowValues: AnyObject {
+    /// The persistent attribute value at `position` in the entity's attribute positions (``AttributeSlots``); `nil`
+    /// for NULL and for positions the row does not store (transient attributes).
+    func attribute(at position: Int) -> AttributeValue?
+    /// The object the persistent to-one at `position` in the entity's to-one positions points at; `nil` for none.
+    func toOne(at position: Int) -> ManagedObjectID?
+    /// Every value, decoded into the entity's slot positions (what ``attribute(at:)`` and ``toOne(at:)`` give one at
+    /// a time).
+    func decodedSlots() -> (attributes: AttributeSlots, toOne: ToOneSlots)
+}
+
+/// A ``StoredRowValues`` as nodes carry it between threads: rows are immutable, so sharing one is safe.
+package struct SharedRow: @unchecked Sendable {
+    package let values: any StoredRowValues
+
+    package init(_ values: any StoredRowValues) {
+        self.values = values
+    }
+}
+
 /// The attribute and to-one values of one object, as a store hands them over or is given them: by name (what any
-/// store can build), or in the positions of an entity's slots (what the runtime keeps, so no name is hashed on the
-/// way between a row and an object).
+/// store can build), in the positions of an entity's slots (what the runtime keeps, so no name is hashed on the
+/// way between a row and an object), or as the stored row itself, decoded a value at a time.
 package enum StoredValues: Sendable {
     case named(attributes: [String: AttributeValue], toOne: [String: ManagedObjectID])
     case slots(ManagedObjectModel.EntityHandle, attributes: AttributeSlots, toOne: ToOneSlots)
+    case row(ManagedObjectModel.EntityHandle, SharedRow)
 
     /// The attribute values by name (absent = NULL); setting them keeps the values by name from then on.
     var attributeDictionary: [String: AttributeValue] {
@@ -18,6 +46,7 @@ package enum StoredValues: Sendable {
             switch self {
             case .named(let attributes, _): attributes
             case .slots(let entity, let attributes, _): entity.attributeDictionary(attributes)
+            case .row(let entity, let row): entity.attributeDictionary(row.values.decodedSlots().attributes)
             }
         }
         set { self = .named(attributes: newValue, toOne: toOneDictionary) }
@@ -29,19 +58,25 @@ package enum StoredValues: Sendable {
             switch self {
             case .named(_, let toOne): toOne
             case .slots(let entity, _, let toOne): entity.toOneDictionary(toOne)
+            case .row(let entity, let row): entity.toOneDictionary(row.values.decodedSlots().toOne)
             }
         }
         set { self = .named(attributes: attributeDictionary, toOne: newValue) }
     }
 
-    /// The values in `entity`'s positions: shared when they are already, placed by name otherwise (names the entity
-    /// does not have are left out).
+    /// The values in `entity`'s positions: shared when they are already, decoded from a row, placed by name
+    /// otherwise (names the entity does not have are left out).
     package func slots(of entity: ManagedObjectModel.EntityHandle) -> (attributes: AttributeSlots, toOne: ToOneSlots) {
         switch self {
         case .slots(let own, let attributes, let toOne) where own === entity:
             return (attributes, toOne)
         case .slots(let own, let attributes, let toOne):
             return (entity.attributeSlots(own.attributeDictionary(attributes)), entity.toOneSlots(own.toOneDictionary(toOne)))
+        case .row(let own, let row) where own === entity:
+            return row.values.decodedSlots()
+        case .row(let own, let row):
+            let decoded = row.values.decodedSlots()
+            return (entity.attributeSlots(own.attributeDictionary(decoded.attributes)), entity.toOneSlots(own.toOneDictionary(decoded.toOne)))
         case .named(let attributes, let toOne):
             return (entity.attributeSlots(attributes), entity.toOneSlots(toOne))
         }

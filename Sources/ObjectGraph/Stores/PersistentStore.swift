@@ -188,14 +188,14 @@ public struct ObjectReference: Sendable, Hashable {
 /// The stored state of one object, as a store hands it over (Core Data's `NSIncrementalStoreNode`).
 ///
 /// Any store can build a node from values by name. A store built into this package hands over values in the
-/// entity's slot order instead, which an object then shares without looking up a name; the by-name views below
-/// work on either.
+/// entity's slot order instead, which an object then shares without looking up a name, or its stored row, which an
+/// object decodes a value at a time as it reads them; the by-name views below work on all three.
 public struct IncrementalStoreNode: Sendable, Hashable {
     /// The object's ID.
     public var objectID: ManagedObjectID
     /// The row's version: it grows with every saved change, for optimistic locking.
     public var version: Int64
-    /// The values, by name or in slots.
+    /// The values, by name, in slots or as a row.
     package var values: StoredValues
     /// The coordinator's row generation read before the store read this row (0: unknown), which an object taking
     /// the node keeps: while the generation has not moved, no save can have made the row stale
@@ -225,6 +225,13 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     package init(objectID: ManagedObjectID, entity: ManagedObjectModel.EntityHandle, attributes: AttributeSlots, toOne: ToOneSlots, version: Int64) {
         self.objectID = objectID
         self.values = .slots(entity, attributes: attributes, toOne: toOne)
+        self.version = version
+    }
+
+    /// A node backed by its stored row, which objects taking it decode a value at a time.
+    package init(objectID: ManagedObjectID, entity: ManagedObjectModel.EntityHandle, row: any StoredRowValues, version: Int64) {
+        self.objectID = objectID
+        self.values = .row(entity, SharedRow(row))
         self.version = version
     }
 
