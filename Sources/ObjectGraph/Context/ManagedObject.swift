@@ -178,10 +178,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @inline(never)
     private func materializeRow() {
         guard let row else { return }
-        self.row = nil
-        rowKept = nil
-        rowKeptIndex = -1
-        let stored = row.decodedSlots()
+        take(row.decodedSlots(), version: committedStorage?.version ?? version)
+    }
+
+    /// Takes `stored` (persistent values, in slots) as the object's values and its committed snapshot, which share
+    /// the arrays until one of them changes; transient values the object holds are kept, the row it read is dropped.
+    func take(_ stored: (attributes: AttributeSlots, toOne: ToOneSlots), version: Int64) {
+        forgetRow()
         if handle.hasTransientAttributes, !attributeStorage.isEmpty {
             var merged = stored.attributes.isEmpty ? handle.newAttributes() : stored.attributes
             for slot in handle.attributeSlots where slot.isTransient { merged[slot.position] = attributeStorage[slot.position] }
@@ -191,7 +194,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         toOneStorage = stored.toOne
         committedStorage = Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: committedStorage?.toMany ?? [:],
-                                    version: committedStorage?.version ?? version)
+                                    version: version)
+    }
+
+    /// Stops reading values from a row (without taking its values: the caller replaces them).
+    func forgetRow() {
+        row = nil
+        rowKept = nil
+        rowKeptIndex = -1
     }
 
     /// Starts reading values from `row` (persistent values; transient ones the object holds are kept).

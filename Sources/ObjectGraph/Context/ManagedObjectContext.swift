@@ -333,7 +333,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.extras?.fetchedResults.removeAll()
         object.extras?.pendingToMany.removeAll()
         object.attributeStorage = object.handle.hasTransientAttributes ? object.transientAttributes() : []
-        object.row = nil
+        object.forgetRow()
         object.toOneStorage = []
         object.toMany = [:]
         object.committedStorage = nil
@@ -402,28 +402,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if case .row(let entity, let row) = node.values, entity === object.handle {
             // The object reads its values from the row as they are asked for.
             object.read(from: row.values, version: node.version)
-            object.version = node.version
-            object.readGeneration = node.readGeneration
-            object.isFaultStorage = false
-            return
-        }
-        object.row = nil
-        let stored = node.values.slots(of: object.handle)
-        // The node's arrays are shared by the object and its snapshot until one of them changes; transient values the
-        // object holds are kept.
-        if object.handle.hasTransientAttributes, !object.attributeStorage.isEmpty {
-            var merged = stored.attributes.isEmpty ? object.handle.newAttributes() : stored.attributes
-            for slot in object.handle.attributeSlots where slot.isTransient { merged[slot.position] = object.attributeStorage[slot.position] }
-            object.attributeStorage = merged
         } else {
-            object.attributeStorage = stored.attributes
+            // The node's arrays are shared by the object and its snapshot until one of them changes.
+            object.take(node.values.slots(of: object.handle), version: node.version)
         }
-        object.toOneStorage = stored.toOne
         object.version = node.version
         object.readGeneration = node.readGeneration
         object.isFaultStorage = false
-        object.committedStorage = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne,
-                                                         toMany: object.committedStorage?.toMany ?? .init(), version: node.version)
     }
 
     /// Whether the object's store derives this to-many relationship from its inverse (so changes to it need not be
