@@ -80,8 +80,7 @@ extension LMDBIncrementalStore {
                         rows.append(before)  // equal to what is stored: neither rewritten nor given a new version
                         continue
                     }
-                    var row = StoredRow(entityTag: entity.tag, version: before?.version ?? 1,
-                                        fields: ContiguousArray(repeating: nil, count: entity.fields.count))
+                    var row = StoredRow(entityTag: entity.tag, version: before?.version ?? 1, fields: entity.emptyFields)
                     for id in entity.fields.indices {
                         let slot = entity.slotPositions[id]
                         guard entity.referenceFields[id] else {
@@ -89,14 +88,15 @@ extension LMDBIncrementalStore {
                             continue
                         }
                         guard let target = toOne[slot: slot] else { continue }
-                        let relationship = entity.toOneRelationships[entity.toOneOfField[id]]
                         // A reference the row already holds was checked when it was written; rewriting it unchanged adds nothing to check.
                         let tag: UInt16
                         if let held = before?.reference(id), held.key == (try? key(of: target)), let known = state.entity(of: target)?.tag,
                            held.entityTag == known, !references.deleted.contains(target) {
                             tag = known
                         } else {
-                            tag = try checkTarget(target, of: relationship, owner: change.objectID, &references, state: state, transaction: transaction)
+                            // The relationship read in place, not bound to a local (a copy: every string in it retained and released).
+                            tag = try checkTarget(target, of: entity.toOneRelationships[entity.toOneOfField[id]], owner: change.objectID, &references,
+                                                  state: state, transaction: transaction)
                         }
                         row.fields[id] = .reference(StoredRow.Reference(entityTag: tag, key: try key(of: target)))
                     }
@@ -394,7 +394,7 @@ extension LMDBIncrementalStore {
             let targetKey = Self.keyBytes(try key(of: target))
             var linkKey = owner
             if relationship.isOrdered {
-                withUnsafeBytes(of: UInt32(position).bigEndian) { linkKey.append(contentsOf: $0) }
+                TupleEncoding.appendBigEndian(UInt32(position), to: &linkKey)
             } else {
                 linkKey += targetKey
             }

@@ -147,7 +147,7 @@ enum RowCodec {
 
     private static func appendChecksum(to bytes: inout [UInt8]) {
         let crc = bytes.withUnsafeBytes { CRC32C.checksum($0) }
-        withUnsafeBytes(of: crc.bigEndian) { bytes.append(contentsOf: $0) }
+        TupleEncoding.appendBigEndian(crc, to: &bytes)
     }
 
     /// Appends the value's bytes (not its type) and returns its value type.
@@ -160,7 +160,7 @@ enum RowCodec {
             TupleEncoding.appendBigEndian(v.bitPattern, to: &bytes)
             return ValueType.double
         case .float(let v):
-            withUnsafeBytes(of: v.bitPattern.bigEndian) { bytes.append(contentsOf: $0) }
+            TupleEncoding.appendBigEndian(v.bitPattern, to: &bytes)
             return ValueType.float
         case .decimal(let v):
             appendLengthPrefixed("\(v)".utf8, to: &bytes)
@@ -426,7 +426,7 @@ struct EncodedRow {
 
     /// Every field, decoded.
     func decoded() throws(RowDecodingError) -> StoredRow {
-        var row = StoredRow(entityTag: entity.tag, version: version, fields: ContiguousArray(repeating: nil, count: entity.fields.count))
+        var row = StoredRow(entityTag: entity.tag, version: version, fields: entity.emptyFields)
         try forEachField { id, type, reader throws(RowDecodingError) in
             row.fields[id] = type == RowCodec.ValueType.reference
                 ? .reference(try Self.readReference(&reader))

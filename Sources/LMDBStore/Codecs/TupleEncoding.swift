@@ -126,16 +126,26 @@ enum TupleEncoding {
         }
     }
 
+    // Byte by byte: `append(contentsOf:)` of a raw buffer goes through the generic sequence path, several times the
+    // cost of these appends for a key or row being built.
+    @inline(__always)
     static func appendBigEndian(_ value: UInt64, to key: inout [UInt8]) {
-        withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
+        appendBigEndian(UInt32(truncatingIfNeeded: value >> 32), to: &key)
+        appendBigEndian(UInt32(truncatingIfNeeded: value), to: &key)
     }
 
+    @inline(__always)
     static func appendBigEndian(_ value: UInt32, to key: inout [UInt8]) {
-        withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
+        key.append(UInt8(truncatingIfNeeded: value >> 24))
+        key.append(UInt8(truncatingIfNeeded: value >> 16))
+        key.append(UInt8(truncatingIfNeeded: value >> 8))
+        key.append(UInt8(truncatingIfNeeded: value))
     }
 
+    @inline(__always)
     static func appendBigEndian(_ value: UInt16, to key: inout [UInt8]) {
-        withUnsafeBytes(of: value.bigEndian) { key.append(contentsOf: $0) }
+        key.append(UInt8(truncatingIfNeeded: value >> 8))
+        key.append(UInt8(truncatingIfNeeded: value))
     }
 
     static func readBigEndianUInt64(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt64 {

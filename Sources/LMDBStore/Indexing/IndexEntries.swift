@@ -29,7 +29,9 @@ struct IndexEntries {
 
     func entries(for row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout) -> (indexes: [IndexEntry], uniques: [IndexEntry]) {
         var indexes: [IndexEntry] = []
+        indexes.reserveCapacity(entity.indexTables.count + entity.toOneTables.count)
         var uniques: [IndexEntry] = []
+        if !entity.uniqueTables.isEmpty { uniques.reserveCapacity(entity.uniqueTables.count) }
         // Every entry's value: the row key, then the entity tag (made once per row, shared by the entries).
         var rowKey = LMDBIncrementalStore.keyBytes(key)
         rowKey.append(UInt8(row.entityTag >> 8))
@@ -79,6 +81,7 @@ struct IndexEntries {
 
     private func elementBytes(_ field: Int, _ row: StoredRow, folding collation: FetchIndexElementDescription.Collation = .binary) -> [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)  // a number's or a date's element (9 bytes) without growing; strings grow once
         TupleEncoding.append(Self.folded(value(field, row), collation), to: &bytes)
         return bytes
     }

@@ -79,6 +79,9 @@ struct StoreLayout: Sendable {
         /// a transient attribute): what a row read a value at a time is asked for.
         let fieldOfAttribute: [Int]
         let fieldOfToOne: [Int]
+        /// A row's fields, all NULL: what a row being built starts from (copied on its first write, which costs less
+        /// than making the array of optional enums through the generic `init(repeating:count:)` per row).
+        let emptyFields: ContiguousArray<RowField?>
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
              indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
@@ -121,6 +124,7 @@ struct StoreLayout: Sendable {
             }
             self.fieldOfAttribute = fieldOfAttribute
             self.fieldOfToOne = fieldOfToOne
+            emptyFields = ContiguousArray(repeating: nil, count: fields.count)
         }
     }
 
