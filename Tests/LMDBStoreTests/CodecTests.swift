@@ -190,6 +190,49 @@ extension RowCodecTests {
         return body
     }
 
+    /// A row an object reads a value at a time is checked up front (`checkEveryValue`): a quick walk vouches for sound
+    /// rows and the full checker names what is wrong with the rest. Over damaged rows sealed with a valid checksum, the
+    /// check must refuse exactly the rows that decoding every field refuses.
+    @Test func theUpFrontCheckRefusesExactlyTheRowsDecodingRefuses() throws {
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Thing")!
+        var random = SplitMix64(seed: 0x5EED_C0DE)
+        let rows = [
+            StoredRow(entity: entity, version: 3, attributes: [
+                "i": .integer(-70_000), "d": .double(1.5), "f": .float(-2), "s": .string("plain text, long enough to matter"),
+                "b": .boolean(true), "t": .date(Date(timeIntervalSinceReferenceDate: 5)), "x": .data(Data([0, 0x80, 0xFF])),
+                "u": .uuid(UUID()),
+            ], toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 300)]),
+            StoredRow(entity: entity, version: 1, attributes: ["s": .string("é🙂"), "m": .decimal(Decimal(string: "2.5")!), "r": .uri(URL(string: "a:b")!)]),
+            StoredRow(entity: entity, version: 9, attributes: ["i": .integer(Int64.max), "s": .string("")]),
+        ]
+        var refusedByBoth = 0
+        for row in rows {
+            let sound = RowCodec.encode(row, entity: entity, modelHash: 1)
+            try sound.withUnsafeBytes { try EncodedRow($0, layout: layout, checkingFields: false).checkEveryValue() }
+            for _ in 0..<3_000 {
+                var damaged = sound
+                for _ in 0...(random.next() % 3) {
+                    let at = RowCodec.headerSize + Int(random.next() % UInt64(damaged.count - 4 - RowCodec.headerSize))
+                    damaged[at] = random.next() % 4 == 0 ? damaged[at] ^ (1 << UInt8(random.next() % 8)) : UInt8(truncatingIfNeeded: random.next())
+                }
+                let sealed = Self.resealed(damaged)
+                sealed.withUnsafeBytes { bytes in
+                    guard let encoded = try? EncodedRow(bytes, layout: layout, checkingFields: false) else { return }
+                    let checked = Result { () throws(RowDecodingError) in try encoded.checkEveryValue() }
+                    let decoded = Result { () throws(RowDecodingError) in try encoded.decoded() }
+                    switch (checked, decoded) {
+                    case (.success, .success): break
+                    case (.failure, .failure): refusedByBoth += 1
+                    case (.success, .failure(let error)): Issue.record("the check passed a row decoding refuses (\(error.reason)): \(sealed)")
+                    case (.failure(let error), .success): Issue.record("the check refused a row that decodes (\(error.reason)): \(sealed)")
+                    }
+                }
+            }
+        }
+        #expect(refusedByBoth > 1_000, "the damage should have been refused often")
+    }
+
     @Test func oneFieldReadsTheSameValueAsTheWholeRow() throws {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
