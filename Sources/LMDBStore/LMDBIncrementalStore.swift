@@ -412,40 +412,40 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     public func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] {
         let state = try open
         let sequences = database(StoreLayout.sequenceDatabase, in: state)
-        // Each object's key sequence (its root entity's) and ID namespace, looked up once per run of one entity.
-        var last: (name: String, root: String, namespace: ObjectIDNamespace)?
-        var counts: [String: UInt64] = [:]
-        var order: [String] = []
-        let targets = objects.map { object -> (root: String, namespace: ObjectIDNamespace) in
+        // Each object's key sequence (its root entity's, by position in `roots`) and ID namespace, looked up once per
+        // run of one entity; counted per root without hashing a name per object.
+        var last: (name: String, root: Int, namespace: ObjectIDNamespace)?
+        var roots: [String] = []
+        var counts: [UInt64] = []
+        let targets = objects.map { object -> (root: Int, namespace: ObjectIDNamespace) in
             if last?.name != object.entityName {
                 let entity = layout.entity(object.entityName)
                 let namespace = entity.flatMap { Int($0.tag) < state.namespaces.count ? state.namespaces[Int($0.tag)] : nil }
-                last = (object.entityName, entity?.root ?? object.entityName,
-                        namespace ?? .shared(entityName: object.entityName, storeIdentifier: state.storeIdentifier))
+                let root = entity?.root ?? object.entityName
+                let position = roots.firstIndex(of: root) ?? roots.count
+                if position == roots.count {
+                    roots.append(root)
+                    counts.append(0)
+                }
+                last = (object.entityName, position, namespace ?? .shared(entityName: object.entityName, storeIdentifier: state.storeIdentifier))
             }
-            if counts[last!.root] == nil { order.append(last!.root) }
-            counts[last!.root, default: 0] += 1
+            counts[last!.root] += 1
             return (last!.root, last!.namespace)
         }
-        var next = try state.environment.write { transaction -> [String: UInt64] in
-            var next: [String: UInt64] = [:]
-            for root in order {
-                let current = try sequences.counter(forKey: Array(root.utf8), in: transaction)
-                next[root] = current + 1
-                try sequences.put(Self.keyBytes(current + counts[root]!), forKey: Array(root.utf8), in: transaction)
+        // The first key of each root's run: its sequence's counter, moved past the keys handed out here.
+        var next = try state.environment.write { transaction -> [UInt64] in
+            try roots.indices.map { position in
+                let name = Array(roots[position].utf8)
+                let current = try sequences.counter(forKey: name, in: transaction)
+                try sequences.put(Self.keyBytes(current + counts[position]), forKey: name, in: transaction)
+                return current + 1
             }
-            return next
         }
-        var run: (root: String, key: UInt64)?
         var ids: [ManagedObjectID] = []
         ids.reserveCapacity(objects.count)
         for target in targets {
-            if run?.root != target.root {
-                if let run { next[run.root] = run.key }
-                run = (target.root, next[target.root]!)
-            }
-            ids.append(ManagedObjectID(namespace: target.namespace, referenceObject: .integer(Int64(run!.key))))
-            run!.key += 1
+            ids.append(ManagedObjectID(namespace: target.namespace, referenceObject: .integer(Int64(next[target.root]))))
+            next[target.root] += 1
         }
         return ids
     }

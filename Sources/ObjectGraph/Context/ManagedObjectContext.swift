@@ -467,25 +467,38 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Asks each store for the permanent IDs of its new objects, in insertion order (one call per store).
     func permanentIDs(for objects: [ManagedObject]) throws -> [ManagedObjectID: ManagedObjectID] {
-        var order: [String] = []
-        var byStore: [String: (store: any IncrementalStore, objects: [ManagedObject])] = [:]
-        // The store of each entity, looked up once (a save of 10 000 employees asks once, not 10 000 times).
-        var storeOfEntity: [ObjectIdentifier: (store: any IncrementalStore, identifier: String)] = [:]
+        // The objects grouped by store, in the order the stores are first met; each entity's group found once (a
+        // save of 10 000 employees looks its store up once), each object's by its entity's identity, not by a name.
+        var groups: [(store: any IncrementalStore, objects: [ManagedObject])] = []
+        var groupOfStore: [String: Int] = [:]
+        var groupOfEntity: [ObjectIdentifier: Int] = [:]
+        var last: (entity: ObjectIdentifier, group: Int)?
         for object in objects {
             let entity = ObjectIdentifier(object.handle)
-            if storeOfEntity[entity] == nil {
+            let group: Int
+            if let last, last.entity == entity {
+                group = last.group
+            } else if let known = groupOfEntity[entity] {
+                group = known
+            } else {
                 guard let store = persistentStoreCoordinator.stores(holding: object.entityName).first else {
                     throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(object.entityName)")
                 }
-                storeOfEntity[entity] = (store, store.identifier)
+                if let existing = groupOfStore[store.identifier] {
+                    group = existing
+                } else {
+                    group = groups.count
+                    groups.append((store, []))
+                    groupOfStore[store.identifier] = group
+                }
+                groupOfEntity[entity] = group
             }
-            let (store, identifier) = storeOfEntity[entity]!
-            if byStore[identifier] == nil { order.append(identifier); byStore[identifier] = (store, []) }
-            byStore[identifier]!.objects.append(object)
+            last = (entity, group)
+            groups[group].objects.append(object)
         }
         var assignments: [ManagedObjectID: ManagedObjectID] = [:]
-        for identifier in order {
-            let (store, group) = byStore[identifier]!
+        assignments.reserveCapacity(objects.count)
+        for (store, group) in groups {
             let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: $0.entityName) })
             guard ids.count == group.count else {
                 throw ManagedObjectContextError(.unsupportedRequest, message: "the store returned \(ids.count) permanent IDs for \(group.count) objects")
