@@ -112,8 +112,11 @@ extension LMDBIncrementalStore {
                     // Entries of one value come in row-key order already: sorted only when the walk crossed values.
                     var inKeyOrder = true
                     if plan.direction == .forward && !plan.resortsLongKeys {
-                        // No runs to put in order: the entries go straight into the list.
-                        let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
+                        // No runs to put in order: the entries go straight into the list. The walk stops once the
+                        // window is full when the entries come in the order asked for: the sort's, streamed, or —
+                        // with no sort — row-key order, which one key's entries are in.
+                        let ordered = plan.streamsInSortOrder || (request.sortDescriptors.isEmpty && index.holdsOneKey)
+                        let wanted = ordered ? request.windowEnd ?? Int.max : Int.max
                         try forEachRow(in: index, state: state, transaction: transaction) { key, tag, entry in
                             if try keep(key, tag, entry) {
                                 if let last = ids.last, last.key > key { inKeyOrder = false }

@@ -56,6 +56,10 @@ func compareRandomFetches(lmdb: PersistentStoreCoordinator, memory: PersistentSt
         if random.next() % 2 == 0 {
             request.sortDescriptors = [FetchSortDescriptor(keyPath: random.pick(sortKeys), ascending: random.next() % 3 != 0)]
             if random.next() % 2 == 0 { request.fetchLimit = Int(random.next() % 20) + 1; request.fetchOffset = Int(random.next() % 5) }
+        } else if random.next() % 3 == 0 {
+            // A window of the unsorted result (row-key order), which an equality on an index stops early for.
+            request.fetchLimit = Int(random.next() % 8) + 1
+            request.fetchOffset = Int(random.next() % 4)
         }
         plans.append(store.explain(request))
         let mineIDs = try ManagedObjectContext(coordinator: lmdb).fetchObjectIDs(request)

@@ -16,6 +16,10 @@ struct QueryPlan: CustomStringConvertible {
         var isEquality = false
         /// The index's elements, in key order.
         var elements: [FetchIndexElementDescription] = []
+        /// The range holds one key of the index — an equality on a one-element index of a fixed-size type, or on a
+        /// to-one — so its entries come in row-key order (LMDB keeps one key's values sorted). Not so for text: an
+        /// equality's range also holds the keys of longer values it begins (`"a\0b"` for `"a"`), checked on the rows.
+        var holdsOneKey = false
     }
 
     /// One element of an index key, as the predicate reads it back from an entry.

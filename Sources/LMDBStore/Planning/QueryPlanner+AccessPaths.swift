@@ -49,6 +49,8 @@ extension QueryPlanner {
                                               label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
                                               ranges: range.ranges, bounds: range.text)
         indexRange.isEquality = chosen.contains { $0.op == .equal || $0.op == .in }
+        indexRange.holdsOneKey = chosen.count == 1 && chosen[0].op == .equal && best.index.elements.count == 1
+            && keysAreNeverCut(entity.fieldIndex[chosen[0].keyPath].flatMap { entity.attributeTypes[$0] })
         indexRange.elements = best.index.elements
         return (indexRange, best.owner, chosen, best.terms, best.index.elements.count)
     }
@@ -215,8 +217,9 @@ extension QueryPlanner {
                 let bytes = LMDBIncrementalStore.keyBytes(key)
                 return KeyRange(lower: .inclusive(bytes), upper: .inclusive(bytes))
             }
-            let range = QueryPlan.IndexRange(database: StoreLayout.toOneDatabase(entity: owner, relationship: relationship.name), label: label,
+            var range = QueryPlan.IndexRange(database: StoreLayout.toOneDatabase(entity: owner, relationship: relationship.name), label: label,
                                              keyPath: relationship.name, ranges: ranges, bounds: bounds, isEquality: true)
+            range.holdsOneKey = ranges.count == 1
             // Its entries count rows of the declaring entity and its sub-entities: exact when those are the fetched ones.
             let exact = request.entityName == owner && (request.includesSubentities || model.directSubentities(of: owner).isEmpty)
             var lookup = RelationshipLookup(range: range, unique: true, exact: exact)
