@@ -230,13 +230,22 @@ extension ManagedObjectContext {
     /// insert = 1, update = +1 for the others).
     private func sendRequests(_ assignments: [ManagedObjectID: ManagedObjectID]) throws -> [ManagedObjectID: Int64] {
         func map(_ id: ManagedObjectID) -> ManagedObjectID { assignments[id] ?? id }
-        var requests: [String: SaveChangesRequest] = [:]
+        // One request per store, found by comparing the store's identifier with the last one used (almost every save
+        // goes to one store) rather than by hashing it per object.
+        var requests: [(store: String, request: SaveChangesRequest)] = []
+        func request(for id: ManagedObjectID) -> Int {
+            let store = id.storeIdentifier!
+            if let last = requests.indices.last, requests[last].store == store { return last }
+            if let found = requests.firstIndex(where: { $0.store == store }) { return found }
+            requests.append((store, SaveChangesRequest()))
+            return requests.count - 1
+        }
         var versions: [ManagedObjectID: Int64] = [:]
         let deleted = Set(deletedIDs)
         for id in insertedIDs {
             guard let object = registered[id] else { continue }
             let change = changeDescription(object, map: map, allToMany: true, expectedVersion: nil)
-            requests[change.objectID.storeIdentifier!, default: SaveChangesRequest()].insertedObjects.append(change)
+            requests[request(for: change.objectID)].request.insertedObjects.append(change)
         }
         for id in changedIDs.sorted() {
             guard let object = registered[id], object.isUpdated, !deleted.contains(id) else { continue }
@@ -250,13 +259,13 @@ extension ManagedObjectContext {
             let keepsStoredValues = object.isNeverLoaded
             var change = changeDescription(object, map: map, allToMany: false, expectedVersion: keepsStoredValues ? nil : object.version)
             change.keepsStoredValues = keepsStoredValues
-            requests[id.storeIdentifier!, default: SaveChangesRequest()].updatedObjects.append(change)
+            requests[request(for: id)].request.updatedObjects.append(change)
         }
         for id in deletedIDs {
             guard let object = registered[id] else { continue }
-            requests[id.storeIdentifier!, default: SaveChangesRequest()].deletedObjects.append(ObjectChange(objectID: id, expectedVersion: object.version))
+            requests[request(for: id)].request.deletedObjects.append(ObjectChange(objectID: id, expectedVersion: object.version))
         }
-        for (storeIdentifier, request) in requests.sorted(by: { $0.key < $1.key }) {
+        for (storeIdentifier, request) in requests.sorted(by: { $0.store < $1.store }) {
             guard let store = persistentStoreCoordinator.persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else {
                 throw ManagedObjectContextError(.noStore, message: "the store \(storeIdentifier) is no longer part of the coordinator")
             }
