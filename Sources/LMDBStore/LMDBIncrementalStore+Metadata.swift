@@ -127,10 +127,10 @@ extension LMDBIncrementalStore {
     ///   folds strings by its own stated rule (``StringFolding``) instead of Foundation's.
     ///
     /// Format 3 also keeps the model in `meta`; format 4 writes rows in row format 2 (with a field table) and reads
-    /// both row formats, so a format-3 file needs only the new format recorded. Rows are re-indexed `rowsPerTransaction` to a write transaction (so
-    /// a large store never needs one enormous transaction); the new format and the model are recorded once every
-    /// entry is written. Interrupted, the file keeps its old format (its rebuilt tables gone or partly filled) and
-    /// the next open starts over.
+    /// both row formats, so a format-3 file needs only the new format recorded. Rows are re-indexed
+    /// `rowsPerTransaction` to a write transaction (so a large store never needs one enormous transaction); the new
+    /// format and the model are recorded once every entry is written. Interrupted, the file keeps its old format (its
+    /// rebuilt tables gone or partly filled) and the next open starts over.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/storeUnusable`` naming a row
     ///   that cannot be decoded (nothing is recorded; the rows stay as they were).

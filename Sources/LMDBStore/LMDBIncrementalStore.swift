@@ -58,11 +58,16 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             self.namespaces = namespaces
         }
 
+        /// The object ID namespace of the entity tagged `entityTag` (`nil` for a tag the layout does not have).
+        @inline(__always)
+        func namespace(tag entityTag: UInt16) -> ObjectIDNamespace? {
+            Int(entityTag) < namespaces.count ? namespaces[Int(entityTag)] : nil
+        }
+
         /// The object ID of the row under `key` of the entity tagged `entityTag`.
         func objectID(entityTag: UInt16, key: UInt64) -> ManagedObjectID {
-            let namespace = Int(entityTag) < namespaces.count ? namespaces[Int(entityTag)] : nil
-            return ManagedObjectID(namespace: namespace ?? .shared(entityName: "?", storeIdentifier: storeIdentifier),
-                                   referenceObject: .integer(Int64(bitPattern: key)))
+            ManagedObjectID(namespace: namespace(tag: entityTag) ?? .shared(entityName: "?", storeIdentifier: storeIdentifier),
+                            referenceObject: .integer(Int64(bitPattern: key)))
         }
     }
 
@@ -71,8 +76,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let environment: Environment
         let databases: [String: Database]
         let storeIdentifier: String
-        /// The object ID namespace of each entity, by entity tag.
-        var namespaces: [ObjectIDNamespace?] { identities.namespaces }
+        /// The object IDs of the store's rows: each entity's namespace, by entity tag.
         let identities: RowIdentities
         /// The row table of each entity (its root's), by entity tag: a fault finds it without building its name.
         let rowTables: [Database?]
@@ -420,7 +424,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let targets = objects.map { object -> (root: Int, namespace: ObjectIDNamespace) in
             if last?.name != object.entityName {
                 let entity = layout.entity(object.entityName)
-                let namespace = entity.flatMap { Int($0.tag) < state.namespaces.count ? state.namespaces[Int($0.tag)] : nil }
+                let namespace = entity.flatMap { state.identities.namespace(tag: $0.tag) }
                 let root = entity?.root ?? object.entityName
                 let position = roots.firstIndex(of: root) ?? roots.count
                 if position == roots.count {

@@ -192,6 +192,30 @@ import Testing
         #expect(try store.verify().isEmpty)
     }
 
+    /// Keys come from one sequence per root entity: objects of entities interleaved in one request get consecutive
+    /// keys per root in request order, a sub-entity draws from its root's sequence, and the next request continues
+    /// where each left off.
+    @Test func permanentIDsOfInterleavedEntitiesFollowEachRootsSequence() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Shape") { AttributeDescription("name", .string, isOptional: true) }
+            EntityDescription("Circle", parent: "Shape") { AttributeDescription("radius", .double, isOptional: true) }
+            EntityDescription("Tag") { AttributeDescription("label", .string, isOptional: true) }
+        }
+        let folder = StoreFolder()
+        let (_, store) = try folder.coordinator(model)
+        func references(_ names: [String]) -> [ObjectReference] {
+            names.enumerated().map { ObjectReference(objectID: ManagedObjectID(entityName: $1, storeIdentifier: "elsewhere", referenceObject: .integer(Int64($0 + 1))), entityName: $1) }
+        }
+        func keys(_ ids: [ManagedObjectID]) -> [String] {
+            ids.map { id in if case .integer(let key) = id.referenceObject { "\(id.entityName) \(key)" } else { "?" } }
+        }
+        let first = try store.obtainPermanentIDs(for: references(["Shape", "Tag", "Circle", "Tag", "Shape", "Circle"]))
+        #expect(keys(first) == ["Shape 1", "Tag 1", "Circle 2", "Tag 2", "Shape 3", "Circle 4"])
+        #expect(first.allSatisfy { $0.storeIdentifier == store.identifier })
+        let second = try store.obtainPermanentIDs(for: references(["Tag", "Circle", "Shape"]))
+        #expect(keys(second) == ["Tag 3", "Circle 5", "Shape 6"])
+    }
+
     @Test func rowsSavedOutOfKeyOrderAreAllKeptAndATakenKeyRefusesTheWholeSave() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(model)

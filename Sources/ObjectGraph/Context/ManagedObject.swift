@@ -208,9 +208,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func read(from row: any StoredRowValues, version: Int64) {
         attributeStorage = handle.hasTransientAttributes ? transientAttributes() : []
         toOneStorage = []
+        forgetRow()
         self.row = row
-        rowKept = nil
-        rowKeptIndex = -1
         committedStorage = Snapshot(attributes: [], toOne: [], toMany: committedStorage?.toMany ?? [:], version: version)
     }
 

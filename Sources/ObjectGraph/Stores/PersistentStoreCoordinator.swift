@@ -69,12 +69,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The row generation now; read it before a store read whose rows an object will show.
     var rowGenerationNow: UInt64 { rowGeneration.load(ordering: .acquiring) }
 
-    /// `node` stamped with `generation` (read before the store read it).
-    @inline(__always)
-    private static func stamped(_ node: IncrementalStoreNode, _ generation: UInt64) -> IncrementalStoreNode {
-        var node = node
+    /// The row of `objectID` read from `store`, stamped with the row generation read before the read.
+    private func readNode(_ objectID: ManagedObjectID, from store: any IncrementalStore) throws -> IncrementalStoreNode {
+        let generation = rowGenerationNow
+        var node = try store.newValuesForObject(with: objectID)
         node.readGeneration = generation
         return node
+    }
+
+    /// The rows of `objectIDs` read from `store` in one call, stamped with the row generation read before the read.
+    private func readNodes(_ objectIDs: [ManagedObjectID], from store: any IncrementalStore) throws -> [IncrementalStoreNode] {
+        let generation = rowGenerationNow
+        var nodes = try store.newValuesForObjects(with: objectIDs)
+        for index in nodes.indices { nodes[index].readGeneration = generation }
+        return nodes
     }
     let mergingLock = NSLock()
     var mergingContexts: [WeakContext] = []
@@ -277,8 +285,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
         let (store, cachesRows) = try incrementalRoute(for: objectID)
         guard cachesRows else {
-            let generation = rowGenerationNow
-            return Self.stamped(try store.newValuesForObject(with: objectID), generation)
+            return try readNode(objectID, from: store)
         }
         let (cached, epoch) = lock.withLock { (rowCache[objectID]?.node, cacheEpoch) }
         if let cached { return cached }
@@ -288,8 +295,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Reads a row from its store and caches it: only for a registered object (one lookup), and only if no catch-up
     /// dropped rows since `epoch`, read before the cache was asked.
     private func read(_ objectID: ManagedObjectID, from store: any IncrementalStore, readIn epoch: UInt64) throws -> IncrementalStoreNode {
-        let generation = rowGenerationNow
-        let node = Self.stamped(try store.newValuesForObject(with: objectID), generation)
+        let node = try readNode(objectID, from: store)
         lock.withLock {
             guard cacheEpoch == epoch, let position = rowCache.index(forKey: objectID) else { return }
             rowCache.values[position].node = node
@@ -303,8 +309,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let (store, cachesRows) = try incrementalRoute(for: objectID)
         guard cachesRows else {
             store.managedObjectContextDidRegisterObjects(with: [objectID])
-            let generation = rowGenerationNow
-            return Self.stamped(try store.newValuesForObject(with: objectID), generation)
+            return try readNode(objectID, from: store)
         }
         let (cached, epoch) = lock.withLock { () -> (IncrementalStoreNode?, UInt64) in
             guard let position = rowCache.index(forKey: objectID) else {
@@ -347,9 +352,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let missingIDs = missing.map { objectIDs[$0] }
         var read: [IncrementalStoreNode] = []
         try forEachIncrementalStore(of: missingIDs) { store, ids throws in
-            let generation = rowGenerationNow
-            var found = try store.newValuesForObjects(with: ids)
-            for index in found.indices { found[index].readGeneration = generation }
+            var found = try readNodes(ids, from: store)
             cache(found, readIn: epoch)
             // The common case, one store: its nodes taken over, not copied one by one.
             if read.isEmpty { swap(&read, &found) } else { read += found }
@@ -390,9 +393,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
         for (storeIdentifier, ids) in Dictionary(grouping: missing.filter { !$0.isTemporaryID }, by: { $0.storeIdentifier! }) {
             guard let store = incrementalStore(withIdentifier: storeIdentifier) else { continue }
-            let generation = rowGenerationNow
-            var nodes = try store.newValuesForObjects(with: ids)
-            for index in nodes.indices { nodes[index].readGeneration = generation }
+            let nodes = try readNodes(ids, from: store)
             for node in nodes { result[node.objectID] = node }
             cache(nodes, readIn: epoch)
         }
