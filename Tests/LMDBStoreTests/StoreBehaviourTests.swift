@@ -952,4 +952,44 @@ extension LoadedFetchTests {
         #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Item")) == 4, "nothing of the refused saves was written")
         #expect(try store.verify().isEmpty)
     }
+    /// Members recorded without loading a relationship (a many-to-many the store takes as deltas) are applied when
+    /// the relationship loads — by a prefetch too — so what is shown and what a save writes include them.
+    @Test func aPrefetchKeepsMembersRecordedBeforeTheRelationshipLoaded() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Label") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("items", destination: "Item", inverse: "labels", toMany: true)
+            }
+            EntityDescription("Item") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("labels", destination: "Label", inverse: "items", toMany: true)
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let label = try setup.insertNewObject(forEntityName: "Label")
+        try label.setValue("red", forKey: "name")
+        let old = try setup.insertNewObject(forEntityName: "Item")
+        try old.setValue("old", forKey: "name")
+        try old.setValue([label], forKey: "labels")
+        try setup.save()
+
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let red = context.object(with: label.objectID)
+        let new = try context.insertNewObject(forEntityName: "Item")
+        try new.setValue("new", forKey: "name")
+        try new.setValue([red], forKey: "labels")  // recorded on red.items, which is not loaded
+        try context.obtainPermanentIDs(for: [new])
+        var request = FetchRequest(entityName: "Label")
+        request.relationshipKeyPathsForPrefetching = ["items"]
+        _ = try context.fetch(request)
+        #expect(Set(red.relatedObjects(forKey: "items").map(\.objectID)) == [old.objectID, new.objectID])
+        try red.setValue("crimson", forKey: "name")
+        try context.save()
+
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(Set(fresh.object(with: label.objectID).relatedObjects(forKey: "items").map(\.objectID)) == [old.objectID, new.objectID])
+        #expect(try store.verify().isEmpty)
+    }
 }

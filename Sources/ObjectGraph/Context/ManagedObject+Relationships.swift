@@ -41,20 +41,37 @@ extension ManagedObject {
         return ToManyRelationship(owner: self, relationship: relationship)
     }
 
-    /// The IDs a to-many relationship holds, loading them if they are a fault.
+    /// The IDs a to-many relationship holds, loading them if they are a fault (none for a name that is no to-many).
     func relatedIDs(forKey key: String) -> [ManagedObjectID] {
-        if let loaded = toMany[key] { return loaded }
-        if lifecycle == .inserted || managedObjectContext == nil {
-            toMany[key] = []
+        guard let slot = handle.slot(named: key), slot.kind == .toMany else { return [] }
+        return relatedIDs(slot)
+    }
+
+    /// The IDs the to-many in `slot` holds, loading them if they are a fault; members recorded while it was not
+    /// loaded are applied to what loads.
+    func relatedIDs(_ slot: ManagedObjectModel.Slot) -> [ManagedObjectID] {
+        if let loaded = loadedMembers(slot) { return loaded }
+        guard lifecycle != .inserted, let context = managedObjectContext else {
+            setMembers([], slot)
             return []
         }
-        managedObjectContext?.fulfillRelationshipFault(of: self, key: key)
-        if let pending = extras?.pendingToMany.removeValue(forKey: key) {
-            var ids = (toMany[key] ?? []).filter { !pending.removed.contains($0) }
-            for id in pending.added where !ids.contains(id) { ids.append(id) }
-            toMany[key] = ids
+        context.fulfillRelationshipFault(of: self, slot)
+        return loadedMembers(slot) ?? []
+    }
+
+    /// Takes `stored`, the members the store holds, as what the unloaded to-many in `slot` holds and as its
+    /// committed state; members recorded while it was not loaded are applied on top.
+    func takeStoredMembers(_ stored: [ManagedObjectID], _ slot: ManagedObjectModel.Slot) {
+        if committedStorage == nil { willAccessValues() }
+        committedStorage?.setMembers(stored, slot, of: handle)
+        guard let pending = pendingMembers(slot) else {
+            setMembers(stored, slot)
+            return
         }
-        return toMany[key] ?? []
+        extras!.pendingToMany[slot.position] = nil
+        var ids = stored.filter { !pending.removed.contains($0) }
+        for id in pending.added where !ids.contains(id) { ids.append(id) }
+        setMembers(ids, slot)
     }
 
     func setToOne(_ slot: ManagedObjectModel.Slot, to destination: ManagedObject?) {
@@ -62,16 +79,15 @@ extension ManagedObject {
         let old = toOneID(slot)
         guard old != destination?.objectID else { return }
         primitiveSetToOne(slot, destination?.objectID)
-        guard let inverse = slot.inverse, let context = managedObjectContext else { return }
+        guard slot.inverseIndex >= 0, let context = managedObjectContext else { return }
         if let old {
-            context.object(with: old).unlink(self, fromInverse: inverse)
+            context.object(with: old).unlink(self, fromInverseOf: slot)
         }
-        destination?.link(self, toInverse: inverse, relationshipBack: slot.relationship!)
+        destination?.link(self, toInverseOf: slot)
     }
 
     func replaceToMany(_ slot: ManagedObjectModel.Slot, with objects: [ManagedObject]) throws(ManagedObjectContextError) {
-        let key = slot.name
-        let current = relatedIDs(forKey: key)
+        let current = relatedIDs(slot)
         let wanted: [ManagedObject]
         if objects.count < 2 {
             wanted = objects
@@ -83,53 +99,58 @@ extension ManagedObject {
         guard wantedIDs != current else { return }
         let removed = current.isEmpty ? [] : Set(current).subtracting(wantedIDs)
         let added = current.isEmpty ? wanted : wanted.filter { !current.contains($0.objectID) }
-        toMany[key] = wantedIDs
+        setMembers(wantedIDs, slot)
         markChanged(slot)
-        guard let inverse = slot.inverse, let context = managedObjectContext else { return }
-        for id in removed { context.object(with: id).unlink(self, fromInverse: inverse) }
-        for object in added { object.link(self, toInverse: inverse, relationshipBack: slot.relationship!) }
+        guard slot.inverseIndex >= 0, let context = managedObjectContext else { return }
+        for id in removed { context.object(with: id).unlink(self, fromInverseOf: slot) }
+        for object in added { object.link(self, toInverseOf: slot) }
     }
 
-    /// Makes this object's `inverse` point at `owner` (the other side of `relationshipBack`).
-    private func link(_ owner: ManagedObject, toInverse inverse: RelationshipDescription, relationshipBack: RelationshipDescription) {
-        if inverse.isToMany {
-            if toMany[inverse.name] == nil, lifecycle != .inserted, let context = managedObjectContext, context.recordsWithoutLoading(inverse, of: self) {
+    /// Makes this object's inverse of `relationshipBack` (a relationship of `owner`) point at `owner`.
+    private func link(_ owner: ManagedObject, toInverseOf relationshipBack: ManagedObjectModel.Slot) {
+        guard let inverse = handle.inverse(of: relationshipBack) else { return }
+        if inverse.kind == .toMany {
+            if loadedMembers(inverse) == nil, lifecycle != .inserted, let context = managedObjectContext, context.recordsWithoutLoading(inverse, of: self) {
                 // The store derives this relationship or takes its changes as deltas: record the change instead of
                 // loading the whole relationship.
-                pendingToMany[inverse.name, default: ([], [])].added.append(owner.objectID)
-                pendingToMany[inverse.name]!.removed.remove(owner.objectID)
-                markChanged(named: inverse.name)
+                let id = owner.objectID
+                recordPending(inverse) { pending in
+                    pending.added.append(id)
+                    if !pending.removed.isEmpty { pending.removed.remove(id) }
+                }
+                markChanged(inverse)
                 return
             }
-            _ = relatedIDs(forKey: inverse.name)  // loads the relationship if it is a fault
+            _ = relatedIDs(inverse)  // loads the relationship if it is a fault
             // A newly inserted owner cannot be in the list yet (setToOne and replaceToMany only link new pairs), so
-            // the linear membership check is skipped for it, and the list grows in place: bulk inserts into one big
-            // to-many stay linear.
-            guard owner.lifecycle == .inserted || toMany[inverse.name]?.contains(owner.objectID) != true else { return }
-            toMany[inverse.name, default: []].append(owner.objectID)
-            markChanged(named: inverse.name)
+            // the linear membership check is skipped for it, and the list grows in place (no copy of it is held
+            // here): bulk inserts into one big to-many stay linear.
+            guard owner.lifecycle == .inserted || loadedMembers(inverse)?.contains(owner.objectID) != true else { return }
+            toMany[inverse.position]!.append(owner.objectID)
+            markChanged(inverse)
         } else {
             willAccessValues()
-            if let previous = toOneID(named: inverse.name), previous != owner.objectID, let context = managedObjectContext {
+            if let previous = toOneID(inverse), previous != owner.objectID, let context = managedObjectContext {
                 // A to-one inverse moves: the previous owner loses this object.
                 let previousOwner = context.object(with: previous)
-                if relationshipBack.isToMany {
-                    previousOwner.primitiveRemove(relationshipBack.name, objectID)
-                } else if previousOwner.toOneID(named: relationshipBack.name) == objectID {
-                    previousOwner.primitiveSetToOne(named: relationshipBack.name, nil)
+                if relationshipBack.kind == .toMany {
+                    previousOwner.primitiveRemove(relationshipBack, objectID)
+                } else if previousOwner.toOneID(relationshipBack) == objectID {
+                    previousOwner.primitiveSetToOne(relationshipBack, nil)
                 }
             }
-            primitiveSetToOne(named: inverse.name, owner.objectID)
+            primitiveSetToOne(inverse, owner.objectID)
         }
     }
 
-    /// Makes this object's `inverse` stop pointing at `owner`.
-    func unlink(_ owner: ManagedObject, fromInverse inverse: RelationshipDescription) {
-        if inverse.isToMany {
-            primitiveRemove(inverse.name, owner.objectID)
+    /// Makes this object's inverse of `relationshipBack` (a relationship of `owner`) stop pointing at `owner`.
+    func unlink(_ owner: ManagedObject, fromInverseOf relationshipBack: ManagedObjectModel.Slot) {
+        guard let inverse = handle.inverse(of: relationshipBack) else { return }
+        if inverse.kind == .toMany {
+            primitiveRemove(inverse, owner.objectID)
         } else {
             willAccessValues()
-            if toOneID(named: inverse.name) == owner.objectID { primitiveSetToOne(named: inverse.name, nil) }
+            if toOneID(inverse) == owner.objectID { primitiveSetToOne(inverse, nil) }
         }
     }
 
@@ -140,23 +161,19 @@ extension ManagedObject {
         markChanged(slot)
     }
 
-    func primitiveSetToOne(named key: String, _ id: ManagedObjectID?) {
-        guard let slot = handle.slot(named: key), slot.kind == .toOne else { return }
-        primitiveSetToOne(slot, id)
-    }
-
-    func primitiveRemove(_ key: String, _ id: ManagedObjectID) {
-        if toMany[key] == nil, lifecycle != .inserted, let context = managedObjectContext,
-           let relationship = handle.relationship(named: key), context.recordsWithoutLoading(relationship, of: self) {
-            pendingToMany[key, default: ([], [])].removed.insert(id)
-            pendingToMany[key]!.added.removeAll { $0 == id }
-            markChanged(named: key)
+    /// Takes `id` out of the to-many in `slot` (recording it, if the relationship is not loaded and need not be).
+    func primitiveRemove(_ slot: ManagedObjectModel.Slot, _ id: ManagedObjectID) {
+        if loadedMembers(slot) == nil, lifecycle != .inserted, let context = managedObjectContext, context.recordsWithoutLoading(slot, of: self) {
+            recordPending(slot) { pending in
+                pending.removed.insert(id)
+                pending.added.removeAll { $0 == id }
+            }
+            markChanged(slot)
             return
         }
-        _ = relatedIDs(forKey: key)
-        guard let index = toMany[key]?.firstIndex(of: id) else { return }
-        toMany[key]!.remove(at: index)
-        markChanged(named: key)
+        guard let index = relatedIDs(slot).firstIndex(of: id) else { return }
+        toMany[slot.position]!.remove(at: index)
+        markChanged(slot)
     }
 }
 

@@ -183,11 +183,6 @@ extension ManagedObject {
         guard lifecycle != .inserted else { return }
         managedObjectContext?.objectDidChange(self)
     }
-
-    /// ``markChanged(_:)`` for the property named `key` (nothing for a name the entity does not have).
-    func markChanged(named key: String) {
-        if let slot = handle.slot(named: key) { markChanged(slot) }
-    }
 }
 
 // MARK: - Typed keys

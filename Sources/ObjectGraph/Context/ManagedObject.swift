@@ -69,7 +69,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// To-one relationships in the entity's to-one positions; empty until loaded or written, and while ``row`` is
     /// set. Read one through ``toOneID(_:)``, the whole array through ``toOne``.
     @exclusivity(unchecked) var toOneStorage: ToOneSlots = []
-    @exclusivity(unchecked) var toMany = [String: [ManagedObjectID]]()
+    /// To-many relationships' members in the entity's to-many positions (`nil`: not loaded); empty until one loads
+    /// or is written. Read one through ``loadedMembers(_:)`` or ``relatedIDs(_:)``.
+    @exclusivity(unchecked) var toMany = ToManySlots()
     /// The committed snapshot; while ``row`` is set its attributes and to-ones are empty and stand for the row's.
     @exclusivity(unchecked) var committedStorage: Snapshot?
     /// The properties changed since the last save (by slot index).
@@ -97,7 +99,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         var fetchedResults = [String: [ManagedObjectID]]()
         /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
         /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
-        var pendingToMany = [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)]()
+        var pendingToMany = PendingToManySlots()
         /// See ``ManagedObject/faultError``.
         var faultError: ManagedObjectContextError?
     }
@@ -121,9 +123,37 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         _modify { yield &madeExtras.fetchedResults }
     }
     /// See ``Extras/pendingToMany``.
-    var pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)] {
-        get { extras?.pendingToMany ?? [:] }
+    var pendingToMany: PendingToManySlots {
+        get { extras?.pendingToMany ?? [] }
         _modify { yield &madeExtras.pendingToMany }
+    }
+
+    /// The members recorded as added to and removed from the unloaded to-many in `slot`, if any.
+    func pendingMembers(_ slot: ManagedObjectModel.Slot) -> PendingMembers? {
+        extras?.pendingToMany[slot: slot.position]
+    }
+
+    /// Records `change` on the recorded members of the unloaded to-many in `slot`.
+    func recordPending(_ slot: ManagedObjectModel.Slot, _ change: (inout PendingMembers) -> Void) {
+        let extras = madeExtras
+        if extras.pendingToMany.isEmpty { extras.pendingToMany = PendingToManySlots(repeating: nil, count: handle.toManyCount) }
+        if extras.pendingToMany[slot.position] == nil { extras.pendingToMany[slot.position] = PendingMembers() }
+        change(&extras.pendingToMany[slot.position]!)
+    }
+
+    /// The IDs the to-many in `slot` holds, if they are loaded.
+    @inline(__always)
+    func loadedMembers(_ slot: ManagedObjectModel.Slot) -> [ManagedObjectID]? {
+        toMany[slot: slot.position]
+    }
+
+    /// Sets what the to-many in `slot` holds (`nil`: not loaded).
+    func setMembers(_ ids: [ManagedObjectID]?, _ slot: ManagedObjectModel.Slot) {
+        if toMany.isEmpty {
+            guard ids != nil else { return }
+            toMany = handle.newToMany()
+        }
+        toMany[slot.position] = ids
     }
     /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
     public internal(set) var faultError: ManagedObjectContextError? {
@@ -193,7 +223,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             attributeStorage = stored.attributes
         }
         toOneStorage = stored.toOne
-        committedStorage = Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: committedStorage?.toMany ?? [:],
+        committedStorage = Snapshot(attributes: stored.attributes, toOne: stored.toOne, toMany: committedStorage?.toMany ?? [],
                                     version: version)
     }
 
@@ -210,15 +240,22 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         toOneStorage = []
         forgetRow()
         self.row = row
-        committedStorage = Snapshot(attributes: [], toOne: [], toMany: committedStorage?.toMany ?? [:], version: version)
+        committedStorage = Snapshot(attributes: [], toOne: [], toMany: committedStorage?.toMany ?? [], version: version)
     }
 
     /// Persisted values as last read or saved.
     struct Snapshot {
         var attributes: AttributeSlots
         var toOne: ToOneSlots
-        var toMany: [String: [ManagedObjectID]]
+        /// The to-manys loaded when they were (`nil`, or empty, for one not loaded).
+        var toMany: ToManySlots
         var version: Int64
+
+        /// Records what the to-many in `slot` of `entity` holds.
+        mutating func setMembers(_ ids: [ManagedObjectID]?, _ slot: ManagedObjectModel.Slot, of entity: ManagedObjectModel.EntityHandle) {
+            if toMany.isEmpty { toMany = entity.newToMany() }
+            toMany[slot.position] = ids
+        }
     }
 
     /// Creates an object. Subclasses that add stored properties must call this initializer; only contexts create
@@ -295,7 +332,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 let slot = handle.slot(named: name)!
                 result[name] = committed.toOne[slot: slot.position].map { $0 as Any }
             case .relationship:
-                result[name] = committed.toMany[name].map { $0 as Any }
+                result[name] = handle.slot(named: name).flatMap { committed.toMany[slot: $0.position] }.map { $0 as Any }
             default:
                 break
             }

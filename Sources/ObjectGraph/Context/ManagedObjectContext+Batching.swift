@@ -60,22 +60,20 @@ extension ManagedObjectContext {
                 for (entityName, group) in byEntity {
                     guard let relationship = model.relationship(named: component, in: entityName) else { continue }
                     if relationship.isToMany {
-                        let unloaded = group.filter { $0.toMany[component] == nil && !$0.objectID.isTemporaryID }
+                        // The entity's slot serves its sub-entities too (inherited properties keep their slots).
+                        guard let slot = group[0].handle.slot(named: component) else { continue }
+                        let unloaded = group.filter { $0.loadedMembers(slot) == nil && !$0.objectID.isTemporaryID }
                         if parent != nil {
-                            for member in unloaded { _ = member.relatedIDs(forKey: component) }
+                            for member in unloaded { _ = member.relatedIDs(slot) }
                         } else {
                         for (storeIdentifier, members) in Dictionary(grouping: unloaded, by: { $0.objectID.storeIdentifier! }) {
                             guard let store = persistentStoreCoordinator.persistentStore(withIdentifier: storeIdentifier) as? any IncrementalStore else { continue }
                             let values = try store.newValues(forRelationship: relationship, forObjectsWith: members.map(\.objectID))
-                            for member in members {
-                                let ids = values[member.objectID] ?? []
-                                member.toMany[component] = ids
-                                member.committedStorage?.toMany[component] = ids
-                            }
+                            for member in members { member.takeStoredMembers(values[member.objectID] ?? [], slot) }
                         }
                         }
                         for member in group {
-                            for id in member.toMany[component] ?? [] where seen.insert(id).inserted { next.append(object(with: id)) }
+                            for id in member.relatedIDs(slot) where seen.insert(id).inserted { next.append(object(with: id)) }
                         }
                     } else {
                         for member in group {

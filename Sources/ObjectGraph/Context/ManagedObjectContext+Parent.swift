@@ -52,11 +52,11 @@ extension ManagedObjectContext {
             let target = parent.object(with: id)
             target.willAccessValues()
             for index in object.changedSlots {
-                let slot = object.handle.slots[index], key = slot.name
+                let slot = object.handle.slots[index]
                 switch slot.kind {
                 case .attribute where slot.position >= 0: target.setAttributeValue(object.attributeValue(slot), slot)
                 case .toOne: target.setToOneID(object.toOneID(slot), slot)
-                case .toMany: target.toMany[key] = object.toMany[key]
+                case .toMany: target.setMembers(object.loadedMembers(slot), slot)
                 default: continue
                 }
                 target.markChanged(slot)

@@ -44,7 +44,7 @@ extension ManagedObjectContext {
             for slot in object.handle.relationshipSlots {
                 let relationship = slot.relationship!
                 guard relationship.deleteRule == .cascade || relationship.deleteRule == .nullify else { continue }
-                let related = slot.kind == .toMany ? object.relatedIDs(forKey: slot.name) : object.toOneID(slot).map { [$0] } ?? []
+                let related = slot.kind == .toMany ? object.relatedIDs(slot) : object.toOneID(slot).map { [$0] } ?? []
                 switch relationship.deleteRule {
                 case .cascade:
                     for id in related {
@@ -52,10 +52,10 @@ extension ManagedObjectContext {
                         if target.lifecycle != .deleted { delete(target) }
                     }
                 case .nullify:
-                    guard let inverse = slot.inverse else { continue }
+                    guard slot.inverseIndex >= 0 else { continue }
                     for id in related {
                         let target = self.object(with: id)
-                        if target.lifecycle != .deleted { target.unlink(object, fromInverse: inverse) }
+                        if target.lifecycle != .deleted { target.unlink(object, fromInverseOf: slot) }
                     }
                 case .deny, .noAction:
                     break
@@ -84,7 +84,7 @@ extension ManagedObjectContext {
             guard let object = registered[id] else { continue }
             for slot in object.handle.relationshipSlots where slot.relationship!.deleteRule == .deny {
                 let relationship = slot.relationship!
-                let related = (relationship.isToMany ? object.relatedIDs(forKey: relationship.name) : object.toOneID(slot).map { [$0] } ?? [])
+                let related = (slot.kind == .toMany ? object.relatedIDs(slot) : object.toOneID(slot).map { [$0] } ?? [])
                     .filter { !deleted.contains($0) }
                 if !related.isEmpty {
                     failures.append(ValidationFailure(objectID: id, entityName: object.entityName, propertyName: relationship.name,
@@ -115,7 +115,7 @@ extension ManagedObjectContext {
             // its store checks that the objects named exist, so only count rules on the changed relationships are
             // left; a bulk insert into 100 departments loads none of them.
             for slot in object.handle.relationshipSlots where slot.kind == .toMany && slot.hasRules && object.changedSlots.contains(slot.index) {
-                countFailures(object, slot.relationship!, fail)
+                countFailures(object, slot, fail)
             }
             return failures
         }
@@ -163,7 +163,7 @@ extension ManagedObjectContext {
                 }
             case .toMany:
                 guard slot.hasRules else { continue }
-                countFailures(object, slot.relationship!, fail)
+                countFailures(object, slot, fail)
             case .toOne:
                 if let target = object.toOneID(slot) {
                     if let missing = registered[target]?.faultError, missing.code == .objectNotFound {
@@ -179,9 +179,10 @@ extension ManagedObjectContext {
         return failures
     }
 
-    /// The minimum and maximum count rules of a to-many `relationship` that `object` breaks.
-    private func countFailures(_ object: ManagedObject, _ relationship: RelationshipDescription, _ fail: (String, String) -> Void) {
-        let count = object.relatedIDs(forKey: relationship.name).count
+    /// The minimum and maximum count rules of the to-many in `slot` that `object` breaks.
+    private func countFailures(_ object: ManagedObject, _ slot: ManagedObjectModel.Slot, _ fail: (String, String) -> Void) {
+        let relationship = slot.relationship!
+        let count = object.relatedIDs(slot).count
         if count == 0 && relationship.isOptional { return }
         if relationship.minimumCount > 0 && count < relationship.minimumCount {
             fail(relationship.name, "holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
@@ -281,7 +282,7 @@ extension ManagedObjectContext {
     private func changesStoredState(_ object: ManagedObject) -> Bool {
         for index in object.changedSlots {
             let slot = object.handle.slots[index]
-            guard slot.kind == .toMany, storeDerives(slot.relationship!, of: object) else { return true }
+            guard slot.kind == .toMany, storeDerives(slot, of: object) else { return true }
         }
         return false
     }
@@ -298,16 +299,15 @@ extension ManagedObjectContext {
         for slot in handle.relationshipSlots {
             switch slot.kind {
             case .toMany:
-                let relationship = slot.relationship!
-                if object.toMany[slot.name] == nil, let pending = object.pendingToMany[slot.name] {
+                if object.loadedMembers(slot) == nil, let pending = object.pendingMembers(slot) {
                     // Recorded without loading: a derived relationship is not sent; others go as added/removed members.
-                    if !storeDerives(relationship, of: object) {
+                    if !storeDerives(slot, of: object) {
                         change.toManyChanges[slot.name] = ToManyChange(added: pending.added.map(map), removed: pending.removed.sorted().map(map))
                     }
                     continue
                 }
                 if allToMany || object.changedSlots.contains(slot.index) {
-                    change.toMany[slot.name] = object.relatedIDs(forKey: slot.name).map(map)
+                    change.toMany[slot.name] = object.relatedIDs(slot).map(map)
                 }
             case .attribute, .toOne, .fetched:
                 break
@@ -371,8 +371,8 @@ extension ManagedObjectContext {
                 object.lifecycle = .clean
                 object.changedSlots.removeAll()
                 apply(persisted, to: object)
-                object.toMany = [:]
-                object.committed?.toMany = [:]
+                object.toMany = []
+                object.committed?.toMany = []
             case .mergeByPropertyObjectTrump, .mergeByPropertyStoreTrump:
                 let storeTrumps = mergePolicy == .mergeByPropertyStoreTrump
                 for slot in object.handle.persistentSlots {
@@ -397,7 +397,7 @@ extension ManagedObjectContext {
             }
             object.version = persisted.version
             object.committed = ManagedObject.Snapshot(attributes: stored.attributes, toOne: stored.toOne,
-                                                      toMany: committed?.toMany ?? [:], version: persisted.version)
+                                                      toMany: committed?.toMany ?? [], version: persisted.version)
         }
         changedIDs = changedIDs.filter { registered[$0] != nil }
     }
@@ -414,8 +414,8 @@ struct Backup {
         let rowKept: (value: AttributeValue?, index: Int)
         let attributes: AttributeSlots
         let toOne: ToOneSlots
-        let toMany: [String: [ManagedObjectID]]
-        let pendingToMany: [String: (added: [ManagedObjectID], removed: Set<ManagedObjectID>)]
+        let toMany: ToManySlots
+        let pendingToMany: PendingToManySlots
         let committed: ManagedObject.Snapshot?
         let changedSlots: SlotSet
         let version: Int64

@@ -119,10 +119,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.isFaultStorage = false
         // The defaults, shared with every new object of the entity until its first write.
         object.attributes = handle.defaultValues
-        if handle.toManyCount > 0 {
-            object.toMany.reserveCapacity(handle.toManyCount)
-            for slot in handle.slots where slot.kind == .toMany { object.toMany[slot.name] = [] }
-        }
+        object.toMany = handle.noMembers
         registered[object.objectID] = object
         insertedIDs.append(object.objectID)
         pendingNotification.inserted.insert(object.objectID)
@@ -316,13 +313,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
         persistentStoreCoordinator.updateCache(object.objectID, node: node)
         let local = (attributes: object.attributes, toOne: object.toOne, toMany: object.toMany)
         apply(node, to: object)
-        object.toMany = [:]
+        object.toMany = []
         for index in object.changedSlots {
-            let slot = object.handle.slots[index], key = slot.name
+            let slot = object.handle.slots[index]
             switch slot.kind {
             case .attribute where slot.position >= 0: object.setAttributeValue(local.attributes[slot: slot.position], slot)
             case .toOne: object.setToOneID(local.toOne[slot: slot.position], slot)
-            case .toMany: object.toMany[key] = local.toMany[key]
+            case .toMany: object.setMembers(local.toMany[slot: slot.position], slot)
             default: break
             }
         }
@@ -335,7 +332,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.attributeStorage = object.handle.hasTransientAttributes ? object.transientAttributes() : []
         object.forgetRow()
         object.toOneStorage = []
-        object.toMany = [:]
+        object.toMany = []
         object.committedStorage = nil
     }
 
@@ -413,23 +410,23 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Whether the object's store derives this to-many relationship from its inverse (so changes to it need not be
     /// sent, and an unloaded one need not be loaded to record them).
-    func storeDerives(_ relationship: RelationshipDescription, of object: ManagedObject) -> Bool {
-        storeRules(relationship, of: object)?.derives ?? false
+    func storeDerives(_ slot: ManagedObjectModel.Slot, of object: ManagedObject) -> Bool {
+        storeRules(slot, of: object)?.derives ?? false
     }
 
     /// Whether a change to this unloaded to-many relationship can be recorded without loading it: the store derives
     /// the relationship, or takes its changes as added and removed members.
-    func recordsWithoutLoading(_ relationship: RelationshipDescription, of object: ManagedObject) -> Bool {
-        guard let rules = storeRules(relationship, of: object) else { return false }
+    func recordsWithoutLoading(_ slot: ManagedObjectModel.Slot, of object: ManagedObject) -> Bool {
+        guard let rules = storeRules(slot, of: object) else { return false }
         return rules.derives || rules.acceptsChanges
     }
 
-    /// What the store of `object` does with the to-many `relationship` (`nil` when no store is asked: a child
-    /// context, a new object). Asked once per relationship and store namespace, then remembered: a bulk insert asks
-    /// for every new member of every relationship.
-    private func storeRules(_ relationship: RelationshipDescription, of object: ManagedObject) -> (derives: Bool, acceptsChanges: Bool)? {
-        guard parent == nil, !object.objectID.isTemporaryID else { return nil }
-        let key = StoreRuleKey(namespace: ObjectIdentifier(object.objectID.namespace), relationship: relationship.name)
+    /// What the store of `object` does with the to-many in `slot` (`nil` when no store is asked: a child context, a
+    /// new object). Asked once per relationship and store namespace (an entity's, in one store), then remembered:
+    /// a bulk insert asks for every new member of every relationship.
+    private func storeRules(_ slot: ManagedObjectModel.Slot, of object: ManagedObject) -> (derives: Bool, acceptsChanges: Bool)? {
+        guard parent == nil, !object.objectID.isTemporaryID, let relationship = slot.relationship else { return nil }
+        let key = StoreRuleKey(namespace: ObjectIdentifier(object.objectID.namespace), slot: slot.index)
         if let known = storeRuleCache[key] { return known }
         guard let store = try? persistentStoreCoordinator.incrementalStore(for: object.objectID) else { return nil }
         let rules = (derives: store.derivesRelationship(relationship),
@@ -438,18 +435,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
         return rules
     }
 
+    /// A relationship of the entity a namespace belongs to, by its slot index.
     struct StoreRuleKey: Hashable {
         let namespace: ObjectIdentifier
-        let relationship: String
+        let slot: Int
     }
 
     /// Loads a to-many relationship's members.
-    func fulfillRelationshipFault(of object: ManagedObject, key: String) {
-        guard let relationship = object.handle.relationship(named: key) else { return }
-        let ids = (try? sourceRelationship(relationship, of: object.objectID)) ?? []
-        object.toMany[key] = ids
-        if object.committedStorage == nil { object.willAccessValues() }
-        object.committedStorage?.toMany[key] = ids
+    func fulfillRelationshipFault(of object: ManagedObject, _ slot: ManagedObjectModel.Slot) {
+        object.takeStoredMembers(slot.relationship.flatMap { try? sourceRelationship($0, of: object.objectID) } ?? [], slot)
     }
 
     // MARK: - Permanent IDs
@@ -528,13 +522,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
         for id in insertedIDs + changedIDs {
             guard let object = registered[id] else { continue }
             for position in object.toOne.indices { if let id = object.toOne[position], let new = assignments[id] { object.toOne[position] = new } }
-            for (key, ids) in object.toMany where ids.contains(where: { assignments[$0] != nil }) {
-                object.toMany[key] = ids.map { assignments[$0] ?? $0 }
+            for (position, ids) in object.toMany.enumerated() {
+                guard let ids, ids.contains(where: { assignments[$0] != nil }) else { continue }
+                object.toMany[position] = ids.map { assignments[$0] ?? $0 }
             }
             // Changes recorded on an unloaded relationship name the new objects too.
-            for (key, pending) in object.pendingToMany
-            where pending.added.contains(where: { assignments[$0] != nil }) || pending.removed.contains(where: { assignments[$0] != nil }) {
-                object.pendingToMany[key] = (pending.added.map { assignments[$0] ?? $0 }, Set(pending.removed.map { assignments[$0] ?? $0 }))
+            guard let extras = object.extras else { continue }
+            for (position, pending) in extras.pendingToMany.enumerated() {
+                guard let pending,
+                      pending.added.contains(where: { assignments[$0] != nil }) || pending.removed.contains(where: { assignments[$0] != nil }) else { continue }
+                extras.pendingToMany[position] = PendingMembers(added: pending.added.map { assignments[$0] ?? $0 },
+                                                                removed: Set(pending.removed.map { assignments[$0] ?? $0 }))
             }
         }
         holdRows(of: moved)

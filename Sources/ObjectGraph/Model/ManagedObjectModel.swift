@@ -99,12 +99,10 @@ public struct ManagedObjectModel: Sendable {
             self.resolved = resolved
             self.handles = handles ?? Dictionary(uniqueKeysWithValues: entities.map { entity in
                 (entity.name, EntityHandle(entity, properties: resolved[entity.name]!.properties, propertyIndex: resolved[entity.name]!.propertyIndex,
-                                           inverse: { relationship in
-                                               relationship.inverseName.flatMap { name in
-                                                   resolved[relationship.destinationEntityName].flatMap { destination in
-                                                       destination.propertyIndex[name].map { destination.properties[$0] }
-                                                   }
-                                               }.flatMap { if case .relationship(let inverse) = $0 { inverse } else { nil } }
+                                           inverseIndex: { relationship in
+                                               guard let name = relationship.inverseName, let destination = resolved[relationship.destinationEntityName],
+                                                     let index = destination.propertyIndex[name], case .relationship = destination.properties[index] else { return -1 }
+                                               return index
                                            }))
             })
             self.warnings = warnings
@@ -144,16 +142,20 @@ public struct ManagedObjectModel: Sendable {
         /// keeps, and a save hands them over as they are.
         let hasTransientAttributes: Bool
         let hasTransientToOnes: Bool
-        /// How many to-many relationships the entity has: a new object's dictionary is sized once.
+        /// How many to-many relationships the entity has: the length of ``ToManySlots``.
         let toManyCount: Int
         /// The attribute values a new object starts with (defaults where the model has them).
         let defaultValues: AttributeSlots
         /// No attribute value, and no to-one: shared by every object until its first write copies them.
         package let emptyAttributes: AttributeSlots
         package let emptyToOne: ToOneSlots
+        /// No to-many loaded.
+        let emptyToMany: ToManySlots
+        /// Every to-many loaded and empty: what a new object holds, shared until its first change.
+        let noMembers: ToManySlots
 
         init(_ description: EntityDescription, properties: [PropertyDescription], propertyIndex: [String: Int],
-             inverse: (RelationshipDescription) -> RelationshipDescription? = { _ in nil }) {
+             inverseIndex: (RelationshipDescription) -> Int = { _ in -1 }) {
             self.description = description
             self.name = description.name
             self.properties = properties
@@ -176,7 +178,7 @@ public struct ManagedObjectModel: Sendable {
                 default:
                     position = -1
                 }
-                slots.append(Slot(index: index, position: position, property: property, inverse: inverse))
+                slots.append(Slot(index: index, position: position, property: property, inverseIndex: inverseIndex))
             }
             self.slots = slots
             persistentSlots = slots.filter(\.isPersistent)
@@ -189,6 +191,8 @@ public struct ManagedObjectModel: Sendable {
             self.toManyCount = toManyCount
             emptyAttributes = AttributeSlots(repeating: nil, count: attributeCount)
             emptyToOne = ToOneSlots(repeating: nil, count: toOneCount)
+            emptyToMany = ToManySlots(repeating: nil, count: toManyCount)
+            noMembers = ToManySlots(repeating: [], count: toManyCount)
             defaultValues = AttributeSlots(attributeSlots.lazy.map { $0.attribute!.defaultValue })
         }
 
@@ -204,6 +208,19 @@ public struct ManagedObjectModel: Sendable {
         @inline(__always)
         package func newToOne() -> ToOneSlots {
             Self.unique(emptyToOne)
+        }
+
+        /// A new array of no loaded to-many, unique from the start (see ``newAttributes()``).
+        @inline(__always)
+        func newToMany() -> ToManySlots {
+            Self.unique(emptyToMany)
+        }
+
+        /// The slot, in this entity, of the inverse of the relationship in `slot` (a relationship whose destination
+        /// is this entity or one of its ancestors); `nil` when it has none.
+        @inline(__always)
+        func inverse(of slot: Slot) -> Slot? {
+            UInt(bitPattern: slot.inverseIndex) < UInt(slots.count) ? slots[slot.inverseIndex] : nil
         }
 
         /// An array of `empty.count` `nil`s that shares no storage. Grown by `reserveCapacity` and `append`, which
@@ -255,8 +272,10 @@ public struct ManagedObjectModel: Sendable {
         let attribute: AttributeDescription?
         /// The relationship's description (relationships only).
         let relationship: RelationshipDescription?
-        /// The relationship's inverse, resolved once (relationships with an inverse only).
-        let inverse: RelationshipDescription?
+        /// The ``index`` of the relationship's inverse among the destination entity's properties, resolved once
+        /// (-1 without an inverse). Sub-entities list inherited properties first, in their parent's order, so the
+        /// index holds for every object the relationship may point at.
+        let inverseIndex: Int
         /// The attribute's type (`.undefined` for other properties).
         package let type: AttributeType
         let transformerName: String?
@@ -270,7 +289,7 @@ public struct ManagedObjectModel: Sendable {
         /// counts.
         let hasRules: Bool
 
-        init(index: Int, position: Int, property: PropertyDescription, inverse: (RelationshipDescription) -> RelationshipDescription?) {
+        init(index: Int, position: Int, property: PropertyDescription, inverseIndex: (RelationshipDescription) -> Int) {
             self.index = index
             self.position = position
             name = property.name
@@ -280,7 +299,7 @@ public struct ManagedObjectModel: Sendable {
                 kind = .attribute
                 self.attribute = attribute
                 relationship = nil
-                self.inverse = nil
+                self.inverseIndex = -1
                 type = attribute.type
                 transformerName = attribute.transformerName
                 isTransient = attribute.isTransient
@@ -290,7 +309,7 @@ public struct ManagedObjectModel: Sendable {
                 kind = relationship.isToMany ? .toMany : .toOne
                 attribute = nil
                 self.relationship = relationship
-                self.inverse = inverse(relationship)
+                self.inverseIndex = inverseIndex(relationship)
                 type = .undefined
                 transformerName = nil
                 isTransient = relationship.isTransient
@@ -300,7 +319,7 @@ public struct ManagedObjectModel: Sendable {
                 kind = .fetched
                 attribute = nil
                 relationship = nil
-                self.inverse = nil
+                self.inverseIndex = -1
                 type = .undefined
                 transformerName = nil
                 isTransient = true

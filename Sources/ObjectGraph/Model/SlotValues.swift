@@ -5,6 +5,19 @@ package typealias AttributeSlots = ContiguousArray<AttributeValue?>
 /// An object's to-one relationships in its entity's to-one positions; `nil` is no object.
 package typealias ToOneSlots = ContiguousArray<ManagedObjectID?>
 
+/// An object's to-many relationships in its entity's to-many positions: the members' IDs (in order, for an ordered
+/// relationship), `nil` while the relationship is not loaded.
+typealias ToManySlots = ContiguousArray<[ManagedObjectID]?>
+
+/// Members added to and removed from a to-many relationship that is not loaded, recorded instead of loading it.
+struct PendingMembers {
+    var added: [ManagedObjectID] = []
+    var removed: Set<ManagedObjectID> = []
+}
+
+/// Recorded members (``PendingMembers``) in an entity's to-many positions; empty until one is recorded.
+typealias PendingToManySlots = ContiguousArray<PendingMembers?>
+
 /// A stored row a store hands over without decoding it: an object backed by it decodes a value when the value is
 /// first read, so a fault or a fetched object pays for the fields it reads, not for every field of its row.
 ///
