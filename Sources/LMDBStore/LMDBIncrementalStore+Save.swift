@@ -164,9 +164,12 @@ extension LMDBIncrementalStore {
                     let entity = entities[position]
                     for (relationship, table) in zip(entity.linkRelationships, state.linkTables[Int(entity.tag)]) {
                         if let targets = change.toMany[relationship.name] {
-                            // A new object has no links yet: an empty relationship has nothing to write or remove.
-                            if isInsert && targets.isEmpty { continue }
-                            try rewriteLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
+                            if isInsert {
+                                // A new object has no links yet: its members are put, nothing is read or removed.
+                                try insertLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
+                            } else {
+                                try rewriteLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
+                            }
                         } else if let delta = change.toManyChanges[relationship.name], !relationship.isOrdered {
                             try applyLinkChanges(relationship, in: table, of: change.objectID, delta, &references, state: state, transaction: transaction)
                         }
@@ -174,21 +177,24 @@ extension LMDBIncrementalStore {
                     versions[change.objectID] = Int64(bitPattern: rows[position].version)
                     guard rewrites[position] else { continue }
                     let blob = RowCodec.encode(rows[position], entity: entity, modelHash: modelHashPrefix)
-                    let rowKey = Self.keyBytes(try key(of: change.objectID))
-                    guard isInsert else {
-                        try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction)
-                        continue
-                    }
-                    // Keys come from a sequence, so new rows usually go after every row the table holds: appended
-                    // without a search. Out of order (another context saved later keys first) they are put in place;
-                    // either way a key that is taken refuses the insert and the save.
-                    do {
-                        try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .append)
-                    } catch LMDBError.keyExists {
-                        do {
-                            try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .noOverwrite)
-                        } catch LMDBError.keyExists {
-                            throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
+                    try withUnsafeBytes(of: try key(of: change.objectID).bigEndian) { rowKey in
+                        try blob.withUnsafeBytes { blob in
+                            guard isInsert else {
+                                try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction)
+                                return
+                            }
+                            // Keys come from a sequence, so new rows usually go after every row the table holds:
+                            // appended without a search. Out of order (another context saved later keys first) they
+                            // are put in place; either way a key that is taken refuses the insert and the save.
+                            do {
+                                try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .append)
+                            } catch LMDBError.keyExists {
+                                do {
+                                    try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .noOverwrite)
+                                } catch LMDBError.keyExists {
+                                    throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
+                                }
+                            }
                         }
                     }
                 }
@@ -341,28 +347,50 @@ extension LMDBIncrementalStore {
     /// Adds and removes single members of an unordered link table: one put or delete per member, nothing read.
     private func applyLinkChanges(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, _ delta: ToManyChange,
                                   _ references: inout References, state: OpenState, transaction: Transaction) throws {
-        let owner = Self.keyBytes(try key(of: objectID))
+        let owner = try key(of: objectID)
         for target in delta.removed {
-            _ = try table.delete(key: owner + Self.keyBytes(try key(of: target)), in: transaction)
+            _ = try withUnsafeBytes(of: (owner.bigEndian, try key(of: target).bigEndian)) { try table.delete(key: $0, in: transaction) }
         }
         for target in delta.added {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-            let targetKey = Self.keyBytes(try key(of: target))
-            try table.put(targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: owner + targetKey, in: transaction)
+            try putLink(in: table, owner: owner, target: try key(of: target), tag: tag, transaction)
+        }
+    }
+
+    /// Puts the links of a new object (which has none yet): one put per member, nothing read or removed.
+    private func insertLinks(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
+                             _ references: inout References, state: OpenState, transaction: Transaction) throws {
+        let owner = try key(of: objectID)
+        for (position, target) in targets.enumerated() {
+            let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
+            try putLink(in: table, owner: owner, target: try key(of: target), tag: tag, position: relationship.isOrdered ? position : nil, transaction)
+        }
+    }
+
+    /// Puts one link entry without allocating: the key is the owner's key and the target's (unordered) or the
+    /// member's position (ordered), the value the target's key and entity tag (`Docs/FORMAT.md`).
+    private func putLink(in table: Database, owner: UInt64, target: UInt64, tag: UInt16, position: Int? = nil, _ transaction: Transaction) throws {
+        try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
+            if let position {
+                try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try table.put(value, forKey: $0, in: transaction) }
+            } else {
+                try withUnsafeBytes(of: (owner.bigEndian, target.bigEndian)) { try table.put(value, forKey: $0, in: transaction) }
+            }
         }
     }
 
     /// Replaces the link entries of one object's relationship in its link table `table`.
     private func rewriteLinks(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                               _ references: inout References, state: OpenState, transaction: Transaction) throws {
-        let owner = Self.keyBytes(try key(of: objectID))
+        let ownerKey = try key(of: objectID)
+        let owner = Self.keyBytes(ownerKey)
         if !relationship.isOrdered {
             // Unordered: write only the difference, so adding one member to a large relationship costs one put (a
             // bulk load that grows many-to-many relationships batch by batch stays linear).
-            var wanted: [[UInt8]: (target: ManagedObjectID, key: [UInt8])] = [:]
+            var wanted: [[UInt8]: (target: ManagedObjectID, key: UInt64)] = [:]
             for target in targets {
-                let targetKey = Self.keyBytes(try key(of: target))
-                wanted[owner + targetKey] = (target, targetKey)
+                let targetKey = try key(of: target)
+                wanted[owner + Self.keyBytes(targetKey)] = (target, targetKey)
             }
             try table.withCursor(in: transaction) { cursor in
                 var entry = try cursor.seek(atOrAfter: owner)
@@ -376,9 +404,9 @@ extension LMDBIncrementalStore {
                 }
             }
             // Only members not linked before are checked: a large relationship gaining one costs one lookup.
-            for (linkKey, member) in wanted {
+            for member in wanted.values {
                 let tag = try checkTarget(member.target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-                try table.put(member.key + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: linkKey, in: transaction)
+                try putLink(in: table, owner: ownerKey, target: member.key, tag: tag, transaction)
             }
             return
         }
@@ -391,14 +419,7 @@ extension LMDBIncrementalStore {
         }
         for (position, target) in targets.enumerated() {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-            let targetKey = Self.keyBytes(try key(of: target))
-            var linkKey = owner
-            if relationship.isOrdered {
-                TupleEncoding.appendBigEndian(UInt32(position), to: &linkKey)
-            } else {
-                linkKey += targetKey
-            }
-            try table.put(targetKey + [UInt8(tag >> 8), UInt8(tag & 0xFF)], forKey: linkKey, in: transaction)
+            try putLink(in: table, owner: ownerKey, target: try key(of: target), tag: tag, position: position, transaction)
         }
     }
 
