@@ -113,12 +113,10 @@ extension LMDBIncrementalStore {
                 }
                 // 3. Secondary entries: remove the old ones that changed (updates and deletions), then add the new
                 // ones, in the order the context sent the objects (inserts in key order, updates sorted by ID).
-                var newEntries: [(indexes: [IndexEntry], uniques: [IndexEntry])] = []
-                newEntries.reserveCapacity(written.count)
-                for (position, row) in rows.enumerated() {
-                    newEntries.append(rewrites[position]
-                        ? maintainer.entries(for: row, key: try key(of: written[position].objectID), entity: entities[position])
-                        : ([], []))
+                // An insert's entries are put as they are made (below); an update's are compared with its old ones.
+                var newEntries: [(indexes: [IndexEntry], uniques: [IndexEntry])] = Array(repeating: ([], []), count: written.count)
+                for position in insertCount..<written.count where rewrites[position] {
+                    newEntries[position] = maintainer.entries(for: rows[position], key: try key(of: written[position].objectID), entity: entities[position])
                 }
                 // An updated row's old entries, to tell which of its new ones are there already. A row has at most
                 // one entry per table, so entries match by table and bytes — a few comparisons, no hashing.
@@ -137,9 +135,22 @@ extension LMDBIncrementalStore {
                     let old = maintainer.entries(for: row, key: try key(of: change.objectID), entity: entity)
                     for entry in old.indexes + old.uniques { try remove(entry, from: state.table(of: entry, in: entity), transaction) }
                 }
-                for (position, entries) in newEntries.enumerated() where rewrites[position] {
+                var scratch = IndexEntries.Scratch()
+                for position in 0..<insertCount {
+                    let entity = entities[position], tables = state.secondaryTables[Int(entity.tag)]
+                    try maintainer.forEachEntry(of: rows[position], key: try key(of: written[position].objectID), entity: entity, scratch: &scratch) {
+                        table, isUnique, key, value in
+                        guard isUnique else { return try tables[table].put(value, forKey: key, in: transaction) }
+                        do {
+                            try tables[table].put(value, forKey: key, in: transaction, options: .noOverwrite)
+                        } catch LMDBError.keyExists {
+                            throw uniquenessViolation(written[position].objectID, table: table, rows[position])
+                        }
+                    }
+                }
+                for (position, entries) in newEntries.enumerated() where position >= insertCount && rewrites[position] {
                     let entity = entities[position]
-                    let existing = position < insertCount ? [] : oldEntries[position - insertCount]
+                    let existing = oldEntries[position - insertCount]
                     for entry in entries.indexes where !existing.contains(entry) {
                         try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction)
                     }
@@ -147,7 +158,7 @@ extension LMDBIncrementalStore {
                         do {
                             try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction, options: .noOverwrite)
                         } catch LMDBError.keyExists {
-                            throw uniquenessViolation(written[position].objectID, entry, rows[position])
+                            throw uniquenessViolation(written[position].objectID, table: entry.table, rows[position])
                         }
                     }
                 }
@@ -333,9 +344,11 @@ extension LMDBIncrementalStore {
         }
     }
 
-    private func uniquenessViolation(_ id: ManagedObjectID, _ entry: IndexEntry, _ row: StoredRow) -> ManagedObjectContextError {
+    /// The error for a row whose entry in the secondary table at `table` (a uniqueness table) is taken.
+    private func uniquenessViolation(_ id: ManagedObjectID, table: Int, _ row: StoredRow) -> ManagedObjectContextError {
         let entity = layout.entity(id.entityName)!
-        let constraint = entity.uniques.first { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) == entry.database }
+        let database = entity.secondaryTables[table]
+        let constraint = entity.uniques.first { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) == database }
         let names = constraint?.constraint.propertyNames ?? []
         let values = names.map { name in
             entity.fieldIndex[name].map { row.attribute($0).map { "\($0)" } ?? row.reference($0).map { "key \($0.key)" } ?? "nil" } ?? "nil"

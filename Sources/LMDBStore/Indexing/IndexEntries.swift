@@ -32,40 +32,79 @@ struct IndexEntries {
         indexes.reserveCapacity(entity.indexTables.count + entity.toOneTables.count)
         var uniques: [IndexEntry] = []
         if !entity.uniqueTables.isEmpty { uniques.reserveCapacity(entity.uniqueTables.count) }
-        // Every entry's value: the row key, then the entity tag (made once per row, shared by the entries).
-        var rowKey = LMDBIncrementalStore.keyBytes(key)
-        rowKey.append(UInt8(row.entityTag >> 8))
-        rowKey.append(UInt8(row.entityTag & 0xFF))
-        let entryValue = rowKey
-        for (position, (_, index)) in entity.indexes.enumerated() {
-            let fields = entity.indexFields[position]
-            func element(_ offset: Int) -> [UInt8] {
-                let element = index.elements[offset]
-                var bytes = elementBytes(fields[offset], row, folding: element.collation)
-                if !element.isAscending { bytes = bytes.map { ~$0 } }
-                return bytes
-            }
-            // A one-element key that fits is its element's bytes as they are.
-            let key: [UInt8]
-            if index.elements.count == 1 {
-                let bytes = element(0)
-                key = bytes.count > Self.maxTupleBytes ? Self.fit([bytes]) : bytes
-            } else {
-                key = Self.fit(index.elements.indices.map(element))
-            }
-            indexes.append(IndexEntry(database: entity.indexTables[position], table: position, key: key, value: entryValue))
-        }
-        for (position, fields) in entity.uniqueFields.enumerated() {
-            if fields.contains(where: { value($0, row) == nil }) { continue }  // NULLs never clash
-            let elements = fields.map { elementBytes($0, row) }
-            uniques.append(IndexEntry(database: entity.uniqueTables[position], table: entity.indexTables.count + position, key: Self.fit(elements), value: entryValue))
-        }
-        for (position, field) in entity.toOneFields.enumerated() {
-            guard field >= 0, let reference = row.reference(field) else { continue }
-            indexes.append(IndexEntry(database: entity.toOneTables[position], table: entity.indexTables.count + entity.uniqueTables.count + position,
-                                      key: LMDBIncrementalStore.keyBytes(reference.key), value: entryValue))
+        var entryValue: [UInt8] = []
+        var scratch = Scratch()
+        forEachEntry(of: row, key: key, entity: entity, scratch: &scratch) { table, isUnique, key, value in
+            if entryValue.isEmpty { entryValue = Array(value) }  // every entry's value is the same: made once
+            let entry = IndexEntry(database: entity.secondaryTables[table], table: table, key: Array(key), value: entryValue)
+            if isUnique { uniques.append(entry) } else { indexes.append(entry) }
         }
         return (indexes, uniques)
+    }
+
+    /// Bytes reused from one entry to the next (and from row to row, when the caller keeps them): the entries of a
+    /// row are made in it one at a time, without an allocation per entry.
+    struct Scratch {
+        fileprivate var key: [UInt8] = []
+        fileprivate var bounds: [Int] = []
+        fileprivate var element: [UInt8] = []
+
+        init() {
+            key.reserveCapacity(64)
+        }
+    }
+
+    /// Calls `body` with each secondary entry of `row` (the row of `key`): its table (the position in the entity's
+    /// ``StoreLayout/EntityLayout/secondaryTables``), whether it is a uniqueness entry, its key and its value (the
+    /// row key and entity tag). The bytes live only during the call; fetch indexes come first, then uniqueness
+    /// constraints (none when a value is NULL: NULLs never clash), then to-one indexes.
+    func forEachEntry(of row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout, scratch: inout Scratch,
+                      _ body: (_ table: Int, _ isUnique: Bool, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void) rethrows {
+        // Every entry's value: the row key, then the entity tag.
+        try withUnsafeBytes(of: (key.bigEndian, row.entityTag.bigEndian)) { entryValue in
+            for (position, (_, index)) in entity.indexes.enumerated() {
+                let fields = entity.indexFields[position]
+                scratch.key.removeAll(keepingCapacity: true)
+                scratch.bounds.removeAll(keepingCapacity: true)
+                for (offset, element) in index.elements.enumerated() {
+                    let start = scratch.key.count
+                    TupleEncoding.append(Self.folded(value(fields[offset], row), element.collation), to: &scratch.key)
+                    if !element.isAscending {
+                        for byte in start..<scratch.key.count { scratch.key[byte] = ~scratch.key[byte] }
+                    }
+                    scratch.bounds.append(scratch.key.count)
+                }
+                if scratch.key.count > Self.maxTupleBytes { Self.cut(&scratch) }
+                try scratch.key.withUnsafeBytes { try body(position, false, $0, entryValue) }
+            }
+            for (position, fields) in entity.uniqueFields.enumerated() {
+                if fields.contains(where: { value($0, row) == nil }) { continue }  // NULLs never clash
+                scratch.key.removeAll(keepingCapacity: true)
+                scratch.bounds.removeAll(keepingCapacity: true)
+                for field in fields {
+                    TupleEncoding.append(value(field, row), to: &scratch.key)
+                    scratch.bounds.append(scratch.key.count)
+                }
+                if scratch.key.count > Self.maxTupleBytes { Self.cut(&scratch) }
+                try scratch.key.withUnsafeBytes { try body(entity.indexTables.count + position, true, $0, entryValue) }
+            }
+            for (position, field) in entity.toOneFields.enumerated() {
+                guard field >= 0, let reference = row.reference(field) else { continue }
+                try withUnsafeBytes(of: reference.key.bigEndian) {
+                    try body(entity.indexTables.count + entity.uniqueTables.count + position, false, $0, entryValue)
+                }
+            }
+        }
+    }
+
+    /// Cuts the elements in `scratch.key` (ending at `scratch.bounds`) to fit, as ``fit(_:)`` does.
+    private static func cut(_ scratch: inout Scratch) {
+        var start = 0
+        let elements = scratch.bounds.map { end in
+            defer { start = end }
+            return Array(scratch.key[start..<end])
+        }
+        scratch.key = fit(elements)
     }
 
     /// The value an index element sees in field `field` (-1: none): an attribute, or a to-one as the integer key of
@@ -77,13 +116,6 @@ struct IndexEntries {
         case .attribute(let value)?: return value
         case .reference(let reference)?: return .integer(Int64(bitPattern: reference.key))
         }
-    }
-
-    private func elementBytes(_ field: Int, _ row: StoredRow, folding collation: FetchIndexElementDescription.Collation = .binary) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(16)  // a number's or a date's element (9 bytes) without growing; strings grow once
-        TupleEncoding.append(Self.folded(value(field, row), collation), to: &bytes)
-        return bytes
     }
 
     /// A string as a folded index holds it (case and/or diacritics folded as `[c]`/`[d]` comparisons fold them,
