@@ -76,7 +76,7 @@ extension ManagedObjectContext {
     private func needsPendingChanges(_ request: FetchRequest) -> Bool {
         guard request.includesPendingChanges else { return false }
         let family = family(request)
-        return insertedIDs.contains { family.contains($0.entityName) } || deletedIDs.contains { family.contains($0.entityName) }
+        return insertedInOrder.contains { family.contains($0.entityName) } || deletedIDs.contains { family.contains($0.entityName) }
             || changedIDs.contains { family.contains($0.entityName) && registered[$0]?.isUpdated == true }
     }
 
@@ -143,7 +143,7 @@ extension ManagedObjectContext {
                 kept.append(object)
             }
             candidates = kept
-            let extra = (insertedIDs + changedIDs.sorted()).compactMap { registered[$0] }
+            let extra = (insertedInOrder + changedIDs.sorted().compactMap { registered[$0] })
                 .filter { family.contains($0.entityName) && ($0.isInserted || $0.isUpdated) }
             for object in extra where seen.insert(object.objectID).inserted {
                 if try request.predicate?.evaluate(with: object) ?? true { candidates.append(object) }

@@ -85,7 +85,7 @@ extension ManagedObjectContext {
         }
         for id in changes.deleted {
             guard let object = registered[id] else { continue }
-            insertedIDs.removeAll { $0 == id }
+            insertedInOrder.removeAll { $0 === object }
             deletedIDs.removeAll { $0 == id }
             forget(object)
             object.lifecycle = .deleted

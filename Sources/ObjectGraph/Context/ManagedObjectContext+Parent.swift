@@ -39,10 +39,10 @@ extension ManagedObjectContext {
     /// A child's save: its changes become the parent's unsaved changes; nothing reaches a store.
     func pushToParent(_ parent: ManagedObjectContext) -> ContextChanges {
         let deleted = Set(deletedIDs)
-        let saved = ContextChanges(inserted: Set(insertedIDs), updated: Set(changedIDs.filter { registered[$0]?.isUpdated == true }), deleted: deleted)
-        for id in insertedIDs {
-            guard let object = registered[id] else { continue }
-            let copy = parent.adoptInsertedObject(object.handle, id)
+        let saved = ContextChanges(inserted: Set(insertedInOrder.map(\.objectID)), updated: Set(changedIDs.filter { registered[$0]?.isUpdated == true }), deleted: deleted)
+        let insertedIDs = Set(insertedInOrder.map(\.objectID))
+        for object in insertedInOrder {
+            let copy = parent.adoptInsertedObject(object.handle, object.objectID)
             copy.attributes = object.attributes
             copy.toOne = object.toOne
             copy.toMany = object.toMany
@@ -70,14 +70,14 @@ extension ManagedObjectContext {
             forget(object)
             object.managedObjectContext = nil
         }
-        for id in insertedIDs + Array(changedIDs) {
-            guard let object = registered[id], object.lifecycle != .deleted else { continue }
+        for object in insertedInOrder + changedIDs.compactMap({ registered[$0] }) {
+            guard object.lifecycle != .deleted else { continue }
             object.lifecycle = .clean
             object.changedSlots.removeAll()
             object.committed = ManagedObject.Snapshot(attributes: object.handle.persistentAttributes(object.attributes),
                                                       toOne: object.handle.persistentToOne(object.toOne), toMany: object.toMany, version: object.version)
         }
-        insertedIDs.removeAll()
+        insertedInOrder.removeAll()
         deletedIDs.removeAll()
         changedIDs.removeAll()
         return saved
@@ -90,7 +90,7 @@ extension ManagedObjectContext {
         object.lifecycle = .inserted
         object.isFaultStorage = false
         registered[id] = object
-        insertedIDs.append(id)
+        insertedInOrder.append(object)
         pendingNotification.inserted.insert(id)
         holdRow(of: object)
         return object

@@ -70,9 +70,8 @@ extension ManagedObjectContext {
         var failures: [ValidationFailure] = []
         let deleted = Set(deletedIDs)
         // Inserted objects are never in `changedIDs` (they are saved whole): each object is validated once.
-        let updated = changedIDs.sorted()
-        for id in insertedIDs + updated {
-            guard let object = registered[id], !deleted.contains(id), object.isInserted || object.isUpdated else { continue }
+        for object in insertedInOrder + changedIDs.sorted().compactMap({ registered[$0] }) {
+            guard !deleted.contains(object.objectID), object.isInserted || object.isUpdated else { continue }
             failures += modelFailures(object)
             do {
                 if object.isInserted { try object.validateForInsert() } else { try object.validateForUpdate() }
@@ -198,7 +197,7 @@ extension ManagedObjectContext {
         var assignments: [ManagedObjectID: ManagedObjectID] = [:]
         // Permanent IDs first; they are given to the objects only once the stores have saved. Objects are sent to
         // their store in insertion order, so keys follow the order objects were inserted in.
-        let inserted = insertedIDs.compactMap { registered[$0] }.filter(\.objectID.isTemporaryID)
+        let inserted = insertedInOrder.filter(\.objectID.isTemporaryID)
         assignments = try permanentIDs(for: inserted)
         var attempts = 0
         var versions: [ManagedObjectID: Int64]
@@ -219,7 +218,7 @@ extension ManagedObjectContext {
             }
         }
         reassignIDs(assignments)
-        let saved = ContextChanges(inserted: Set(insertedIDs),
+        let saved = ContextChanges(inserted: Set(insertedInOrder.map(\.objectID)),
                                    updated: Set(changedIDs.filter { registered[$0]?.isUpdated == true }),
                                    deleted: Set(deletedIDs))
         finishSave(versions: versions)
@@ -230,7 +229,7 @@ extension ManagedObjectContext {
     /// permanent ID, and the unchanged version of each object that was not sent (``finishSave(versions:)`` takes
     /// insert = 1, update = +1 for the others).
     private func sendRequests(_ assignments: [ManagedObjectID: ManagedObjectID]) throws -> [ManagedObjectID: Int64] {
-        func map(_ id: ManagedObjectID) -> ManagedObjectID { assignments[id] ?? id }
+        func map(_ id: ManagedObjectID) -> ManagedObjectID { id.isTemporaryID ? assignments[id] ?? id : id }
         // One request per store, found by comparing the store's identifier with the last one used (almost every save
         // goes to one store) rather than by hashing it per object.
         var requests: [(store: String, request: SaveChangesRequest)] = []
@@ -243,8 +242,7 @@ extension ManagedObjectContext {
         }
         var versions: [ManagedObjectID: Int64] = [:]
         let deleted = Set(deletedIDs)
-        for id in insertedIDs {
-            guard let object = registered[id] else { continue }
+        for object in insertedInOrder {
             let change = changeDescription(object, map: map, allToMany: true, expectedVersion: nil)
             requests[request(for: change.objectID)].request.insertedObjects.append(change)
         }
@@ -324,8 +322,8 @@ extension ManagedObjectContext {
             persistentStoreCoordinator.updateCache(id, node: nil)
             object.managedObjectContext = nil
         }
-        for id in insertedIDs + changedIDs.filter({ registered[$0]?.lifecycle != .inserted }) {
-            guard let object = registered[id], object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedSlots.isEmpty else { continue }
+        for object in insertedInOrder + changedIDs.compactMap({ registered[$0] }).filter({ $0.lifecycle != .inserted }) {
+            guard object.lifecycle != .deleted, object.lifecycle == .inserted || !object.changedSlots.isEmpty else { continue }
             let neverLoaded = object.isNeverLoaded
             object.version = versions[object.objectID] ?? (object.lifecycle == .inserted ? 1 : object.version + 1)
             object.lifecycle = .clean
@@ -340,7 +338,7 @@ extension ManagedObjectContext {
             persistentStoreCoordinator.updateCache(object.objectID,
                 node: IncrementalStoreNode(objectID: object.objectID, entity: handle, attributes: attributes, toOne: toOne, version: object.version))
         }
-        insertedIDs.removeAll()
+        insertedInOrder.removeAll()
         deletedIDs.removeAll()
         changedIDs.removeAll()
     }
@@ -423,7 +421,7 @@ struct Backup {
     }
 
     let objects: [ObjectState]
-    let inserted: [ManagedObjectID]
+    let inserted: [ManagedObject]
     let deleted: [ManagedObjectID]
     let changed: Set<ManagedObjectID>
 
@@ -434,7 +432,7 @@ struct Backup {
     init(_ context: ManagedObjectContext) {
         let saved: [ManagedObject]
         if context.deletedIDs.isEmpty {
-            saved = (context.insertedIDs + context.changedIDs).compactMap { context.registered[$0] }
+            saved = context.insertedInOrder + context.changedIDs.compactMap { context.registered[$0] }
         } else {
             saved = Array(context.registered.values)
         }
@@ -444,7 +442,7 @@ struct Backup {
                         attributes: $0.attributeStorage, toOne: $0.toOneStorage, toMany: $0.toMany, pendingToMany: $0.pendingToMany,
                         committed: $0.committedStorage, changedSlots: $0.changedSlots, version: $0.version, context: $0.managedObjectContext)
         }
-        inserted = context.insertedIDs
+        inserted = context.insertedInOrder
         deleted = context.deletedIDs
         changed = context.changedIDs
     }
@@ -474,7 +472,7 @@ struct Backup {
             registered[id] = object
         }
         context.registered = registered
-        context.insertedIDs = inserted
+        context.insertedInOrder = inserted
         context.deletedIDs = deleted
         context.changedIDs = changed
     }

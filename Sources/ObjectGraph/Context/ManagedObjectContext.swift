@@ -27,7 +27,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     // runtime's exclusivity check (a thread-local lookup, ~80 instructions per access, several per property access)
     // would guard nothing. Measured: 4–8 % of the instructions of faults, fetches and saves.
     @exclusivity(unchecked) var registered: [ManagedObjectID: ManagedObject] = [:]
-    @exclusivity(unchecked) var insertedIDs: [ManagedObjectID] = []
+    /// Objects inserted since the last save, in insertion order (the order their keys follow); a save walks them
+    /// without looking each up by ID.
+    @exclusivity(unchecked) var insertedInOrder: [ManagedObject] = []
     @exclusivity(unchecked) var deletedIDs: [ManagedObjectID] = []
     @exclusivity(unchecked) var changedIDs: Set<ManagedObjectID> = []
     /// How the last ``fetchDictionaries(_:)`` was answered: by the store or in memory by the context.
@@ -89,7 +91,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     // MARK: - Object sets
 
     /// Objects inserted since the last save.
-    public var insertedObjects: Set<ManagedObject> { Set(insertedIDs.compactMap { registered[$0] }) }
+    public var insertedObjects: Set<ManagedObject> { Set(insertedInOrder) }
     /// Objects changed since the last save (neither inserted nor deleted).
     public var updatedObjects: Set<ManagedObject> {
         Set(changedIDs.compactMap { registered[$0] }.filter(\.isUpdated))
@@ -99,7 +101,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Every object the context holds.
     public var registeredObjects: Set<ManagedObject> { Set(registered.values) }
     /// Whether anything is unsaved.
-    public var hasChanges: Bool { !insertedIDs.isEmpty || !deletedIDs.isEmpty || changedIDs.contains { registered[$0]?.isUpdated == true } }
+    public var hasChanges: Bool { !insertedInOrder.isEmpty || !deletedIDs.isEmpty || changedIDs.contains { registered[$0]?.isUpdated == true } }
 
     // MARK: - Getting objects
 
@@ -121,7 +123,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.attributes = handle.defaultValues
         object.toMany = handle.noMembers
         registered[object.objectID] = object
-        insertedIDs.append(object.objectID)
+        insertedInOrder.append(object)
         pendingNotification.inserted.insert(object.objectID)
         object.awakeFromInsert()
         return object
@@ -218,7 +220,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         guard object.managedObjectContext === self, object.lifecycle != .deleted else { return }
         if object.lifecycle == .inserted {
             // Never saved: it simply goes away, after its relationships are cleared.
-            insertedIDs.removeAll { $0 == object.objectID }
+            insertedInOrder.removeAll { $0 === object }
             clearRelationships(of: object)
             object.lifecycle = .deleted
             forget(object)
@@ -230,7 +232,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         pendingNotification.deleted.insert(object.objectID)
     }
 
-    /// Records a change of an object that is not inserted (inserted ones are saved whole, from `insertedIDs`).
+    /// Records a change of an object that is not inserted (inserted ones are saved whole, from `insertedInOrder`).
     func objectDidChange(_ object: ManagedObject) {
         changedIDs.insert(object.objectID)
         if object.lifecycle == .clean { pendingNotification.updated.insert(object.objectID) }
@@ -256,12 +258,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Discards every unsaved change: inserted objects leave the context, changed and deleted ones take their last
     /// saved values again.
     public func rollback() {
-        for id in insertedIDs { if let object = registered[id] { object.lifecycle = .deleted; forget(object) } }
+        for object in insertedInOrder { object.lifecycle = .deleted; forget(object) }
         for id in changedIDs.union(deletedIDs) {
             guard let object = registered[id] else { continue }
             restoreCommitted(object)
         }
-        insertedIDs.removeAll()
+        insertedInOrder.removeAll()
         deletedIDs.removeAll()
         changedIDs.removeAll()
         pendingNotification = ContextChanges()
@@ -286,7 +288,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         for object in registered.values { object.managedObjectContext = nil }
         persistentStoreCoordinator.unregister(registered.values.filter(\.holdsRow).map(\.objectID))
         registered.removeAll()
-        insertedIDs.removeAll()
+        insertedInOrder.removeAll()
         deletedIDs.removeAll()
         changedIDs.removeAll()
         pendingNotification = ContextChanges()
@@ -515,24 +517,28 @@ public final class ManagedObjectContext: @unchecked Sendable {
             // Inserted objects are never among the changed ones; others given IDs (a child's, adopted) may be.
             if object.lifecycle != .inserted, changedIDs.remove(old) != nil { changedIDs.insert(new) }
         }
-        insertedIDs = insertedIDs.map { assignments[$0] ?? $0 }
         if !deletedIDs.isEmpty { deletedIDs = deletedIDs.map { assignments[$0] ?? $0 } }
         // Only an inserted or changed object can point at a newly saved one (pointing at it changed it): the clean
         // objects a context holds, however many, are not looked at. The two lists are disjoint.
-        for id in insertedIDs + changedIDs {
-            guard let object = registered[id] else { continue }
-            for position in object.toOne.indices { if let id = object.toOne[position], let new = assignments[id] { object.toOne[position] = new } }
+        // Only a temporary ID can have been reassigned: a permanent one is not looked up.
+        func moves(_ id: ManagedObjectID) -> Bool { id.isTemporaryID && assignments[id] != nil }
+        func map(_ id: ManagedObjectID) -> ManagedObjectID { id.isTemporaryID ? assignments[id] ?? id : id }
+        for object in insertedInOrder + changedIDs.compactMap({ registered[$0] }) {
+            // An object still reading its row points only at stored objects: its to-ones stay as they are.
+            if object.row == nil {
+                for position in object.toOneStorage.indices {
+                    if let id = object.toOneStorage[position], moves(id) { object.toOneStorage[position] = map(id) }
+                }
+            }
             for (position, ids) in object.toMany.enumerated() {
-                guard let ids, ids.contains(where: { assignments[$0] != nil }) else { continue }
-                object.toMany[position] = ids.map { assignments[$0] ?? $0 }
+                guard let ids, ids.contains(where: moves) else { continue }
+                object.toMany[position] = ids.map(map)
             }
             // Changes recorded on an unloaded relationship name the new objects too.
             guard let extras = object.extras else { continue }
             for (position, pending) in extras.pendingToMany.enumerated() {
-                guard let pending,
-                      pending.added.contains(where: { assignments[$0] != nil }) || pending.removed.contains(where: { assignments[$0] != nil }) else { continue }
-                extras.pendingToMany[position] = PendingMembers(added: pending.added.map { assignments[$0] ?? $0 },
-                                                                removed: Set(pending.removed.map { assignments[$0] ?? $0 }))
+                guard let pending, pending.added.contains(where: moves) || pending.removed.contains(where: moves) else { continue }
+                extras.pendingToMany[position] = PendingMembers(added: pending.added.map(map), removed: Set(pending.removed.map(map)))
             }
         }
         holdRows(of: moved)
