@@ -426,7 +426,14 @@ extension ManagedObject {
         }
         switch type {
         case .integer16, .integer32, .integer64:
-            guard let number = integer(value), type.integerRange!.contains(number) else { return nil }
+            // The attribute's own Swift type first: a failed cast costs as much as a successful one.
+            let number: Int64?
+            switch type {
+            case .integer16: number = (value as? Int16).map(Int64.init) ?? integer(value)
+            case .integer32: number = (value as? Int32).map(Int64.init) ?? integer(value)
+            default: number = integer(value)
+            }
+            guard let number, type.integerRange!.contains(number) else { return nil }
             return .integer(number)
         case .double:
             if let v = value as? Double { return v.isNaN ? nil : .double(v) }

@@ -119,8 +119,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         let object = makeObject(handle, .temporary(in: handle.temporaryNamespace))
         object.lifecycle = .inserted
         object.isFaultStorage = false
-        // The defaults, shared with every new object of the entity until its first write.
-        object.attributes = handle.defaultValues
+        // The defaults, in an array of the object's own (it is about to be written to).
+        object.attributeStorage = handle.newDefaultValues()
         object.toMany = handle.noMembers
         registered[object.objectID] = object
         insertedInOrder.append(object)

@@ -204,6 +204,16 @@ public struct ManagedObjectModel: Sendable {
             Self.unique(emptyAttributes)
         }
 
+        /// The default values in a new array, unique from the start (see ``newAttributes()``): what a new object
+        /// holds, so that its first write does not copy the shared ``defaultValues`` element by element through
+        /// the generic value witness.
+        func newDefaultValues() -> AttributeSlots {
+            var values = AttributeSlots()
+            values.reserveCapacity(defaultValues.count)
+            for value in defaultValues { values.append(value) }
+            return values
+        }
+
         /// A new array of no to-ones, unique from the start (see ``newAttributes()``).
         @inline(__always)
         package func newToOne() -> ToOneSlots {
