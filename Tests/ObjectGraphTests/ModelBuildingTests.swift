@@ -21,6 +21,36 @@ import Testing
         #expect(model.fetchRequestTemplate(named: "RichEmployees")?.fetchLimit == 10)
     }
 
+    /// An inverse is found by its slot index in the destination, which holds in sub-entities too; an entity that is
+    /// not the destination (an object a damaged store pointed at wrongly) has no inverse, so no other property of it
+    /// is changed in the inverse's name.
+    @Test func inversesAreFoundBySlotOnlyInTheirDestination() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Department") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("employees", destination: "Employee", inverse: "department", toMany: true)
+            }
+            EntityDescription("Employee") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("department", destination: "Department", inverse: "employees")
+            }
+            EntityDescription("Manager", parent: "Employee") {
+                AttributeDescription("level", .integer16)
+            }
+            EntityDescription("Project") {
+                AttributeDescription("code", .string)
+                RelationshipDescription("lead", destination: "Employee")
+            }
+        }
+        let employees = try #require(model.handle(forEntityNamed: "Department").slot(named: "employees"))
+        let department = try #require(model.handle(forEntityNamed: "Employee").slot(named: "department"))
+        #expect(model.handle(forEntityNamed: "Employee").inverse(of: employees)?.name == "department")
+        #expect(model.handle(forEntityNamed: "Manager").inverse(of: employees)?.name == "department", "a sub-entity inherits the inverse's slot")
+        #expect(model.handle(forEntityNamed: "Department").inverse(of: department)?.name == "employees")
+        #expect(model.handle(forEntityNamed: "Project").inverse(of: employees) == nil, "Project's slot 1 is its own to-one, not the inverse")
+        #expect(model.handle(forEntityNamed: "Department").inverse(of: try #require(model.handle(forEntityNamed: "Project").slot(named: "lead"))) == nil)
+    }
+
     @Test func literalDefaultsBecomeTheAttributesType() throws {
         let model = try companyModel()
         #expect(model.attribute(named: "salary", in: "Employee")?.defaultValue == .decimal(0))

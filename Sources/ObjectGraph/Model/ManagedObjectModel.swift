@@ -227,10 +227,14 @@ public struct ManagedObjectModel: Sendable {
         }
 
         /// The slot, in this entity, of the inverse of the relationship in `slot` (a relationship whose destination
-        /// is this entity or one of its ancestors); `nil` when it has none.
+        /// is this entity or one of its ancestors); `nil` when it has none — or when this entity is not such a
+        /// destination (an object a damaged store pointed at wrongly), so that no other property is touched.
         @inline(__always)
         func inverse(of slot: Slot) -> Slot? {
-            UInt(bitPattern: slot.inverseIndex) < UInt(slots.count) ? slots[slot.inverseIndex] : nil
+            guard UInt(bitPattern: slot.inverseIndex) < UInt(slots.count) else { return nil }
+            let inverse = slots[slot.inverseIndex]
+            guard inverse.kind == .toOne || inverse.kind == .toMany, inverse.name == slot.inverseName else { return nil }
+            return inverse
         }
 
         /// An array of `empty.count` `nil`s that shares no storage. Grown by `reserveCapacity` and `append`, which
@@ -286,6 +290,8 @@ public struct ManagedObjectModel: Sendable {
         /// (-1 without an inverse). Sub-entities list inherited properties first, in their parent's order, so the
         /// index holds for every object the relationship may point at.
         let inverseIndex: Int
+        /// The name of the relationship's inverse (`nil` without one).
+        let inverseName: String?
         /// The attribute's type (`.undefined` for other properties).
         package let type: AttributeType
         let transformerName: String?
@@ -310,6 +316,7 @@ public struct ManagedObjectModel: Sendable {
                 self.attribute = attribute
                 relationship = nil
                 self.inverseIndex = -1
+                inverseName = nil
                 type = attribute.type
                 transformerName = attribute.transformerName
                 isTransient = attribute.isTransient
@@ -320,6 +327,7 @@ public struct ManagedObjectModel: Sendable {
                 attribute = nil
                 self.relationship = relationship
                 self.inverseIndex = inverseIndex(relationship)
+                inverseName = relationship.inverseName
                 type = .undefined
                 transformerName = nil
                 isTransient = relationship.isTransient
@@ -330,6 +338,7 @@ public struct ManagedObjectModel: Sendable {
                 attribute = nil
                 relationship = nil
                 self.inverseIndex = -1
+                inverseName = nil
                 type = .undefined
                 transformerName = nil
                 isTransient = true
