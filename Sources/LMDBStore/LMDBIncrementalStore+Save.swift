@@ -113,10 +113,14 @@ extension LMDBIncrementalStore {
                 }
                 // 3. Secondary entries: remove the old ones that changed (updates and deletions), then add the new
                 // ones, in the order the context sent the objects (inserts in key order, updates sorted by ID).
-                // An insert's entries are put as they are made (below); an update's are compared with its old ones.
-                var newEntries: [(indexes: [IndexEntry], uniques: [IndexEntry])] = Array(repeating: ([], []), count: written.count)
-                for position in insertCount..<written.count where rewrites[position] {
-                    newEntries[position] = maintainer.entries(for: rows[position], key: try key(of: written[position].objectID), entity: entities[position])
+                // An insert's entries are put as they are made (below); an update's, by its offset among the updates,
+                // are compared with its old ones.
+                var newEntries: [(indexes: [IndexEntry], uniques: [IndexEntry])] = []
+                newEntries.reserveCapacity(request.updatedObjects.count)
+                for position in insertCount..<written.count {
+                    newEntries.append(rewrites[position]
+                        ? maintainer.entries(for: rows[position], key: try key(of: written[position].objectID), entity: entities[position])
+                        : ([], []))
                 }
                 // An updated row's old entries, to tell which of its new ones are there already. A row has at most
                 // one entry per table, so entries match by table and bytes — a few comparisons, no hashing.
@@ -124,7 +128,7 @@ extension LMDBIncrementalStore {
                 for (offset, change) in request.updatedObjects.enumerated() where rewrites[insertCount + offset] {
                     let entity = entities[insertCount + offset]
                     let old = maintainer.entries(for: updatedRows[offset]!, key: try key(of: change.objectID), entity: entity)
-                    let new = newEntries[insertCount + offset]
+                    let new = newEntries[offset]
                     oldEntries[offset] = old.indexes + old.uniques
                     for entry in oldEntries[offset] where !new.indexes.contains(entry) && !new.uniques.contains(entry) {
                         try remove(entry, from: state.table(of: entry, in: entity), transaction)
@@ -148,9 +152,9 @@ extension LMDBIncrementalStore {
                         }
                     }
                 }
-                for (position, entries) in newEntries.enumerated() where position >= insertCount && rewrites[position] {
-                    let entity = entities[position]
-                    let existing = oldEntries[position - insertCount]
+                for (offset, entries) in newEntries.enumerated() where rewrites[insertCount + offset] {
+                    let position = insertCount + offset, entity = entities[position]
+                    let existing = oldEntries[offset]
                     for entry in entries.indexes where !existing.contains(entry) {
                         try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction)
                     }

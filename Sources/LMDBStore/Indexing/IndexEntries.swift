@@ -47,7 +47,6 @@ struct IndexEntries {
     struct Scratch {
         fileprivate var key: [UInt8] = []
         fileprivate var bounds: [Int] = []
-        fileprivate var element: [UInt8] = []
 
         init() {
             key.reserveCapacity(64)

@@ -98,8 +98,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         /// refreshed or turned into a fault.
         var fetchedResults = [String: [ManagedObjectID]]()
         /// Inverse-maintenance changes to to-many relationships that are still faults (only for relationships the
-        /// store derives from their inverse): applied if the relationship is loaded, dropped after a save.
-        var pendingToMany = PendingToManySlots()
+        /// store derives from their inverse or takes as added and removed members), in to-many positions: applied
+        /// when the relationship loads, dropped after a save.
+        @exclusivity(unchecked) var pendingToMany = PendingToManySlots()
         /// See ``ManagedObject/faultError``.
         var faultError: ManagedObjectContextError?
     }
@@ -149,11 +150,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Sets what the to-many in `slot` holds (`nil`: not loaded).
     func setMembers(_ ids: [ManagedObjectID]?, _ slot: ManagedObjectModel.Slot) {
-        if toMany.isEmpty {
-            guard ids != nil else { return }
-            toMany = handle.newToMany()
-        }
-        toMany[slot.position] = ids
+        toMany.setMembers(ids, slot, of: handle)
     }
     /// Why the last attempt to load the object's values failed (the object was deleted elsewhere).
     public internal(set) var faultError: ManagedObjectContextError? {
@@ -253,8 +250,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
         /// Records what the to-many in `slot` of `entity` holds.
         mutating func setMembers(_ ids: [ManagedObjectID]?, _ slot: ManagedObjectModel.Slot, of entity: ManagedObjectModel.EntityHandle) {
-            if toMany.isEmpty { toMany = entity.newToMany() }
-            toMany[slot.position] = ids
+            toMany.setMembers(ids, slot, of: entity)
         }
     }
 

@@ -9,6 +9,18 @@ package typealias ToOneSlots = ContiguousArray<ManagedObjectID?>
 /// relationship), `nil` while the relationship is not loaded.
 typealias ToManySlots = ContiguousArray<[ManagedObjectID]?>
 
+extension ContiguousArray where Element == [ManagedObjectID]? {
+    /// Sets the members of the to-many in `slot` of `entity` (`nil`: not loaded), making the array the entity's
+    /// length first if it is empty (nothing is made to record "not loaded" in an empty one).
+    mutating func setMembers(_ ids: [ManagedObjectID]?, _ slot: ManagedObjectModel.Slot, of entity: ManagedObjectModel.EntityHandle) {
+        if isEmpty {
+            guard ids != nil else { return }
+            self = entity.newToMany()
+        }
+        self[slot.position] = ids
+    }
+}
+
 /// Members added to and removed from a to-many relationship that is not loaded, recorded instead of loading it.
 struct PendingMembers {
     var added: [ManagedObjectID] = []
