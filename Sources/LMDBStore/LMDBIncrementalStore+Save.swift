@@ -191,25 +191,30 @@ extension LMDBIncrementalStore {
                     }
                     versions[change.objectID] = Int64(bitPattern: rows[position].version)
                     guard rewrites[position] else { continue }
-                    let blob = RowCodec.encode(rows[position], entity: entity, modelHash: modelHashPrefix)
-                    try withUnsafeBytes(of: try key(of: change.objectID).bigEndian) { rowKey in
-                        try blob.withUnsafeBytes { blob in
-                            guard isInsert else {
-                                try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction)
-                                return
+                    // The blob is written straight into the page LMDB reserves for it (no buffer of its own).
+                    let row = rows[position], size = RowCodec.encodedSize(row), table = state.rows(of: entity)
+                    let modelHash = modelHashPrefix
+                    func put(_ options: PutOptions) throws {
+                        try withUnsafeBytes(of: try key(of: change.objectID).bigEndian) { rowKey in
+                            try table.reserve(count: size.bytes, forKey: rowKey, in: transaction, options: options) {
+                                RowCodec.write(row, modelHash: modelHash, size: size, into: $0)
                             }
-                            // Keys come from a sequence, so new rows usually go after every row the table holds:
-                            // appended without a search. Out of order (another context saved later keys first) they
-                            // are put in place; either way a key that is taken refuses the insert and the save.
-                            do {
-                                try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .append)
-                            } catch LMDBError.keyExists {
-                                do {
-                                    try state.rows(of: entity).put(blob, forKey: rowKey, in: transaction, options: .noOverwrite)
-                                } catch LMDBError.keyExists {
-                                    throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
-                                }
-                            }
+                        }
+                    }
+                    guard isInsert else {
+                        try put([])
+                        continue
+                    }
+                    // Keys come from a sequence, so new rows usually go after every row the table holds: appended
+                    // without a search. Out of order (another context saved later keys first) they are put in place;
+                    // either way a key that is taken refuses the insert and the save.
+                    do {
+                        try put(.append)
+                    } catch LMDBError.keyExists {
+                        do {
+                            try put(.noOverwrite)
+                        } catch LMDBError.keyExists {
+                            throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
                         }
                     }
                 }

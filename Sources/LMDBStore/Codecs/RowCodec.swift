@@ -73,131 +73,173 @@ enum RowCodec {
     /// The row in row format 2: header, the type and offset of each field up to the last one that holds a value
     /// (trailing NULLs take no room), the values.
     static func encode(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
-        let slots = (row.fields.lastIndex { $0 != nil } ?? -1) + 1
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(headerSize + 3 * slots + 4 + 16 * slots)
-        appendHeader(format: formatVersion, row: row, modelHash: modelHash, fieldCount: UInt16(slots), to: &bytes)
-        let types = bytes.count, offsets = types + slots
-        bytes.append(contentsOf: repeatElement(0, count: 3 * slots))
-        let values = bytes.count
-        var starts = ContiguousArray<Int>(repeating: 0, count: slots)
-        for id in 0..<slots {
-            guard let field = row.fields[id] else { continue }
-            starts[id] = bytes.count - values
-            switch field {
-            case .attribute(let value):
-                bytes[types + id] = appendValue(value, to: &bytes)
-            case .reference(let reference):
-                bytes[types + id] = ValueType.reference
-                TupleEncoding.appendBigEndian(reference.entityTag, to: &bytes)
-                appendVarint(reference.key, to: &bytes)
-            }
+        let size = encodedSize(row)
+        return [UInt8](unsafeUninitializedCapacity: size.bytes) { buffer, count in
+            write(row, modelHash: modelHash, size: size, into: UnsafeMutableRawBufferPointer(buffer))
+            count = size.bytes
         }
-        if bytes.count - values <= Int(UInt16.max) {
-            for (id, start) in starts.enumerated() {
-                bytes[offsets + 2 * id] = UInt8(start >> 8)
-                bytes[offsets + 2 * id + 1] = UInt8(start & 0xFF)
-            }
-        } else {
-            // A row of more than 64 KiB of values (large strings or data): four-byte offsets.
-            bytes[1] |= wideOffsetsFlag
-            var wide = Array(bytes[..<offsets])
-            wide.reserveCapacity(bytes.count + 2 * slots + 4)
-            for start in starts { TupleEncoding.appendBigEndian(UInt32(start), to: &wide) }
-            wide.append(contentsOf: bytes[values...])
-            bytes = wide
-        }
-        appendChecksum(to: &bytes)
-        return bytes
     }
 
-    /// The row in row format 1, as file formats 1–3 wrote every row (still read; written only to test that).
-    static func encodeFormatOne(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(headerSize + 4 + 16 * entity.fields.count)
-        let present = row.fields.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
-        appendHeader(format: 1, row: row, modelHash: modelHash, fieldCount: UInt16(present), to: &bytes)
-        for (id, field) in row.fields.enumerated() {
-            switch field {
+    /// How many bytes ``write(_:modelHash:size:into:)`` writes for a row, and how it lays them out.
+    struct EncodedSize {
+        /// The whole blob, checksum included.
+        var bytes: Int
+        /// Field numbers given a type and an offset: up to the last field that holds a value.
+        var fields: Int
+        /// Whether offsets take four bytes (the values take more than 65 535).
+        var wideOffsets: Bool
+    }
+
+    /// Measures a row before ``write(_:modelHash:size:into:)``: the blob is made in one buffer of the exact size
+    /// (or straight into LMDB's page, `MDB_RESERVE`), with no growth, bounds checks or uniqueness checks per byte.
+    static func encodedSize(_ row: StoredRow) -> EncodedSize {
+        let fields = (row.fields.lastIndex { $0 != nil } ?? -1) + 1
+        var values = 0
+        for id in 0..<fields {
+            switch row.fields[id] {
             case nil: continue
-            case .attribute(let value)?:
-                TupleEncoding.appendBigEndian(UInt16(id), to: &bytes)
-                let typeAt = bytes.count
-                bytes.append(0)
-                bytes[typeAt] = appendValue(value, to: &bytes)
-            case .reference(let reference)?:
-                TupleEncoding.appendBigEndian(UInt16(id), to: &bytes)
-                bytes.append(ValueType.reference)
-                TupleEncoding.appendBigEndian(reference.entityTag, to: &bytes)
-                appendVarint(reference.key, to: &bytes)
+            case .attribute(let value)?: values += valueSize(value)
+            case .reference(let reference)?: values += 2 + varintSize(reference.key)
             }
         }
-        appendChecksum(to: &bytes)
-        return bytes
+        let wide = values > Int(UInt16.max)
+        return EncodedSize(bytes: headerSize + fields * (wide ? 5 : 3) + values + 4, fields: fields, wideOffsets: wide)
     }
 
-    private static func appendHeader(format: UInt8, row: StoredRow, modelHash: UInt64, fieldCount: UInt16, to bytes: inout [UInt8]) {
-        bytes.append(format)
-        bytes.append(0)
-        TupleEncoding.appendBigEndian(row.entityTag, to: &bytes)
-        TupleEncoding.appendBigEndian(row.version, to: &bytes)
-        TupleEncoding.appendBigEndian(modelHash, to: &bytes)
-        TupleEncoding.appendBigEndian(fieldCount, to: &bytes)
+    /// Writes the row in row format 2 into `buffer`, which holds exactly `size.bytes` bytes.
+    static func write(_ row: StoredRow, modelHash: UInt64, size: EncodedSize, into buffer: UnsafeMutableRawBufferPointer) {
+        precondition(buffer.count == size.bytes, "a row blob's buffer must have the measured size")
+        var writer = RawWriter(buffer.baseAddress!)
+        writer.byte(formatVersion)
+        writer.byte(size.wideOffsets ? wideOffsetsFlag : 0)
+        writer.bigEndian(row.entityTag)
+        writer.bigEndian(row.version)
+        writer.bigEndian(modelHash)
+        writer.bigEndian(UInt16(size.fields))
+        let types = writer.position
+        let offsets = types + size.fields
+        var values = RawWriter(buffer.baseAddress!, at: offsets + size.fields * (size.wideOffsets ? 4 : 2))
+        let valuesStart = values.position
+        for id in 0..<size.fields {
+            let offset = values.position - valuesStart
+            if size.wideOffsets {
+                (buffer.baseAddress! + offsets + 4 * id).storeBytes(of: UInt32(offset).bigEndian, as: UInt32.self)
+            } else {
+                (buffer.baseAddress! + offsets + 2 * id).storeBytes(of: UInt16(offset).bigEndian, as: UInt16.self)
+            }
+            let type: UInt8
+            switch row.fields[id] {
+            case nil:
+                type = ValueType.null
+            case .attribute(let value)?:
+                type = writeValue(value, to: &values)
+            case .reference(let reference)?:
+                type = ValueType.reference
+                values.bigEndian(reference.entityTag)
+                values.varint(reference.key)
+            }
+            buffer[types + id] = type
+        }
+        let body = UnsafeRawBufferPointer(rebasing: buffer[..<values.position])
+        values.bigEndian(CRC32C.checksum(body))
+        assert(values.position == size.bytes, "a row blob's measured size must match what was written")
     }
 
-    private static func appendChecksum(to bytes: inout [UInt8]) {
-        let crc = bytes.withUnsafeBytes { CRC32C.checksum($0) }
-        TupleEncoding.appendBigEndian(crc, to: &bytes)
+    /// Bytes a value takes in the values part (its type is in the field table).
+    private static func valueSize(_ value: AttributeValue) -> Int {
+        switch value {
+        case .integer(let v): varintSize(zigzag(v))
+        case .double, .date: 8
+        case .float: 4
+        case .decimal(let v): lengthPrefixedSize("\(v)".utf8.count)
+        case .string(let v): lengthPrefixedSize(v.utf8.count)
+        case .boolean: 0
+        case .data(let v): lengthPrefixedSize(v.count)
+        case .uuid: 16
+        case .uri(let v): lengthPrefixedSize(v.absoluteString.utf8.count)
+        }
     }
 
-    /// Appends the value's bytes (not its type) and returns its value type.
-    private static func appendValue(_ value: AttributeValue, to bytes: inout [UInt8]) -> UInt8 {
+    /// Writes the value's bytes (not its type) and returns its value type.
+    private static func writeValue(_ value: AttributeValue, to writer: inout RawWriter) -> UInt8 {
         switch value {
         case .integer(let v):
-            appendVarint(UInt64(bitPattern: (v << 1) ^ (v >> 63)), to: &bytes)
+            writer.varint(zigzag(v))
             return ValueType.integer
         case .double(let v):
-            TupleEncoding.appendBigEndian(v.bitPattern, to: &bytes)
+            writer.bigEndian(v.bitPattern)
             return ValueType.double
         case .float(let v):
-            TupleEncoding.appendBigEndian(v.bitPattern, to: &bytes)
+            writer.bigEndian(v.bitPattern)
             return ValueType.float
         case .decimal(let v):
-            appendLengthPrefixed("\(v)".utf8, to: &bytes)
+            writer.lengthPrefixed("\(v)".utf8)
             return ValueType.decimal
         case .string(let v):
-            appendLengthPrefixed(v.utf8, to: &bytes)
+            writer.lengthPrefixed(v.utf8)
             return ValueType.string
         case .boolean(let v):
             return v ? ValueType.trueValue : ValueType.falseValue
         case .date(let v):
-            TupleEncoding.appendBigEndian(v.timeIntervalSinceReferenceDate.bitPattern, to: &bytes)
+            writer.bigEndian(v.timeIntervalSinceReferenceDate.bitPattern)
             return ValueType.date
         case .data(let v):
-            appendLengthPrefixed(v, to: &bytes)
+            writer.lengthPrefixed(v)
             return ValueType.data
         case .uuid(let v):
-            withUnsafeBytes(of: v.uuid) { bytes.append(contentsOf: $0) }
+            withUnsafeBytes(of: v.uuid) { writer.bytes($0) }
             return ValueType.uuid
         case .uri(let v):
-            appendLengthPrefixed(v.absoluteString.utf8, to: &bytes)
+            writer.lengthPrefixed(v.absoluteString.utf8)
             return ValueType.uri
         }
     }
 
-    static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
-        var remaining = value
-        while remaining >= 0x80 {
-            bytes.append(UInt8(remaining & 0x7F) | 0x80)
-            remaining >>= 7
-        }
-        bytes.append(UInt8(remaining))
-    }
+    @inline(__always)
+    private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
 
-    /// The payload's length as a varint, then the payload, copied straight in (no intermediate array).
-    private static func appendLengthPrefixed(_ payload: some Collection<UInt8>, to bytes: inout [UInt8]) {
-        appendVarint(UInt64(payload.count), to: &bytes)
-        bytes.append(contentsOf: payload)
+    @inline(__always)
+    static func varintSize(_ value: UInt64) -> Int { value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7 }
+
+    @inline(__always)
+    private static func lengthPrefixedSize(_ count: Int) -> Int { varintSize(UInt64(count)) + count }
+
+    /// The row in row format 1, as file formats 1–3 wrote every row (still read; written only to test that).
+    static func encodeFormatOne(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
+        let present = row.fields.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
+        var size = headerSize + 4
+        for field in row.fields {
+            switch field {
+            case nil: continue
+            case .attribute(let value)?: size += 3 + valueSize(value)
+            case .reference(let reference)?: size += 3 + 2 + varintSize(reference.key)
+            }
+        }
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var writer = RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!))
+            writer.byte(1)
+            writer.byte(0)
+            writer.bigEndian(row.entityTag)
+            writer.bigEndian(row.version)
+            writer.bigEndian(modelHash)
+            writer.bigEndian(UInt16(present))
+            for (id, field) in row.fields.enumerated() {
+                guard let field else { continue }
+                writer.bigEndian(UInt16(id))
+                let typeAt = writer.position
+                writer.byte(0)
+                switch field {
+                case .attribute(let value):
+                    buffer[typeAt] = writeValue(value, to: &writer)
+                case .reference(let reference):
+                    buffer[typeAt] = ValueType.reference
+                    writer.bigEndian(reference.entityTag)
+                    writer.varint(reference.key)
+                }
+            }
+            writer.bigEndian(CRC32C.checksum(UnsafeRawBufferPointer(start: buffer.baseAddress, count: writer.position)))
+            count = writer.position
+        }
     }
 
     /// Reads the entity tag of a row without decoding it.
@@ -208,6 +250,55 @@ enum RowCodec {
 
     static func decode(_ bytes: UnsafeRawBufferPointer, layout: StoreLayout) throws(RowDecodingError) -> StoredRow {
         try EncodedRow(bytes, layout: layout, checkingFields: false).decoded()
+    }
+}
+
+/// Writes bytes at a position in a buffer measured beforehand (the row encoder's exact-size buffers): no growth and
+/// no per-byte checks; the encoder asserts that what it wrote matches what it measured.
+struct RawWriter {
+    private let start: UnsafeMutableRawPointer
+    /// Bytes written so far.
+    private(set) var position = 0
+
+    init(_ start: UnsafeMutableRawPointer, at position: Int = 0) {
+        self.start = start
+        self.position = position
+    }
+
+    @inline(__always)
+    mutating func byte(_ value: UInt8) {
+        start.storeBytes(of: value, toByteOffset: position, as: UInt8.self)
+        position += 1
+    }
+
+    @inline(__always)
+    mutating func bigEndian<T: FixedWidthInteger>(_ value: T) {
+        (start + position).storeBytes(of: value.bigEndian, as: T.self)
+        position += MemoryLayout<T>.size
+    }
+
+    /// An unsigned LEB128 varint: seven bits per byte, low bits first.
+    @inline(__always)
+    mutating func varint(_ value: UInt64) {
+        var remaining = value
+        while remaining >= 0x80 {
+            byte(UInt8(truncatingIfNeeded: remaining) | 0x80)
+            remaining >>= 7
+        }
+        byte(UInt8(remaining))
+    }
+
+    mutating func bytes(_ source: UnsafeRawBufferPointer) {
+        guard let base = source.baseAddress, !source.isEmpty else { return }
+        (start + position).copyMemory(from: base, byteCount: source.count)
+        position += source.count
+    }
+
+    /// The payload's length as a varint, then the payload.
+    mutating func lengthPrefixed(_ payload: some Collection<UInt8>) {
+        varint(UInt64(payload.count))
+        let copied: Void? = payload.withContiguousStorageIfAvailable { bytes(UnsafeRawBufferPointer($0)) }
+        if copied == nil { for value in payload { byte(value) } }
     }
 }
 
