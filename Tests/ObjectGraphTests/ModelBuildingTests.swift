@@ -138,6 +138,24 @@ import Testing
         }
     }
 
+    /// Key-based access finds properties through the entity's name table: every name is found at its position, names
+    /// of every length around the hash's eight-byte words and non-ASCII names included, and a name the entity does
+    /// not have — a prefix, another case, one byte changed, a string built at run time — is not found.
+    @Test func theNameTableFindsExactlyTheEntitysNames() {
+        let names = ["a", "id", "name", "email", "salary", "department", "projects7", "exactly8", "sixteen-bytes-16",
+                     "seventeen-bytes-7", "a-rather-long-property-name-of-forty-bytes", "nombreÑ", "名前", ""]
+        let table = PropertyNameTable(Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0) }))
+        for (position, name) in names.enumerated() {
+            #expect(table.position(of: name) == position, "\(name)")
+            // The same name made at run time (another string storage, the same bytes).
+            #expect(table.position(of: String(decoding: Array(name.utf8), as: UTF8.self)) == position, "\(name)")
+        }
+        for missing in ["b", "nam", "names", "Name", "emaiL", "exactly9", "sixteen-bytes-17", "nombreN", "名", "x" + "name"] {
+            #expect(table.position(of: missing) == nil, "\(missing)")
+        }
+        #expect(PropertyNameTable([:]).position(of: "name") == nil)
+    }
+
     @Test func sha256MatchesTheStandardTestVectors() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
         #expect(hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")

@@ -122,7 +122,8 @@ public struct ManagedObjectModel: Sendable {
         let description: EntityDescription
         package let name: String
         let properties: [PropertyDescription]
-        let propertyIndex: [String: Int]
+        /// Property names to positions in `properties` (and `slots`).
+        let propertyNames: PropertyNameTable
         /// One slot per property, in `properties`' order: what the runtime's hot paths read instead of copying a
         /// property's description.
         let slots: [Slot]
@@ -159,7 +160,7 @@ public struct ManagedObjectModel: Sendable {
             self.description = description
             self.name = description.name
             self.properties = properties
-            self.propertyIndex = propertyIndex
+            self.propertyNames = PropertyNameTable(propertyIndex)
             var attributeCount = 0, toOneCount = 0, toManyCount = 0
             var slots: [Slot] = []
             slots.reserveCapacity(properties.count)
@@ -251,12 +252,12 @@ public struct ManagedObjectModel: Sendable {
 
         /// The slot of the property with this name, inherited or its own.
         package func slot(named name: String) -> Slot? {
-            propertyIndex[name].map { slots[$0] }
+            propertyNames.position(of: name).map { slots[$0] }
         }
 
         /// The entity's property with this name, inherited or its own.
         func property(named name: String) -> PropertyDescription? {
-            propertyIndex[name].map { properties[$0] }
+            propertyNames.position(of: name).map { properties[$0] }
         }
 
         /// The entity's attribute with this name, inherited or its own.
