@@ -143,7 +143,7 @@ extension ManagedObjectContext {
                 kept.append(object)
             }
             candidates = kept
-            let extra = (insertedInOrder + changedIDs.sorted().compactMap { registered[$0] })
+            let extra = (insertedInOrder + changedIDs.sortedByID().compactMap { registered[$0] })
                 .filter { family.contains($0.entityName) && ($0.isInserted || $0.isUpdated) }
             for object in extra where seen.insert(object.objectID).inserted {
                 if try request.predicate?.evaluate(with: object) ?? true { candidates.append(object) }

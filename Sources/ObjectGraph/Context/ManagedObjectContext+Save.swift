@@ -70,7 +70,7 @@ extension ManagedObjectContext {
         var failures: [ValidationFailure] = []
         let deleted = Set(deletedIDs)
         // Inserted objects are never in `changedIDs` (they are saved whole): each object is validated once.
-        for object in insertedInOrder + changedIDs.sorted().compactMap({ registered[$0] }) {
+        for object in insertedInOrder + changedIDs.sortedByID().compactMap({ registered[$0] }) {
             guard !deleted.contains(object.objectID), object.isInserted || object.isUpdated else { continue }
             failures += modelFailures(object)
             do {
@@ -246,7 +246,7 @@ extension ManagedObjectContext {
             let change = changeDescription(object, map: map, allToMany: true, expectedVersion: nil)
             requests[request(for: change.objectID)].request.insertedObjects.append(change)
         }
-        for id in changedIDs.sorted() {
+        for id in changedIDs.sortedByID() {
             guard let object = registered[id], object.isUpdated, !deleted.contains(id) else { continue }
             guard changesStoredState(object) else {
                 // Only relationships its store derives from their inverses changed: the inverses' rows carry the

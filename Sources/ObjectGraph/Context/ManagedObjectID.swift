@@ -162,6 +162,48 @@ extension ManagedObjectID: Comparable {
     }
 }
 
+extension Sequence<ManagedObjectID> {
+    /// The IDs in ID order (`<`), sorted faster than `sorted()` when they come from a few entities: the namespaces
+    /// among them are ordered once, then the sort moves plain (namespace rank, integer key, position) values —
+    /// no entity name compared and no reference counted per step. A save sorts its changed objects this way
+    /// (thousands of IDs of a handful of entities).
+    func sortedByID() -> [ManagedObjectID] {
+        let ids = Array(self)
+        var namespaces: [ObjectIDNamespace] = []
+        var keys: [(namespace: Int32, key: Int64, position: Int32, isInteger: Bool)] = []
+        keys.reserveCapacity(ids.count)
+        var last = -1
+        for (position, id) in ids.enumerated() {
+            if last < 0 || namespaces[last] !== id.namespace {
+                if let found = namespaces.firstIndex(where: { $0 === id.namespace }) {
+                    last = found
+                } else {
+                    namespaces.append(id.namespace)
+                    last = namespaces.count - 1
+                }
+            }
+            let key: Int64? = if case .integer(let key) = id.referenceObject { key } else { nil }
+            keys.append((Int32(last), key ?? 0, Int32(position), key != nil))
+        }
+        // Rank the namespaces as `<` orders IDs of different namespaces: by entity name, then store.
+        let order = namespaces.indices.sorted {
+            let a = namespaces[$0], b = namespaces[$1]
+            return a.entityName != b.entityName ? a.entityName < b.entityName : (a.storeIdentifier ?? "") < (b.storeIdentifier ?? "")
+        }
+        var rank = [Int32](repeating: 0, count: namespaces.count)
+        for (position, index) in order.enumerated() { rank[index] = Int32(position) }
+        for index in keys.indices { keys[index].namespace = rank[Int(keys[index].namespace)] }
+        ids.withUnsafeBufferPointer { ids in
+            keys.sort { a, b in
+                if a.namespace != b.namespace { return a.namespace < b.namespace }
+                if a.isInteger && b.isInteger { return a.key < b.key }
+                return ids[Int(a.position)] < ids[Int(b.position)]  // a string key: `<` decides
+            }
+        }
+        return keys.map { ids[Int($0.position)] }
+    }
+}
+
 /// The entity and store part of object IDs. There is one per (entity, store) pair in the process, so IDs compare
 /// their namespaces by identity and hash a number computed once.
 package final class ObjectIDNamespace: Sendable {

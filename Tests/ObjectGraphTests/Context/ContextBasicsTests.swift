@@ -71,6 +71,23 @@ import Testing
         #expect(Set((0..<1000).map { id("Book", Int64($0)) }).count == 1000)
     }
 
+    /// A save orders its changed objects with `sortedByID()`, which ranks the entities once instead of comparing
+    /// names per pair; it must give exactly the order `<` gives, across entities, stores, key kinds and temporary IDs.
+    @Test func idsSortedByRankedNamespacesMatchTheirComparableOrder() {
+        var generator = SystemRandomNumberGenerator()
+        let namespaces: [(String, String?)] = [("Book", "S"), ("Author", "S"), ("Book", "T"), ("Émile", "S"), ("Zed", nil), ("Book", nil)]
+        let ids = (0..<2_000).map { _ -> ManagedObjectID in
+            let (entity, store) = namespaces.randomElement(using: &generator)!
+            let reference: ReferenceObject = Bool.random(using: &generator)
+                ? .integer(Int64.random(in: -50...50, using: &generator)) : .string(String(Int.random(in: 0...50, using: &generator)))
+            guard let store else { return ManagedObjectID.temporary(in: .shared(entityName: entity, storeIdentifier: nil)) }
+            return ManagedObjectID(entityName: entity, storeIdentifier: store, referenceObject: reference)
+        }
+        #expect(ids.sortedByID() == ids.sorted())
+        #expect(Set(ids).sortedByID() == Set(ids).sorted())
+        #expect([ManagedObjectID]().sortedByID().isEmpty)
+    }
+
     @Test func valuesAreTypeCheckedAndAWrongTypeChangesNothing() throws {
         let (coordinator, _) = try makeStack()
         let context = ManagedObjectContext(coordinator: coordinator)
