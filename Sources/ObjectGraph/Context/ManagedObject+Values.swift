@@ -66,22 +66,21 @@ extension ManagedObject {
             }
             setAttribute(converted, in: slot)
         case .toMany:
-            let relationship = slot.relationship!
             let objects: [ManagedObject]
             switch value {
             case nil: objects = []
             case let list as [ManagedObject]: objects = list
             case let set as Set<ManagedObject>: objects = Array(set)
-            default: throw wrongType(key, expected: "a collection of \(relationship.destinationEntityName)", value: value!)
+            default: throw wrongType(key, expected: "a collection of \(slot.destinationName!)", value: value!)
             }
-            for object in objects { try checkDestination(object, relationship) }
+            for object in objects { try checkDestination(object, slot) }
             try replaceToMany(slot, with: objects)
         case .toOne:
             guard let object = value else { setToOne(slot, to: nil); return }
             guard let destination = object as? ManagedObject else {
-                throw wrongType(key, expected: slot.relationship!.destinationEntityName, value: object)
+                throw wrongType(key, expected: slot.destinationName!, value: object)
             }
-            try checkDestination(destination, slot.relationship!)
+            try checkDestination(destination, slot)
             setToOne(slot, to: destination)
         case .fetched:
             throw ManagedObjectContextError(.wrongValueType, message: "\(entityName).\(key) is a fetched property and cannot be set")
@@ -164,24 +163,29 @@ extension ManagedObject {
             message: "\(entityName).\(key) takes \(expected), not a value of type \(type(of: value)) (object \(objectID))")
     }
 
-    private func checkDestination(_ object: ManagedObject, _ relationship: RelationshipDescription) throws(ManagedObjectContextError) {
-        guard model.entity(object.entityName, isKindOf: relationship.destinationEntityName) else {
+    /// Checks that `object` may be a destination of the relationship in `slot`: of its destination entity (the
+    /// usual case, told by the entity's name without the model's lookup) or a sub-entity, and of this context.
+    private func checkDestination(_ object: ManagedObject, _ slot: ManagedObjectModel.Slot) throws(ManagedObjectContextError) {
+        let destination = slot.destinationName!
+        guard object.handle.name == destination || model.entity(object.entityName, isKindOf: destination) else {
             throw ManagedObjectContextError(.wrongValueType,
-                message: "\(entityName).\(relationship.name) takes \(relationship.destinationEntityName) objects, not \(object.entityName)")
+                message: "\(entityName).\(slot.name) takes \(destination) objects, not \(object.entityName)")
         }
         guard object.managedObjectContext === managedObjectContext else {
             throw ManagedObjectContextError(.wrongValueType,
-                message: "\(entityName).\(relationship.name) cannot point at an object of another context (\(object.objectID))")
+                message: "\(entityName).\(slot.name) cannot point at an object of another context (\(object.objectID))")
         }
     }
 
     func markChanged(_ slot: ManagedObjectModel.Slot) {
+        let hadChanges = !changedSlots.isEmpty
         changedSlots.insert(slot.index)
         // An inserted object is saved whole through the context's inserted list, so it never joins the changed
-        // ones. A clean object is reported each time (the notification of pending changes may have been posted
-        // since).
-        guard lifecycle != .inserted else { return }
-        managedObjectContext?.objectDidChange(self)
+        // ones. Another object is reported unless it had changes already and reported one since the context's
+        // change lists last moved (a notification posted, objects saved or refreshed): then it is in them still.
+        guard lifecycle != .inserted, let context = managedObjectContext else { return }
+        if hadChanges && reportedGeneration == context.reportGeneration { return }
+        context.objectDidChange(self)
     }
 }
 

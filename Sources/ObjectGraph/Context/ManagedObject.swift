@@ -89,6 +89,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// cached while some context uses it: done when the object first loads its values, not for faults that never
     /// fire (a to-many relationship or a fetch of IDs hands out thousands).
     @exclusivity(unchecked) var holdsRow = false
+    /// The context's ``ManagedObjectContext/reportGeneration`` when the object last reported a change to it.
+    @exclusivity(unchecked) var reportedGeneration: UInt64 = 0
 
     /// See ``extras``.
     final class Extras {

@@ -91,7 +91,7 @@ extension ManagedObjectContext {
         object.isFaultStorage = false
         registered[id] = object
         insertedInOrder.append(object)
-        pendingNotification.inserted.insert(id)
+        pendingNotificationStorage.inserted.insert(id)  // adds only: the report generation stays
         holdRow(of: object)
         return object
     }

@@ -293,6 +293,8 @@ public struct ManagedObjectModel: Sendable {
         let inverseIndex: Int
         /// The name of the relationship's inverse (`nil` without one).
         let inverseName: String?
+        /// The relationship's destination entity (`nil` for other properties).
+        let destinationName: String?
         /// The attribute's type (`.undefined` for other properties).
         package let type: AttributeType
         let transformerName: String?
@@ -318,6 +320,7 @@ public struct ManagedObjectModel: Sendable {
                 relationship = nil
                 self.inverseIndex = -1
                 inverseName = nil
+                destinationName = nil
                 type = attribute.type
                 transformerName = attribute.transformerName
                 isTransient = attribute.isTransient
@@ -329,6 +332,7 @@ public struct ManagedObjectModel: Sendable {
                 self.relationship = relationship
                 self.inverseIndex = inverseIndex(relationship)
                 inverseName = relationship.inverseName
+                destinationName = relationship.destinationEntityName
                 type = .undefined
                 transformerName = nil
                 isTransient = relationship.isTransient
@@ -340,6 +344,7 @@ public struct ManagedObjectModel: Sendable {
                 relationship = nil
                 self.inverseIndex = -1
                 inverseName = nil
+                destinationName = nil
                 type = .undefined
                 transformerName = nil
                 isTransient = true

@@ -188,6 +188,48 @@ extension PredicateValue {
         #expect(events.count == 1)
     }
 
+    /// An object that already has changes is not reported to its context again for each further change — until a
+    /// notification was posted, a save ran, or a refresh dropped its changes: then its next change is reported,
+    /// shows in the next notification and is saved.
+    @Test func furtherChangesAreReportedAfterEachNotificationSaveAndRefresh() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let author = try context.make("Author", ["name": "One"])
+        try context.save()
+        var events: [ContextEvent] = []
+        let token = context.addObserver { events.append($0) }
+        defer { context.removeObserver(token) }
+        try author.setValue("Two", forKey: "name")
+        try author.setValue("a@b.c", forKey: "email")
+        context.processPendingChanges()
+        #expect(events == [.objectsDidChange(ContextChanges(updated: [author.objectID]))])
+        events.removeAll()
+        // Changed again after the notification: in the next one.
+        try author.setValue("Three", forKey: "name")
+        context.processPendingChanges()
+        #expect(events == [.objectsDidChange(ContextChanges(updated: [author.objectID]))])
+        events.removeAll()
+        try context.save()
+        #expect(events == [.didSave(ContextChanges(updated: [author.objectID]))])
+        events.removeAll()
+        // Changed after the save: saved again.
+        try author.setValue("Four", forKey: "name")
+        try author.setValue("Five", forKey: "name")
+        try context.save()
+        #expect(events.last == .didSave(ContextChanges(updated: [author.objectID])))
+        // Changed, refreshed (changes dropped), changed twice: saved with the last value.
+        try author.setValue("Six", forKey: "name")
+        context.refresh(author, mergeChanges: false)
+        try author.setValue("Seven", forKey: "name")
+        try author.setValue("e@ight", forKey: "email")
+        #expect(context.hasChanges)
+        try context.save()
+        let other = ManagedObjectContext(coordinator: coordinator)
+        let stored = other.object(with: author.objectID)
+        #expect(stored.value(forKey: "name") as? String == "Seven")
+        #expect(stored.value(forKey: "email") as? String == "e@ight")
+    }
+
     @Test func eventsArriveAsAnAsyncSequence() async throws {
         let (coordinator, _) = try makeStack()
         let context = ManagedObjectContext(coordinator: coordinator)
