@@ -47,13 +47,16 @@ extension LMDBIncrementalStore {
                 // 1. Read the current rows of updated and deleted objects and check versions.
                 var conflicts: [MergeConflict] = []
                 func current(_ change: ObjectChange) throws -> StoredRow? {
-                    let row = try readRow(change.objectID, state: state, transaction: transaction)
                     if change.keepsStoredValues {
-                        guard row != nil else {
+                        // Only its link tables change: the row is checked and its version read, not decoded (it is
+                        // neither rewritten nor re-indexed, so its fields are never looked at).
+                        let header = try storedHeader(change.objectID, state: state, transaction: transaction)
+                        guard let header, header.tag == state.entity(of: change.objectID)?.tag else {
                             throw ManagedObjectContextError(.objectNotFound, message: "\(change.objectID) gains or loses related objects but is not in the store")
                         }
-                        return row
+                        return StoredRow(entityTag: header.tag, version: header.version, fields: [])
                     }
+                    let row = try readRow(change.objectID, state: state, transaction: transaction)
                     if row.map({ Int64(bitPattern: $0.version) }) != change.expectedVersion {
                         conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: change.expectedVersion ?? 0,
                                                        newVersion: row.map { Int64(bitPattern: $0.version) } ?? 0,
@@ -276,6 +279,23 @@ extension LMDBIncrementalStore {
         switch decoded {
         case nil: return nil
         case .success(let row)?: return row.entityTag == state.entity(of: objectID)?.tag ? row : nil
+        case .failure(let error)?:
+            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+        }
+    }
+
+    /// The entity tag and version of the row of `objectID`, checked (checksum, header, field table) but not decoded;
+    /// `nil` when there is none. Works in write transactions, unlike ``encodedRow(_:state:transaction:)``.
+    func storedHeader(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> (tag: UInt16, version: UInt64)? {
+        let header = try rowsDatabase(objectID, state).withValue(forKey: Self.keyBytes(try key(of: objectID)), in: transaction) { bytes in
+            Result { () throws(RowDecodingError) in
+                let row = try EncodedRow(bytes, layout: layout)
+                return (tag: row.entityTag, version: row.version)
+            }
+        }
+        switch header {
+        case nil: return nil
+        case .success(let header)?: return header
         case .failure(let error)?:
             throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
         }

@@ -144,7 +144,7 @@ import Testing
     @Test func theNameTableFindsExactlyTheEntitysNames() {
         let names = ["a", "id", "name", "email", "salary", "department", "projects7", "exactly8", "sixteen-bytes-16",
                      "seventeen-bytes-7", "a-rather-long-property-name-of-forty-bytes", "nombreÑ", "名前", ""]
-        let table = PropertyNameTable(Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0) }))
+        let table = NameTable(Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0) }))
         for (position, name) in names.enumerated() {
             #expect(table.position(of: name) == position, "\(name)")
             // The same name made at run time (another string storage, the same bytes).
@@ -153,7 +153,7 @@ import Testing
         for missing in ["b", "nam", "names", "Name", "emaiL", "exactly9", "sixteen-bytes-17", "nombreN", "名", "x" + "name"] {
             #expect(table.position(of: missing) == nil, "\(missing)")
         }
-        #expect(PropertyNameTable([:]).position(of: "name") == nil)
+        #expect(NameTable([:]).position(of: "name") == nil)
     }
 
     @Test func sha256MatchesTheStandardTestVectors() {

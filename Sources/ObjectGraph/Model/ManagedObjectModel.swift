@@ -85,6 +85,9 @@ public struct ManagedObjectModel: Sendable {
         let entityIndex: [String: Int]
         let resolved: [String: ResolvedEntity]
         let handles: [String: EntityHandle]
+        /// The handles again, found by name through ``handleNames`` (no SipHash per lookup).
+        let handleList: [EntityHandle]
+        let handleNames: NameTable
         let warnings: [ModelWarning]
 
         init(entities: [EntityDescription], configurations: [ModelConfiguration], fetchRequestTemplates: [FetchRequestTemplate],
@@ -105,6 +108,8 @@ public struct ManagedObjectModel: Sendable {
                                                return index
                                            }))
             })
+            handleList = Array(self.handles.values)
+            handleNames = NameTable(Dictionary(uniqueKeysWithValues: handleList.enumerated().map { ($1.name, $0) }))
             self.warnings = warnings
         }
 
@@ -123,7 +128,7 @@ public struct ManagedObjectModel: Sendable {
         package let name: String
         let properties: [PropertyDescription]
         /// Property names to positions in `properties` (and `slots`).
-        let propertyNames: PropertyNameTable
+        let propertyNames: NameTable
         /// One slot per property, in `properties`' order: what the runtime's hot paths read instead of copying a
         /// property's description.
         let slots: [Slot]
@@ -160,7 +165,7 @@ public struct ManagedObjectModel: Sendable {
             self.description = description
             self.name = description.name
             self.properties = properties
-            self.propertyNames = PropertyNameTable(propertyIndex)
+            self.propertyNames = NameTable(propertyIndex)
             var attributeCount = 0, toOneCount = 0, toManyCount = 0
             var slots: [Slot] = []
             slots.reserveCapacity(properties.count)
@@ -362,7 +367,7 @@ public struct ManagedObjectModel: Sendable {
 
     /// The runtime view of the entity with this name, if the model has it.
     package func existingHandle(forEntityNamed name: String) -> EntityHandle? {
-        storage.handles[name]
+        storage.handleNames.position(of: name).map { storage.handleList[$0] }
     }
 
     private var storage: Storage

@@ -1,16 +1,16 @@
-/// An entity's property names to their positions, for the key-based API (`value(forKey:)`, `setValue(_:forKey:)`),
-/// which looks a name up on every call.
+/// Names to positions: an entity's property names, for the key-based API (`value(forKey:)`, `setValue(_:forKey:)`),
+/// and a model's entity names, for `insertNewObject(forEntityName:)` — looked up on every call.
 ///
 /// A `[String: Int]` hashes the name with SipHash (≈ 400 instructions a lookup in a profile of a bulk insert, a fifth
 /// of `setValue(_:forKey:)`); names are short and an entity has few of them, so this table hashes the UTF-8 bytes a
 /// word at a time with a multiply-and-fold mix, probes an open-addressed table of positions, and compares the bytes
 /// of the one candidate. Names come from the model, not from an adversary, so a cheap hash is enough (a name the
 /// model does not have still costs one probe sequence, which ends at the first empty bucket).
-struct PropertyNameTable: Sendable {
+struct NameTable: Sendable {
     private struct Bucket {
         /// The property's position, or -1 for an empty bucket.
         var position: Int32 = -1
-        /// The name's UTF-8 bytes in ``PropertyNameTable/bytes``.
+        /// The name's UTF-8 bytes in ``NameTable/bytes``.
         var start: Int32 = 0
         var count: Int32 = 0
         /// The full hash, compared before the bytes.
@@ -22,7 +22,7 @@ struct PropertyNameTable: Sendable {
     private let bytes: [UInt8]
     private let mask: Int
 
-    /// A table of `positions` (a name to its property's position).
+    /// A table of `positions` (a name to its position).
     init(_ positions: [String: Int]) {
         var capacity = 4
         while capacity < positions.count * 2 { capacity *= 2 }
@@ -41,7 +41,7 @@ struct PropertyNameTable: Sendable {
         self.mask = capacity - 1
     }
 
-    /// The position of the property named `name`, or `nil`.
+    /// The position of `name`, or `nil`.
     func position(of name: String) -> Int? {
         if let found = name.utf8.withContiguousStorageIfAvailable({ position(ofUTF8: UnsafeRawBufferPointer($0)) }) { return found }
         // Only a string not stored as UTF-8 (bridged from another representation) has no contiguous bytes.
