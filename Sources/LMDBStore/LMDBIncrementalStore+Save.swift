@@ -180,15 +180,16 @@ extension LMDBIncrementalStore {
                 for (position, change) in written.enumerated() {
                     let isInsert = position < insertCount
                     let entity = entities[position]
-                    for (relationship, table) in zip(entity.linkRelationships, state.linkTables[Int(entity.tag)]) {
-                        if let targets = change.toMany[relationship.name] {
+                    for (link, table) in state.linkTables[Int(entity.tag)].enumerated() {
+                        let relationship = entity.linkRelationships[link], slot = entity.linkSlots[link]
+                        if let targets = change.relationships.members(slot, of: entity.handle) {
                             if isInsert {
                                 // A new object has no links yet: its members are put, nothing is read or removed.
                                 try insertLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
                             } else {
                                 try rewriteLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
                             }
-                        } else if let delta = change.toManyChanges[relationship.name], !relationship.isOrdered {
+                        } else if let delta = change.relationships.changes(slot, of: entity.handle), !relationship.isOrdered {
                             try applyLinkChanges(relationship, in: table, of: change.objectID, delta, &references, state: state, transaction: transaction)
                         }
                     }

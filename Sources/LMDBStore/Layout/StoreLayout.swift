@@ -42,8 +42,10 @@ struct StoreLayout: Sendable {
         let uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)]
         /// To-one relationships (each has an index: destination key + source key).
         let toOneRelationships: [RelationshipDescription]
-        /// To-many relationships kept in link tables (ordered ones, many-to-many, and those without an inverse).
+        /// To-many relationships kept in link tables (ordered ones, many-to-many, and those without an inverse), and
+        /// their slots in ``handle`` (where a change gives their members).
         let linkRelationships: [RelationshipDescription]
+        let linkSlots: [ManagedObjectModel.Slot]
 
         /// The table names of ``indexes``, ``uniques`` and ``toOneRelationships``, in the same order: made once, so
         /// the index entries a save computes for every row share them instead of building each name again.
@@ -108,6 +110,7 @@ struct StoreLayout: Sendable {
             self.handle = handle
             self.toManyTables = toManyTables
             linkTables = linkRelationships.map { toManyTables[$0.name]!.table }
+            linkSlots = linkRelationships.map { handle.slot(named: $0.name)! }
             slotPositions = fields.map { handle.slot(named: $0.name)?.position ?? -1 }
             referenceFields = fields.map { $0.attributeType == nil }
             attributeTypes = fields.map(\.attributeType)

@@ -292,26 +292,24 @@ extension ManagedObjectContext {
         // copied — to-ones only rebuilt when one points at an object that has just been given its permanent ID.
         var toOne = handle.persistentToOne(object.toOne)
         if toOne.contains(where: { $0.map { map($0) != $0 } ?? false }) { for position in toOne.indices { toOne[position] = toOne[position].map(map) } }
-        var change = ObjectChange(objectID: map(object.objectID), entity: handle, attributes: handle.persistentAttributes(object.attributes),
-                                  toOne: toOne, expectedVersion: expectedVersion)
-        for slot in handle.relationshipSlots {
-            switch slot.kind {
-            case .toMany:
-                if object.loadedMembers(slot) == nil, let pending = object.pendingMembers(slot) {
-                    // Recorded without loading: a derived relationship is not sent; others go as added/removed members.
-                    if !storeDerives(slot, of: object) {
-                        change.toManyChanges[slot.name] = ToManyChange(added: pending.added.map(map), removed: pending.removed.sorted().map(map))
-                    }
-                    continue
+        // To-manys in the entity's to-many positions, each array made only when something of its kind is given.
+        var members = ContiguousArray<[ManagedObjectID]?>(), changes = ContiguousArray<ToManyChange?>()
+        for slot in handle.relationshipSlots where slot.kind == .toMany {
+            if object.loadedMembers(slot) == nil, let pending = object.pendingMembers(slot) {
+                // Recorded without loading: a derived relationship is not sent; others go as added/removed members.
+                if !storeDerives(slot, of: object) {
+                    if changes.isEmpty { changes = handle.newToManyChanges() }
+                    changes[slot.position] = ToManyChange(added: pending.added.map(map), removed: pending.removed.sorted().map(map))
                 }
-                if allToMany || object.changedSlots.contains(slot.index) {
-                    change.toMany[slot.name] = object.relatedIDs(slot).map(map)
-                }
-            case .attribute, .toOne, .fetched:
-                break
+                continue
+            }
+            if allToMany || object.changedSlots.contains(slot.index) {
+                if members.isEmpty { members = handle.newToMany() }
+                members[slot.position] = object.relatedIDs(slot).map(map)
             }
         }
-        return change
+        return ObjectChange(objectID: map(object.objectID), entity: handle, attributes: handle.persistentAttributes(object.attributes),
+                            toOne: toOne, relationships: .slots(handle, members: members, changes: changes), expectedVersion: expectedVersion)
     }
 
     /// Makes every saved object clean, with its saved values as its snapshot.

@@ -232,6 +232,14 @@ public struct ManagedObjectModel: Sendable {
             Self.unique(emptyToMany)
         }
 
+        /// No membership change in any to-many position, in an array of its own.
+        func newToManyChanges() -> ContiguousArray<ToManyChange?> {
+            var values = ContiguousArray<ToManyChange?>()
+            values.reserveCapacity(toManyCount)
+            for _ in 0..<toManyCount { values.append(nil) }
+            return values
+        }
+
         /// The slot, in this entity, of the inverse of the relationship in `slot` (a relationship whose destination
         /// is this entity or one of its ancestors); `nil` when it has none — or when this entity is not such a
         /// destination (an object a damaged store pointed at wrongly), so that no other property is touched.

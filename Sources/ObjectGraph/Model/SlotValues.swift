@@ -227,3 +227,70 @@ struct SlotSet: Sequence, Equatable {
         }
     }
 }
+
+/// The to-many relationships a change gives: the members of some (every one for an insert, the changed ones for an
+/// update) and the added and removed members of others (recorded without loading them). By name (what any store
+/// can build), or in the positions of an entity's to-manys (what the runtime makes: no name hashed per object on
+/// either side of a save).
+package enum ToManyValues: Sendable {
+    case named(members: [String: [ManagedObjectID]], changes: [String: ToManyChange])
+    /// `members` and `changes` in `entity`'s to-many positions (`nil`: not given); either array may be empty when
+    /// nothing of its kind is given.
+    case slots(ManagedObjectModel.EntityHandle, members: ContiguousArray<[ManagedObjectID]?>, changes: ContiguousArray<ToManyChange?>)
+
+    static let none = ToManyValues.named(members: [:], changes: [:])
+
+    /// The members given, by name; setting them keeps both parts by name from then on.
+    var membersDictionary: [String: [ManagedObjectID]] {
+        get {
+            switch self {
+            case .named(let members, _): members
+            case .slots(let entity, let members, _): entity.toManyDictionary(members)
+            }
+        }
+        set { self = .named(members: newValue, changes: changesDictionary) }
+    }
+
+    /// The membership changes given, by name; setting them keeps both parts by name from then on.
+    var changesDictionary: [String: ToManyChange] {
+        get {
+            switch self {
+            case .named(_, let changes): changes
+            case .slots(let entity, _, let changes): entity.toManyDictionary(changes)
+            }
+        }
+        set { self = .named(members: membersDictionary, changes: newValue) }
+    }
+
+    /// The members given for the to-many in `slot` of `entity`.
+    package func members(_ slot: ManagedObjectModel.Slot, of entity: ManagedObjectModel.EntityHandle) -> [ManagedObjectID]? {
+        switch self {
+        case .slots(let own, let members, _) where own === entity:
+            members.isEmpty ? nil : members[slot.position]
+        case .slots, .named:
+            membersDictionary[slot.name]
+        }
+    }
+
+    /// The membership change given for the to-many in `slot` of `entity`.
+    package func changes(_ slot: ManagedObjectModel.Slot, of entity: ManagedObjectModel.EntityHandle) -> ToManyChange? {
+        switch self {
+        case .slots(let own, _, let changes) where own === entity:
+            changes.isEmpty ? nil : changes[slot.position]
+        case .slots, .named:
+            changesDictionary[slot.name]
+        }
+    }
+}
+
+extension ManagedObjectModel.EntityHandle {
+    /// The values in to-many positions, by name (positions holding `nil` left out).
+    func toManyDictionary<Value>(_ values: ContiguousArray<Value?>) -> [String: Value] {
+        var named: [String: Value] = [:]
+        guard !values.isEmpty else { return named }
+        for slot in slots where slot.kind == .toMany {
+            if let value = values[slot.position] { named[slot.name] = value }
+        }
+        return named
+    }
+}

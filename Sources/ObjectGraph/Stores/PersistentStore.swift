@@ -297,10 +297,18 @@ public struct ObjectChange: Sendable, Hashable {
     /// The attribute and to-one values, by name or in slots.
     package var values: StoredValues
     /// To-many relationships whose membership is given: every one for an insert, the changed ones for an update.
-    public var toMany: [String: [ManagedObjectID]]
+    public var toMany: [String: [ManagedObjectID]] {
+        get { relationships.membersDictionary }
+        set { relationships.membersDictionary = newValue }
+    }
     /// Unloaded to-many relationships of an update, given as the members added and removed; only for relationships
     /// the store ``IncrementalStore/acceptsToManyChanges(for:)``.
-    public var toManyChanges: [String: ToManyChange] = [:]
+    public var toManyChanges: [String: ToManyChange] {
+        get { relationships.changesDictionary }
+        set { relationships.changesDictionary = newValue }
+    }
+    /// ``toMany`` and ``toManyChanges``, by name or in slots.
+    package var relationships: ToManyValues
     /// The version the context last saw (updates and deletions), or `nil` for an insert and for a change that
     /// ``keepsStoredValues``.
     public var expectedVersion: Int64?
@@ -327,16 +335,16 @@ public struct ObjectChange: Sendable, Hashable {
                 toMany: [String: [ManagedObjectID]] = [:], expectedVersion: Int64? = nil) {
         self.objectID = objectID
         self.values = .named(attributes: attributes, toOne: toOne)
-        self.toMany = toMany
+        self.relationships = .named(members: toMany, changes: [:])
         self.expectedVersion = expectedVersion
     }
 
     /// A change whose values are in `entity`'s slot positions (persistent values only).
     package init(objectID: ManagedObjectID, entity: ManagedObjectModel.EntityHandle, attributes: AttributeSlots, toOne: ToOneSlots,
-                 toMany: [String: [ManagedObjectID]] = [:], expectedVersion: Int64? = nil) {
+                 relationships: ToManyValues = .none, expectedVersion: Int64? = nil) {
         self.objectID = objectID
         self.values = .slots(entity, attributes: attributes, toOne: toOne)
-        self.toMany = toMany
+        self.relationships = relationships
         self.expectedVersion = expectedVersion
     }
 

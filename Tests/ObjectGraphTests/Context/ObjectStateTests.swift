@@ -3,6 +3,42 @@ import Testing
 @testable import ObjectGraph
 
 @Suite struct ObjectStateTests {
+    /// A change the context makes keeps to-manys in the entity's to-many positions; stores that read them by name
+    /// (`toMany`, `toManyChanges`) see the same members, a store given another model's handle finds them by name,
+    /// and setting either dictionary keeps both parts.
+    @Test func toManysInSlotsReadTheSameByNameAndBySlot() throws {
+        let model = try libraryModel()
+        let book = model.handle(forEntityNamed: "Book")
+        let tags = book.slot(named: "tags")!, chapters = book.slot(named: "chapters")!
+        let t1 = ManagedObjectID(entityName: "Tag", storeIdentifier: "S", referenceObject: .integer(1))
+        let t2 = ManagedObjectID(entityName: "Tag", storeIdentifier: "S", referenceObject: .integer(2))
+        let c1 = ManagedObjectID(entityName: "Chapter", storeIdentifier: "S", referenceObject: .integer(3))
+        var members = book.newToMany(), changes = book.newToManyChanges()
+        members[tags.position] = [t1, t2]
+        changes[chapters.position] = ToManyChange(added: [c1])
+        var change = ObjectChange(objectID: ManagedObjectID(entityName: "Book", storeIdentifier: "S", referenceObject: .integer(9)),
+                                  entity: book, attributes: book.newAttributes(), toOne: book.newToOne(),
+                                  relationships: .slots(book, members: members, changes: changes))
+        #expect(change.toMany == ["tags": [t1, t2]])
+        #expect(change.toManyChanges == ["chapters": ToManyChange(added: [c1])])
+        #expect(change.relationships.members(tags, of: book) == [t1, t2])
+        #expect(change.relationships.members(chapters, of: book) == nil)
+        #expect(change.relationships.changes(chapters, of: book) == ToManyChange(added: [c1]))
+        // Another model's handle of the same entity: found by name.
+        let other = try libraryModel().handle(forEntityNamed: "Book")
+        #expect(other !== book)
+        #expect(change.relationships.members(other.slot(named: "tags")!, of: other) == [t1, t2])
+        // Set by name: both parts kept, by name.
+        change.toMany["tags"] = [t2]
+        #expect(change.toMany == ["tags": [t2]])
+        #expect(change.toManyChanges == ["chapters": ToManyChange(added: [c1])])
+        #expect(change.relationships.members(tags, of: book) == [t2])
+        // Nothing given: empty arrays in either position read as nothing.
+        let bare = ObjectChange(objectID: change.objectID, entity: book, attributes: book.newAttributes(), toOne: book.newToOne(),
+                                relationships: .slots(book, members: [], changes: []))
+        #expect(bare.toMany.isEmpty && bare.toManyChanges.isEmpty && bare.relationships.members(tags, of: book) == nil)
+    }
+
     final class Counting: ManagedObject {
         nonisolated(unsafe) static var fetched = 0
         override func awakeFromFetch() { Counting.fetched += 1 }
