@@ -25,16 +25,18 @@ extension LMDBIncrementalStore {
         var inputs: [(attributes: AttributeSlots, toOne: ToOneSlots)] = []
         entities.reserveCapacity(written.count)
         inputs.reserveCapacity(written.count)
-        for change in written {
-            guard let entity = state.entity(of: change.objectID) else {
-                throw ManagedObjectContextError(.unknownName, message: "\(change.objectID) names an entity the model does not have")
+        // Changes are read in place by index (a change bound to a local is a copy: every array in it retained).
+        for position in written.indices {
+            let objectID = written[position].objectID
+            guard let entity = state.entity(of: objectID) else {
+                throw ManagedObjectContextError(.unknownName, message: "\(objectID) names an entity the model does not have")
             }
             let values: (attributes: AttributeSlots, toOne: ToOneSlots)
-            if change.keepsStoredValues {
+            if written[position].keepsStoredValues {
                 values = (entity.handle.emptyAttributes, entity.handle.emptyToOne)  // unused: the stored row is kept
             } else {
-                values = try slotValues(change, entity)
-                try checkValues(values.attributes, of: change.objectID, entity)
+                values = try slotValues(written[position], entity)
+                try checkValues(values.attributes, of: objectID, entity)
             }
             entities.append(entity)
             inputs.append(values)
@@ -75,11 +77,11 @@ extension LMDBIncrementalStore {
                                             deleted: Set(request.deletedObjects.map(\.objectID)))
                 var rows: [StoredRow] = []
                 rows.reserveCapacity(written.count)
-                for (position, change) in written.enumerated() {
-                    let entity = entities[position]
+                for position in written.indices {
+                    let entity = entities[position], objectID = written[position].objectID
                     let (attributes, toOne) = inputs[position]
                     let before = position < insertCount ? nil : updatedRows[position - insertCount]
-                    if change.keepsStoredValues, let before {
+                    if written[position].keepsStoredValues, let before {
                         rows.append(before)  // equal to what is stored: neither rewritten nor given a new version
                         continue
                     }
@@ -98,7 +100,7 @@ extension LMDBIncrementalStore {
                             tag = known
                         } else {
                             // The relationship read in place, not bound to a local (a copy: every string in it retained and released).
-                            tag = try checkTarget(target, of: entity.toOneRelationships[entity.toOneOfField[id]], owner: change.objectID, &references,
+                            tag = try checkTarget(target, of: entity.toOneRelationships[entity.toOneOfField[id]], owner: objectID, &references,
                                                   state: state, transaction: transaction)
                         }
                         row.fields[id] = .reference(StoredRow.Reference(entityTag: tag, key: try key(of: target)))
@@ -177,29 +179,29 @@ extension LMDBIncrementalStore {
                     }
                     try state.rows(of: entity).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
                 }
-                for (position, change) in written.enumerated() {
+                for position in written.indices {
                     let isInsert = position < insertCount
-                    let entity = entities[position]
+                    let entity = entities[position], objectID = written[position].objectID
                     for (link, table) in state.linkTables[Int(entity.tag)].enumerated() {
                         let relationship = entity.linkRelationships[link], slot = entity.linkSlots[link]
-                        if let targets = change.relationships.members(slot, of: entity.handle) {
+                        if let targets = written[position].relationships.members(slot, of: entity.handle) {
                             if isInsert {
                                 // A new object has no links yet: its members are put, nothing is read or removed.
-                                try insertLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
+                                try insertLinks(relationship, in: table, of: objectID, to: targets, &references, state: state, transaction: transaction)
                             } else {
-                                try rewriteLinks(relationship, in: table, of: change.objectID, to: targets, &references, state: state, transaction: transaction)
+                                try rewriteLinks(relationship, in: table, of: objectID, to: targets, &references, state: state, transaction: transaction)
                             }
-                        } else if let delta = change.relationships.changes(slot, of: entity.handle), !relationship.isOrdered {
-                            try applyLinkChanges(relationship, in: table, of: change.objectID, delta, &references, state: state, transaction: transaction)
+                        } else if let delta = written[position].relationships.changes(slot, of: entity.handle), !relationship.isOrdered {
+                            try applyLinkChanges(relationship, in: table, of: objectID, delta, &references, state: state, transaction: transaction)
                         }
                     }
-                    versions[change.objectID] = Int64(bitPattern: rows[position].version)
+                    versions[objectID] = Int64(bitPattern: rows[position].version)
                     guard rewrites[position] else { continue }
                     // The blob is written straight into the page LMDB reserves for it (no buffer of its own).
                     let row = rows[position], size = RowCodec.encodedSize(row), table = state.rows(of: entity)
                     let modelHash = modelHashPrefix
                     func put(_ options: PutOptions) throws {
-                        try withUnsafeBytes(of: try key(of: change.objectID).bigEndian) { rowKey in
+                        try withUnsafeBytes(of: try key(of: objectID).bigEndian) { rowKey in
                             try table.reserve(count: size.bytes, forKey: rowKey, in: transaction, options: options) {
                                 RowCodec.write(row, modelHash: modelHash, size: size, into: $0)
                             }
@@ -218,7 +220,7 @@ extension LMDBIncrementalStore {
                         do {
                             try put(.noOverwrite)
                         } catch LMDBError.keyExists {
-                            throw ManagedObjectContextError(.constraintViolation, message: "\(change.objectID) is already in the store")
+                            throw ManagedObjectContextError(.constraintViolation, message: "\(objectID) is already in the store")
                         }
                     }
                 }
@@ -249,15 +251,25 @@ extension LMDBIncrementalStore {
         let counterKey = Array(StoreLayout.changeSequenceKey.utf8)
         let number = try sequences.counter(forKey: counterKey, in: transaction) + 1
         try sequences.put(Self.keyBytes(number), forKey: counterKey, in: transaction)
-        var payload: [UInt8] = []
-        for (kind, changes) in [(UInt8(1), request.insertedObjects), (2, request.updatedObjects), (3, request.deletedObjects)] {
-            for change in changes {
-                payload.append(kind)
-                TupleEncoding.appendBigEndian(state.entity(of: change.objectID)!.tag, to: &payload)
-                TupleEncoding.appendBigEndian(try key(of: change.objectID), to: &payload)
+        // One 11-byte record per object (kind, entity tag, row key), written straight into the reserved value.
+        let count = request.insertedObjects.count + request.updatedObjects.count + request.deletedObjects.count
+        try log.reserve(count: 11 * count, forKey: Self.keyBytes(number), in: transaction) { payload in
+            guard let base = payload.baseAddress, count > 0 else { return }
+            var writer = RawWriter(base)
+            // Objects come many of one entity at a time: its tag is looked up again only when the entity changes.
+            var last: (namespace: ObjectIdentifier, tag: UInt16)?
+            func record(_ kind: UInt8, _ id: ManagedObjectID) throws {
+                let namespace = ObjectIdentifier(id.namespace)
+                if last?.namespace != namespace { last = (namespace, state.entity(of: id)!.tag) }
+                writer.byte(kind)
+                writer.bigEndian(last!.tag)
+                writer.bigEndian(try key(of: id))
             }
+            // By index: the IDs are read in place, not each whole change copied out of its array.
+            for index in request.insertedObjects.indices { try record(1, request.insertedObjects[index].objectID) }
+            for index in request.updatedObjects.indices { try record(2, request.updatedObjects[index].objectID) }
+            for index in request.deletedObjects.indices { try record(3, request.deletedObjects[index].objectID) }
         }
-        try log.put(payload, forKey: Self.keyBytes(number), in: transaction)
         if number > StoreLayout.changeLogLength {
             try log.delete(key: Self.keyBytes(number - StoreLayout.changeLogLength), in: transaction)
         }
