@@ -122,6 +122,40 @@ import Testing
         #expect([UInt8]().withUnsafeBytes { TupleEncoding.decodeElement($0, as: .string) } == nil)
     }
 
+    /// A row's entries of a compound index (a long string, descending, then an integer) are cut exactly as `fit`
+    /// cuts the elements, and a uniqueness constraint over a NULL makes no entry: the save's reused scratch (element
+    /// ends overwritten, not emptied, from row to row) must keep each row's own element ends.
+    @Test func compoundIndexEntriesAreCutLikeTheirElements() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Note") {
+                AttributeDescription("title", .string)
+                AttributeDescription("rank", .integer64)
+                AttributeDescription("code", .string, isOptional: true)
+                FetchIndexDescription("byTitleRank", elements: [FetchIndexElementDescription("title", ascending: false),
+                                                                 FetchIndexElementDescription("rank")])
+                UniquenessConstraint("code", "rank")
+            }
+        }
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Note")!
+        var scratch = IndexEntries.Scratch()
+        for (title, code) in [(String(repeating: "t", count: 700), nil), ("short", "c1"), (String(repeating: "é", count: 400), "c2")] as [(String, String?)] {
+            var attributes: [String: AttributeValue] = ["title": .string(title), "rank": .integer(7)]
+            if let code { attributes["code"] = .string(code) }
+            let row = StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:])
+            var keys: [(table: Int, unique: Bool, key: [UInt8])] = []
+            IndexEntries().forEachEntry(of: row, key: 5, entity: entity, scratch: &scratch) { table, unique, key, _ in
+                keys.append((table, unique, Array(key)))
+            }
+            var titleElement: [UInt8] = [], rankElement: [UInt8] = []
+            TupleEncoding.append(.string(title), to: &titleElement)
+            TupleEncoding.append(.integer(7), to: &rankElement)
+            let expected = IndexEntries.fit([titleElement.map { ~$0 }, rankElement])
+            #expect(keys.first?.key == expected, "\(title.count) characters")
+            #expect(keys.contains { $0.unique } == (code != nil), "no uniqueness entry over a NULL")
+        }
+    }
+
     @Test func nullSortsBeforeEveryValue() {
         var null: [UInt8] = []
         TupleEncoding.append(nil, to: &null)

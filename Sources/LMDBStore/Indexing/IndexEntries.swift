@@ -46,10 +46,27 @@ struct IndexEntries {
     /// row are made in it one at a time, without an allocation per entry.
     struct Scratch {
         fileprivate var key: [UInt8] = []
-        fileprivate var bounds: [Int] = []
+        /// Where each element of ``key`` ends, in the first ``boundCount`` positions (overwritten, not emptied).
+        fileprivate var bounds: [Int] = Array(repeating: 0, count: 8)
+        fileprivate var boundCount = 0
 
         init() {
             key.reserveCapacity(64)
+        }
+
+        /// Starts a new key.
+        @inline(__always)
+        fileprivate mutating func reset() {
+            key.removeAll(keepingCapacity: true)
+            boundCount = 0
+        }
+
+        /// Records that an element of the key ends here.
+        @inline(__always)
+        fileprivate mutating func endElement() {
+            if boundCount == bounds.count { bounds.append(0) }
+            bounds[boundCount] = key.count
+            boundCount += 1
         }
     }
 
@@ -61,28 +78,27 @@ struct IndexEntries {
                       _ body: (_ table: Int, _ isUnique: Bool, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void) rethrows {
         // Every entry's value: the row key, then the entity tag.
         try withUnsafeBytes(of: (key.bigEndian, row.entityTag.bigEndian)) { entryValue in
-            for (position, (_, index)) in entity.indexes.enumerated() {
-                let fields = entity.indexFields[position]
-                scratch.key.removeAll(keepingCapacity: true)
-                scratch.bounds.removeAll(keepingCapacity: true)
-                for (offset, element) in index.elements.enumerated() {
+            // By position in the layout's precomputed arrays: no index description is copied per row.
+            for position in entity.indexFields.indices {
+                let fields = entity.indexFields[position], elements = entity.indexElements[position]
+                scratch.reset()
+                for offset in fields.indices {
                     let start = scratch.key.count
-                    TupleEncoding.append(Self.folded(value(fields[offset], row), element.collation), to: &scratch.key)
-                    if !element.isAscending {
+                    TupleEncoding.append(Self.folded(value(fields[offset], row), elements[offset].collation), to: &scratch.key)
+                    if !elements[offset].isAscending {
                         for byte in start..<scratch.key.count { scratch.key[byte] = ~scratch.key[byte] }
                     }
-                    scratch.bounds.append(scratch.key.count)
+                    scratch.endElement()
                 }
                 if scratch.key.count > Self.maxTupleBytes { Self.cut(&scratch) }
                 try scratch.key.withUnsafeBytes { try body(position, false, $0, entryValue) }
             }
             for (position, fields) in entity.uniqueFields.enumerated() {
-                if fields.contains(where: { value($0, row) == nil }) { continue }  // NULLs never clash
-                scratch.key.removeAll(keepingCapacity: true)
-                scratch.bounds.removeAll(keepingCapacity: true)
+                if fields.contains(where: { $0 < 0 || row.fields[$0] == nil }) { continue }  // NULLs never clash
+                scratch.reset()
                 for field in fields {
                     TupleEncoding.append(value(field, row), to: &scratch.key)
-                    scratch.bounds.append(scratch.key.count)
+                    scratch.endElement()
                 }
                 if scratch.key.count > Self.maxTupleBytes { Self.cut(&scratch) }
                 try scratch.key.withUnsafeBytes { try body(entity.indexTables.count + position, true, $0, entryValue) }
@@ -99,7 +115,7 @@ struct IndexEntries {
     /// Cuts the elements in `scratch.key` (ending at `scratch.bounds`) to fit, as ``fit(_:)`` does.
     private static func cut(_ scratch: inout Scratch) {
         var start = 0
-        let elements = scratch.bounds.map { end in
+        let elements = scratch.bounds[..<scratch.boundCount].map { end in
             defer { start = end }
             return Array(scratch.key[start..<end])
         }

@@ -58,6 +58,9 @@ struct StoreLayout: Sendable {
         /// The field numbers of each index's elements, each uniqueness constraint's properties and each to-one (in
         /// ``indexes``', ``uniques``' and ``toOneRelationships``' order): a save computes entries without names.
         let indexFields: [[Int]]
+        /// Each index's elements' order and collation (in ``indexes``' order): what a save reads per row, without
+        /// copying the index's description.
+        let indexElements: [[(isAscending: Bool, collation: FetchIndexElementDescription.Collation)]]
         let uniqueFields: [[Int]]
         let toOneFields: [Int]
         /// The model's runtime view of the entity, and where each field's value sits in its slot arrays
@@ -105,6 +108,7 @@ struct StoreLayout: Sendable {
             // Every name below is a persistent attribute or to-one of the entity (the model checked its indexes and
             // constraints), so each has a field; -1 stands for none and reads as NULL.
             indexFields = indexes.map { $0.index.elements.map { fieldIndex[$0.propertyName] ?? -1 } }
+            indexElements = indexes.map { $0.index.elements.map { ($0.isAscending, $0.collation) } }
             uniqueFields = uniques.map { $0.constraint.propertyNames.map { fieldIndex[$0] ?? -1 } }
             toOneFields = toOneRelationships.map { fieldIndex[$0.name] ?? -1 }
             self.handle = handle
