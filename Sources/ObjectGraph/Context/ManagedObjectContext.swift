@@ -62,6 +62,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// coordinator's class registration count they were found at.
     @exclusivity(unchecked) private var lastEntity: (namespace: ObjectIDNamespace, handle: ManagedObjectModel.EntityHandle,
                                                      type: ManagedObject.Type, registrations: Int)?
+    /// The entity and class of the object made last by entity (inserted or adopted objects), with the coordinator's
+    /// class registration count it was found at.
+    @exclusivity(unchecked) private var lastMadeEntity: (handle: ManagedObjectModel.EntityHandle, type: ManagedObject.Type, registrations: Int)?
     /// Whether this context merges the saves of other contexts on the same coordinator as they happen.
     public var automaticallyMergesChangesFromParent = false {
         didSet { persistentStoreCoordinator.setMerging(self, automaticallyMergesChangesFromParent) }
@@ -228,8 +231,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     func makeObject(_ entity: ManagedObjectModel.EntityHandle, _ objectID: ManagedObjectID) -> ManagedObject {
-        let type = persistentStoreCoordinator.objectClass(for: entity)
-        return type.init(construction: ManagedObject.Construction(entity: entity, model: model, objectID: objectID, context: self))
+        // Objects are mostly made many of one entity at a time (an import inserting thousands): the class is looked
+        // up under the coordinator's lock only when the entity changes or a class was registered since.
+        let registrations = persistentStoreCoordinator.classRegistrations.load(ordering: .acquiring)
+        if lastMadeEntity?.handle !== entity || lastMadeEntity?.registrations != registrations {
+            lastMadeEntity = (entity, persistentStoreCoordinator.objectClass(for: entity), registrations)
+        }
+        return lastMadeEntity.unsafelyUnwrapped.type.init(
+            construction: ManagedObject.Construction(entity: entity, model: model, objectID: objectID, context: self))
     }
 
     // MARK: - Changes

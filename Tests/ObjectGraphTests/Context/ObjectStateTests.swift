@@ -89,6 +89,12 @@ import Testing
         let fetched = try after.fetch(FetchRequest(entityName: "Tag"))
         #expect(fetched.count == 3 && fetched.allSatisfy { $0 is Late }, "the class looked up before registration is not kept")
         #expect(fetched.allSatisfy { after.object(with: $0.objectID) === $0 }, "a fetch hands out the registered objects")
+        // Inserting: a context that made objects of the entity before the registration makes them of the new class
+        // after it.
+        final class Later: ManagedObject {}
+        #expect(try context.insertNewObject(forEntityName: "Tag") is Late)
+        coordinator.registerClass(Later.self, forEntityName: "Tag")
+        #expect(try context.insertNewObject(forEntityName: "Tag") is Later, "the class looked up for the last insert is not kept")
     }
 
     @Test func anObjectAndItsIDAreTheSameObjectInPredicateValues() throws {
