@@ -412,6 +412,27 @@ extension RowCodecTests {
         let wide = RowCodec.encode(rows[2], entity: entity, modelHash: 1)
         #expect(wide[1] & RowCodec.wideOffsetsFlag != 0)
         #expect(RowCodec.encode(rows[3], entity: entity, modelHash: 1).count == RowCodec.headerSize + 4)
+        // The field table as Docs/FORMAT.md gives it, for narrow and wide offsets: a NULL field has type 0 and
+        // offset 0, each value's offset is where it starts among the values, which follow one another.
+        for (row, width) in [(rows[2], 4), (StoredRow(entity: entity, version: 3, attributes: ["s": .string("ab"), "i": .integer(-3)], toOne: [:]), 2)] {
+            let blob = RowCodec.encode(row, entity: entity, modelHash: 1)
+            let count = Int(blob[20]) << 8 | Int(blob[21])
+            var expectedStart = 0
+            for id in 0..<count {
+                let at = RowCodec.headerSize + count + id * width
+                let offset = blob[at..<(at + width)].reduce(0) { $0 << 8 | Int($1) }
+                guard blob[RowCodec.headerSize + id] != 0 else {
+                    #expect(offset == 0, "NULL field \(id)")
+                    continue
+                }
+                #expect(offset == expectedStart, "field \(id)")
+                // The value's size: a row holding only this field, less its header, field table and checksum.
+                var alone = StoredRow(entityTag: row.entityTag, version: 3, fields: ContiguousArray(repeating: nil, count: row.fields.count))
+                alone.fields[id] = row.fields[id]
+                let single = RowCodec.encode(alone, entity: entity, modelHash: 1)
+                expectedStart += single.count - RowCodec.headerSize - (id + 1) * (1 + (single[1] & 1 != 0 ? 4 : 2)) - 4
+            }
+        }
     }
 }
 

@@ -121,7 +121,8 @@ enum RowCodec {
         var values = RawWriter(buffer.baseAddress!, at: offsets + size.fields * (size.wideOffsets ? 4 : 2))
         let valuesStart = values.position
         for id in 0..<size.fields {
-            let offset = values.position - valuesStart
+            // A NULL field's offset is 0 (`Docs/FORMAT.md`); a value's is where it starts among the values.
+            let offset = row.fields[id] == nil ? 0 : values.position - valuesStart
             if size.wideOffsets {
                 (buffer.baseAddress! + offsets + 4 * id).storeBytes(of: UInt32(offset).bigEndian, as: UInt32.self)
             } else {

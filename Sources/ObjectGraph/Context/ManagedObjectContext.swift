@@ -40,9 +40,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
     @exclusivity(unchecked) private var changedIDStorage: Set<ManagedObjectID> = []
     /// Moves whenever ``changedIDs`` or ``pendingNotification`` change through those properties (objects leaving
-    /// them, a notification posted); code that only adds to them uses their storage. An object that reported a change at the current generation
-    /// and already had changes is in both still, so reporting its next change would find nothing to do: a bulk
-    /// insert changes each of 100 departments thousands of times.
+    /// them, a notification posted); code that only adds to them uses their storage. An object that reported a
+    /// change at the current generation and already had changes is in both still, so reporting its next change
+    /// would find nothing to do: a bulk insert changes each of 100 departments thousands of times.
     @exclusivity(unchecked) private(set) var reportGeneration: UInt64 = 1
     /// How the last ``fetchDictionaries(_:)`` was answered: by the store or in memory by the context.
     public internal(set) var lastDictionaryFetchStrategy = ""
