@@ -122,12 +122,7 @@ enum RowCodec {
         let valuesStart = values.position
         for id in 0..<size.fields {
             // A NULL field's offset is 0 (`Docs/FORMAT.md`); a value's is where it starts among the values.
-            let offset = row.fields[id] == nil ? 0 : values.position - valuesStart
-            if size.wideOffsets {
-                (buffer.baseAddress! + offsets + 4 * id).storeBytes(of: UInt32(offset).bigEndian, as: UInt32.self)
-            } else {
-                (buffer.baseAddress! + offsets + 2 * id).storeBytes(of: UInt16(offset).bigEndian, as: UInt16.self)
-            }
+            let start = values.position - valuesStart
             let type: UInt8
             switch row.fields[id] {
             case nil:
@@ -138,6 +133,12 @@ enum RowCodec {
                 type = ValueType.reference
                 values.bigEndian(reference.entityTag)
                 values.varint(reference.key)
+            }
+            let offset = type == ValueType.null ? 0 : start
+            if size.wideOffsets {
+                (buffer.baseAddress! + offsets + 4 * id).storeBytes(of: UInt32(offset).bigEndian, as: UInt32.self)
+            } else {
+                (buffer.baseAddress! + offsets + 2 * id).storeBytes(of: UInt16(offset).bigEndian, as: UInt16.self)
             }
             buffer[types + id] = type
         }
