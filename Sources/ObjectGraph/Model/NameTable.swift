@@ -8,7 +8,7 @@
 /// model does not have still costs one probe sequence, which ends at the first empty bucket).
 struct NameTable: Sendable {
     private struct Bucket {
-        /// The property's position, or -1 for an empty bucket.
+        /// The name's position, or -1 for an empty bucket.
         var position: Int32 = -1
         /// The name's UTF-8 bytes in ``NameTable/bytes``.
         var start: Int32 = 0
