@@ -139,7 +139,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Records `change` on the recorded members of the unloaded to-many in `slot`.
     func recordPending(_ slot: ManagedObjectModel.Slot, _ change: (inout PendingMembers) -> Void) {
         let extras = madeExtras
-        if extras.pendingToMany.isEmpty { extras.pendingToMany = PendingToManySlots(repeating: nil, count: handle.toManyCount) }
+        if extras.pendingToMany.isEmpty { extras.pendingToMany = handle.newPendingToMany() }
         if extras.pendingToMany[slot.position] == nil { extras.pendingToMany[slot.position] = PendingMembers() }
         change(&extras.pendingToMany[slot.position]!)
     }

@@ -234,9 +234,22 @@ public struct ManagedObjectModel: Sendable {
 
         /// No membership change in any to-many position, in an array of its own.
         func newToManyChanges() -> ContiguousArray<ToManyChange?> {
-            var values = ContiguousArray<ToManyChange?>()
-            values.reserveCapacity(toManyCount)
-            for _ in 0..<toManyCount { values.append(nil) }
+            Self.nils(toManyCount)
+        }
+
+        /// No recorded members in any to-many position, in an array of its own.
+        func newPendingToMany() -> PendingToManySlots {
+            Self.nils(toManyCount)
+        }
+
+        /// `count` `nil`s in a new array. Grown by `reserveCapacity` and `append`, which the compiler specializes
+        /// here; `init(repeating:count:)` calls the standard library's unspecialized allocation, which looks the
+        /// storage type's metadata up on every call (about 1 000 instructions).
+        @inline(__always)
+        private static func nils<Element>(_ count: Int) -> ContiguousArray<Element?> {
+            var values = ContiguousArray<Element?>()
+            values.reserveCapacity(count)
+            for _ in 0..<count { values.append(nil) }
             return values
         }
 
@@ -251,16 +264,10 @@ public struct ManagedObjectModel: Sendable {
             return inverse
         }
 
-        /// An array of `empty.count` `nil`s that shares no storage. Grown by `reserveCapacity` and `append`, which
-        /// the compiler specializes here; `init(repeating:count:)` calls the standard library's unspecialized
-        /// allocation, which looks the storage type's metadata up on every call (about 1 000 instructions).
+        /// An array of `empty.count` `nil`s that shares no storage (`empty` itself when it has none).
         @inline(__always)
         private static func unique<Element>(_ empty: ContiguousArray<Element?>) -> ContiguousArray<Element?> {
-            guard !empty.isEmpty else { return empty }
-            var values = ContiguousArray<Element?>()
-            values.reserveCapacity(empty.count)
-            for _ in 0..<empty.count { values.append(nil) }
-            return values
+            empty.isEmpty ? empty : nils(empty.count)
         }
 
         /// The slot of the property with this name, inherited or its own.
