@@ -952,21 +952,12 @@ extension LoadedFetchTests {
         #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Item")) == 4, "nothing of the refused saves was written")
         #expect(try store.verify().isEmpty)
     }
+
     /// Members recorded without loading a relationship (a many-to-many the store takes as deltas) are applied when
     /// the relationship loads — by a prefetch too — so what is shown and what a save writes include them.
     @Test func aPrefetchKeepsMembersRecordedBeforeTheRelationshipLoaded() throws {
-        let model = try ManagedObjectModel {
-            EntityDescription("Label") {
-                AttributeDescription("name", .string)
-                RelationshipDescription("items", destination: "Item", inverse: "labels", toMany: true)
-            }
-            EntityDescription("Item") {
-                AttributeDescription("name", .string)
-                RelationshipDescription("labels", destination: "Label", inverse: "items", toMany: true)
-            }
-        }
         let folder = StoreFolder()
-        let (coordinator, store) = try folder.coordinator(model)
+        let (coordinator, store) = try folder.coordinator(StoreConformance.model)
         let setup = ManagedObjectContext(coordinator: coordinator)
         let label = try setup.insertNewObject(forEntityName: "Label")
         try label.setValue("red", forKey: "name")
