@@ -85,7 +85,7 @@ extension LMDBIncrementalStore {
                         rows.append(before)  // equal to what is stored: neither rewritten nor given a new version
                         continue
                     }
-                    var row = StoredRow(entityTag: entity.tag, version: before?.version ?? 1, fields: entity.emptyFields)
+                    var row = StoredRow(entityTag: entity.tag, version: before?.version ?? 1, fields: entity.newFields())
                     for id in entity.fields.indices {
                         let slot = entity.slotPositions[id]
                         guard entity.referenceFields[id] else {
@@ -149,7 +149,16 @@ extension LMDBIncrementalStore {
                     let entity = entities[position], tables = state.secondaryTables[Int(entity.tag)]
                     try maintainer.forEachEntry(of: rows[position], key: try key(of: written[position].objectID), entity: entity, scratch: &scratch) {
                         table, isUnique, key, value in
-                        guard isUnique else { return try tables[table].put(value, forKey: key, in: transaction) }
+                        guard isUnique else {
+                            // A new row's key comes from the sequence, so its entry (row key first) sorts after every
+                            // other row's under the same index key: appended to that key's values without searching
+                            // them. Out of order (a key below one already stored), LMDB refuses and it is put in place.
+                            do {
+                                return try tables[table].put(value, forKey: key, in: transaction, options: .appendDuplicate)
+                            } catch LMDBError.keyExists {
+                                return try tables[table].put(value, forKey: key, in: transaction)
+                            }
+                        }
                         do {
                             try tables[table].put(value, forKey: key, in: transaction, options: .noOverwrite)
                         } catch LMDBError.keyExists {
@@ -418,18 +427,26 @@ extension LMDBIncrementalStore {
         let owner = try key(of: objectID)
         for (position, target) in targets.enumerated() {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-            try putLink(in: table, owner: owner, target: try key(of: target), tag: tag, position: relationship.isOrdered ? position : nil, transaction)
+            let targetKey = try key(of: target), position = relationship.isOrdered ? position : nil
+            // The owner's key comes from the sequence, so its entries usually go after every entry the table holds
+            // (members in key or position order): appended without a search, else put in place.
+            do {
+                try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: position, options: .append, transaction)
+            } catch LMDBError.keyExists {
+                try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: position, transaction)
+            }
         }
     }
 
     /// Puts one link entry without allocating: the key is the owner's key and the target's (unordered) or the
     /// member's position (ordered), the value the target's key and entity tag (`Docs/FORMAT.md`).
-    private func putLink(in table: Database, owner: UInt64, target: UInt64, tag: UInt16, position: Int? = nil, _ transaction: Transaction) throws {
+    private func putLink(in table: Database, owner: UInt64, target: UInt64, tag: UInt16, position: Int? = nil, options: PutOptions = [],
+                         _ transaction: Transaction) throws {
         try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
             if let position {
-                try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try table.put(value, forKey: $0, in: transaction) }
+                try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try table.put(value, forKey: $0, in: transaction, options: options) }
             } else {
-                try withUnsafeBytes(of: (owner.bigEndian, target.bigEndian)) { try table.put(value, forKey: $0, in: transaction) }
+                try withUnsafeBytes(of: (owner.bigEndian, target.bigEndian)) { try table.put(value, forKey: $0, in: transaction, options: options) }
             }
         }
     }

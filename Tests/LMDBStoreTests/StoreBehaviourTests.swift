@@ -253,6 +253,79 @@ import Testing
         #expect(try store.verify().isEmpty)
     }
 
+    /// A new row's index entries are appended after the other rows' under the same index key, and its links after
+    /// every link of older owners (its key comes from the sequence). When that does not hold — keys taken early and
+    /// saved late, members given in descending key order — LMDB refuses the append and the entry is put in place:
+    /// every entry is there and every fetch answers from it.
+    @Test func entriesOfRowsSavedOutOfKeyOrderAreAllKept() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Team") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("players", destination: "Player", inverse: "team", toMany: true)
+            }
+            EntityDescription("Player") {
+                AttributeDescription("name", .string)
+                AttributeDescription("score", .integer32)
+                RelationshipDescription("team", destination: "Team", inverse: "players")
+                RelationshipDescription("tags", destination: "Tag", inverse: "players", toMany: true)
+                FetchIndexDescription("byScore", properties: ["score"])
+            }
+            EntityDescription("Tag") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("players", destination: "Player", inverse: "tags", toMany: true)
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        func named(_ entity: String, _ name: String) throws -> ManagedObject {
+            let object = try setup.insertNewObject(forEntityName: entity)
+            try object.setValue(name, forKey: "name")
+            return object
+        }
+        let teams = try (0..<2).map { try named("Team", "team \($0)") }
+        let tags = try (0..<4).map { try named("Tag", "tag \($0)") }
+        try setup.save()
+        // Scores 0–2 hold a few rows per index key (LMDB keeps them in a sub-page), 7 one row (a single value), 9
+        // hundreds (a sub-database of their own): the three ways LMDB stores an index key's rows.
+        func players(_ context: ManagedObjectContext, _ prefix: String, count: Int) throws -> [ManagedObject] {
+            try (0..<count).map { n in
+                let player = try context.insertNewObject(forEntityName: "Player")
+                try player.setValue("\(prefix) \(n)", forKey: "name")
+                try player.setValue(Int32(n < 6 ? n % 3 : n == 6 ? 7 : 9), forKey: "score")
+                try player.setValue(context.object(with: teams[n % 2].objectID), forKey: "team")
+                // Members in descending key order for every other player: the second below the first.
+                try player.setValue([tags[3 - n % 4], tags[(n + 2) % 4]].map { context.object(with: $0.objectID) }, forKey: "tags")
+                return player
+            }
+        }
+        let first = ManagedObjectContext(coordinator: coordinator), second = ManagedObjectContext(coordinator: coordinator)
+        let early = try players(first, "early", count: 8)
+        try first.obtainPermanentIDs(for: early)
+        let late = try players(second, "late", count: 400)
+        try second.save()
+        try first.save()  // lower keys than the rows (and index values, and links) the second save wrote
+        #expect(try store.verify().isEmpty)
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let all = early + late
+        for score in [0, 1, 2, 7, 9] {
+            let request = FetchRequest(entityName: "Player", predicate: try FetchPredicate(format: "score == %@", score))
+            #expect(Set(try fresh.fetchObjectIDs(request)) == Set(all.filter { ($0.value(forKey: "score") as? Int32) == Int32(score) }.map(\.objectID)))
+        }
+        for team in teams {
+            #expect(Set(fresh.object(with: team.objectID).relatedObjects(forKey: "players").map(\.objectID))
+                    == Set(all.filter { ($0.value(forKey: "team") as? ManagedObject)?.objectID == team.objectID }.map(\.objectID)))
+        }
+        for player in all {
+            #expect(Set(fresh.object(with: player.objectID).relatedObjects(forKey: "tags").map(\.objectID))
+                    == Set(player.relatedObjects(forKey: "tags").map(\.objectID)), "\(player.objectID)")
+        }
+        for tag in tags {
+            #expect(Set(fresh.object(with: tag.objectID).relatedObjects(forKey: "players").map(\.objectID))
+                    == Set(all.filter { $0.relatedObjects(forKey: "tags").contains { $0.objectID == tag.objectID } }.map(\.objectID)))
+        }
+    }
+
     /// Unordered link tables are updated by difference: members added and removed across saves read back exactly,
     /// from both sides.
     @Test func manyToManyChangesReadBackExactly() throws {

@@ -248,7 +248,7 @@ struct EncodedRow {
 
     /// Every field, decoded.
     func decoded() throws(RowDecodingError) -> StoredRow {
-        var row = StoredRow(entityTag: entity.tag, version: version, fields: entity.emptyFields)
+        var row = StoredRow(entityTag: entity.tag, version: version, fields: entity.newFields())
         try forEachField { id, type, reader throws(RowDecodingError) in
             row.fields[id] = type == RowCodec.ValueType.reference
                 ? .reference(try Self.readReference(&reader))

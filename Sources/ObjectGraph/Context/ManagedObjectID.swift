@@ -221,9 +221,14 @@ package final class ObjectIDNamespace: Sendable {
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var table: [Key: ObjectIDNamespace] = [:]
-    /// The namespace handed out last: IDs are mostly made many at a time for one entity, and comparing two names is
-    /// cheaper than hashing them.
+    /// The namespaces handed out most recently: IDs are mostly made many at a time for a few entities (an employee,
+    /// its department, its projects), and comparing names with a handful of them is cheaper than hashing them — the
+    /// store's UUID alone is 36 bytes of SipHash.
+    nonisolated(unsafe) private static var recent: [ObjectIDNamespace] = []
+    /// The one of them handed out last, tried first.
     nonisolated(unsafe) private static var last: ObjectIDNamespace?
+    nonisolated(unsafe) private static var nextRecent = 0
+    private static let recentCapacity = 8
 
     private init(entityName: String, storeIdentifier: String?) {
         self.entityName = entityName
@@ -235,15 +240,31 @@ package final class ObjectIDNamespace: Sendable {
     package static func shared(entityName: String, storeIdentifier: String?) -> ObjectIDNamespace {
         lock.withLock {
             if let last, last.entityName == entityName, last.storeIdentifier == storeIdentifier { return last }
-            let key = Key(entityName: entityName, storeIdentifier: storeIdentifier)
-            if let existing = table[key] {
-                last = existing
-                return existing
+            for namespace in recent where namespace.entityName == entityName && namespace.storeIdentifier == storeIdentifier {
+                last = namespace
+                return namespace
             }
-            let namespace = ObjectIDNamespace(entityName: entityName, storeIdentifier: storeIdentifier)
-            table[key] = namespace
+            let key = Key(entityName: entityName, storeIdentifier: storeIdentifier)
+            let namespace: ObjectIDNamespace
+            if let existing = table[key] {
+                namespace = existing
+            } else {
+                namespace = ObjectIDNamespace(entityName: entityName, storeIdentifier: storeIdentifier)
+                table[key] = namespace
+            }
+            remember(namespace)
             last = namespace
             return namespace
+        }
+    }
+
+    /// Puts `namespace` among the recent ones, in place of the oldest once there are `recentCapacity`.
+    private static func remember(_ namespace: ObjectIDNamespace) {
+        if recent.count < recentCapacity {
+            recent.append(namespace)
+        } else {
+            recent[nextRecent] = namespace
+            nextRecent = (nextRecent + 1) % recentCapacity
         }
     }
 }

@@ -71,6 +71,32 @@ import Testing
         #expect(Set((0..<1000).map { id("Book", Int64($0)) }).count == 1000)
     }
 
+    /// IDs are made through a small cache of recently used namespaces (eight), then the process-wide table: whichever
+    /// way an ID's namespace is found, IDs of one entity and store are one namespace, and IDs of others are not —
+    /// also with more namespaces in turn than the cache holds, names that share a prefix, and a store identifier made
+    /// at run time (equal text, other storage).
+    @Test func idsOfOneEntityAndStoreShareANamespaceHoweverManyAreInUse() {
+        let entities = (0..<12).map { "Entity\($0)" } + ["Émile", "Emile", ""]
+        let stores: [String] = ["S", "T", String(["S"])]
+        var first: [String: ManagedObjectID] = [:]
+        for round in 0..<3 {
+            for entity in entities {
+                for store in stores {
+                    let id = ManagedObjectID(entityName: entity, storeIdentifier: store, referenceObject: .integer(Int64(round)))
+                    #expect(id.entityName == entity && id.storeIdentifier == store)
+                    let again = ManagedObjectID(entityName: entity, storeIdentifier: store, referenceObject: .integer(0))
+                    if let earlier = first["\(entity)|\(store)"] {
+                        #expect(again == earlier && again.hashValue == earlier.hashValue, "\(entity) in \(store), round \(round)")
+                    } else {
+                        first["\(entity)|\(store)"] = again
+                    }
+                }
+            }
+        }
+        // Distinct (entity, store) pairs never share a namespace: "S" and a run-time "S" are one store.
+        #expect(Set(first.values).count == entities.count * 2)
+    }
+
     /// A save orders its changed objects with `sortedByID()`, which ranks the entities once instead of comparing
     /// names per pair; it must give exactly the order `<` gives, across entities, stores, key kinds and temporary IDs.
     @Test func idsSortedByRankedNamespacesMatchTheirComparableOrder() {
