@@ -100,7 +100,7 @@ extension LMDBIncrementalStore {
                             tag = known
                         } else {
                             // The relationship read in place, not bound to a local (a copy: every string in it retained and released).
-                            tag = try checkTarget(target, of: entity.toOneRelationships[entity.toOneOfField[id]], owner: objectID, &references,
+                            tag = try checkTarget(target, of: entity.toOneChecks[entity.toOneOfField[id]], owner: objectID, &references,
                                                   state: state, transaction: transaction)
                         }
                         row.fields[id] = .reference(StoredRow.Reference(entityTag: tag, key: try key(of: target)))
@@ -183,7 +183,7 @@ extension LMDBIncrementalStore {
                 // 4. Link tables, then rows.
                 for change in request.deletedObjects {
                     guard let entity = state.entity(of: change.objectID) else { continue }
-                    for (relationship, table) in zip(entity.linkRelationships, state.linkTables[Int(entity.tag)]) {
+                    for (relationship, table) in zip(entity.linkChecks, state.linkTables[Int(entity.tag)]) {
                         try rewriteLinks(relationship, in: table, of: change.objectID, to: [], &references, state: state, transaction: transaction)
                     }
                     try state.rows(of: entity).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
@@ -192,7 +192,7 @@ extension LMDBIncrementalStore {
                     let isInsert = position < insertCount
                     let entity = entities[position], objectID = written[position].objectID
                     for (link, table) in state.linkTables[Int(entity.tag)].enumerated() {
-                        let relationship = entity.linkRelationships[link], slot = entity.linkSlots[link]
+                        let relationship = entity.linkChecks[link], slot = entity.linkSlots[link]
                         if let targets = written[position].relationships.members(slot, of: entity.handle) {
                             if isInsert {
                                 // A new object has no links yet: its members are put, nothing is read or removed.
@@ -409,7 +409,7 @@ extension LMDBIncrementalStore {
     }
 
     /// Adds and removes single members of an unordered link table: one put or delete per member, nothing read.
-    private func applyLinkChanges(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, _ delta: ToManyChange,
+    private func applyLinkChanges(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, _ delta: ToManyChange,
                                   _ references: inout References, state: OpenState, transaction: Transaction) throws {
         let owner = try key(of: objectID)
         for target in delta.removed {
@@ -422,7 +422,7 @@ extension LMDBIncrementalStore {
     }
 
     /// Puts the links of a new object (which has none yet): one put per member, nothing read or removed.
-    private func insertLinks(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
+    private func insertLinks(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                              _ references: inout References, state: OpenState, transaction: Transaction) throws {
         let owner = try key(of: objectID)
         for (position, target) in targets.enumerated() {
@@ -452,7 +452,7 @@ extension LMDBIncrementalStore {
     }
 
     /// Replaces the link entries of one object's relationship in its link table `table`.
-    private func rewriteLinks(_ relationship: RelationshipDescription, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
+    private func rewriteLinks(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                               _ references: inout References, state: OpenState, transaction: Transaction) throws {
         let ownerKey = try key(of: objectID)
         let owner = Self.keyBytes(ownerKey)
@@ -516,7 +516,7 @@ extension LMDBIncrementalStore {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` for an object of
     ///   another entity, or ``ManagedObjectContextError/Code/objectNotFound`` naming the owner, the relationship and
     ///   the missing object.
-    private func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipDescription, owner: ManagedObjectID,
+    private func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipCheck, owner: ManagedObjectID,
                              _ references: inout References, state: OpenState, transaction: Transaction) throws -> UInt16 {
         if let known = references.verified[target], known.destination == relationship.destinationEntityName { return known.tag }
         guard let entity = state.entity(of: target), model.entity(target.entityName, isKindOf: relationship.destinationEntityName) else {

@@ -46,6 +46,10 @@ struct StoreLayout: Sendable {
         /// their slots in ``handle`` (where a change gives their members).
         let linkRelationships: [RelationshipDescription]
         let linkSlots: [ManagedObjectModel.Slot]
+        /// What a save needs of ``toOneRelationships`` and ``linkRelationships`` (same orders), held by reference: a
+        /// `RelationshipDescription` read out of its array is a copy that retains each of its strings and arrays.
+        let toOneChecks: [RelationshipCheck]
+        let linkChecks: [RelationshipCheck]
 
         /// The table names of ``indexes``, ``uniques`` and ``toOneRelationships``, in the same order: made once, so
         /// the index entries a save computes for every row share them instead of building each name again.
@@ -112,6 +116,8 @@ struct StoreLayout: Sendable {
             self.uniques = uniques
             self.toOneRelationships = toOneRelationships
             self.linkRelationships = linkRelationships
+            toOneChecks = toOneRelationships.map(RelationshipCheck.init)
+            linkChecks = linkRelationships.map(RelationshipCheck.init)
             indexTables = indexes.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) }
             uniqueTables = uniques.map { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) }
             toOneTables = zip(toOneRelationships, toOneOwners).map { StoreLayout.toOneDatabase(entity: $1, relationship: $0.name) }
@@ -310,5 +316,19 @@ extension StoreLayout {
     /// The tags of the entities whose rows share `entity`'s table: a row of that table with another tag is damage.
     func tags(sharingTableOf entity: EntityLayout) -> TagSet {
         TagSet(self) { $0.root == entity.root }
+    }
+}
+
+/// The part of a relationship a save checks and writes by: its name (for errors), its destination entity and whether
+/// it is ordered.
+final class RelationshipCheck: Sendable {
+    let name: String
+    let destinationEntityName: String
+    let isOrdered: Bool
+
+    init(_ relationship: RelationshipDescription) {
+        name = relationship.name
+        destinationEntityName = relationship.destinationEntityName
+        isOrdered = relationship.isOrdered
     }
 }
