@@ -35,7 +35,7 @@ extension LMDBIncrementalStore {
             if written[position].keepsStoredValues {
                 values = (entity.handle.emptyAttributes, entity.handle.emptyToOne)  // unused: the stored row is kept
             } else {
-                values = try slotValues(written[position], entity)
+                values = try slotValues(written[position].values, of: objectID, entity)
                 try checkValues(values.attributes, of: objectID, entity)
             }
             entities.append(entity)
@@ -358,17 +358,19 @@ extension LMDBIncrementalStore {
 
     /// The change's attribute values and to-one targets in the slot positions of the entity's model handle: as they
     /// are when the context sent them so, placed by name otherwise (a name the entity does not store is refused).
-    private func slotValues(_ change: ObjectChange, _ entity: StoreLayout.EntityLayout) throws -> (attributes: AttributeSlots, toOne: ToOneSlots) {
-        if case .slots(let handle, let attributes, let toOne) = change.values, handle === entity.handle { return (attributes, toOne) }
-        let attributes = change.attributes, toOne = change.toOne
+    /// The values of a change (passed alone: a whole `ObjectChange` read out of the request's array is a copy that
+    /// retains every array in it) in `entity`'s slots; values given by name are checked against its fields.
+    private func slotValues(_ values: StoredValues, of objectID: ManagedObjectID, _ entity: StoreLayout.EntityLayout) throws -> (attributes: AttributeSlots, toOne: ToOneSlots) {
+        if case .slots(let handle, let attributes, let toOne) = values, handle === entity.handle { return (attributes, toOne) }
+        let attributes = values.attributeDictionary, toOne = values.toOneDictionary
         for name in attributes.keys {
             guard let index = entity.fieldIndex[name], entity.fields[index].attributeType != nil else {
-                throw ManagedObjectContextError(.unknownName, message: "\(entity.name) has no stored attribute \"\(name)\" (object \(change.objectID))")
+                throw ManagedObjectContextError(.unknownName, message: "\(entity.name) has no stored attribute \"\(name)\" (object \(objectID))")
             }
         }
         for name in toOne.keys {
             guard let index = entity.fieldIndex[name], entity.fields[index].attributeType == nil else {
-                throw ManagedObjectContextError(.unknownName, message: "\(entity.name) has no to-one relationship \"\(name)\" (object \(change.objectID))")
+                throw ManagedObjectContextError(.unknownName, message: "\(entity.name) has no to-one relationship \"\(name)\" (object \(objectID))")
             }
         }
         return (entity.handle.attributeSlots(attributes), entity.handle.toOneSlots(toOne))

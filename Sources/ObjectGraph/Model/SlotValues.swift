@@ -66,7 +66,7 @@ package enum StoredValues: Sendable {
     case row(ManagedObjectModel.EntityHandle, SharedRow)
 
     /// The attribute values by name (absent = NULL); setting them keeps the values by name from then on.
-    var attributeDictionary: [String: AttributeValue] {
+    package var attributeDictionary: [String: AttributeValue] {
         get {
             switch self {
             case .named(let attributes, _): attributes
@@ -78,7 +78,7 @@ package enum StoredValues: Sendable {
     }
 
     /// The to-ones by name (absent = none); setting them keeps the values by name from then on.
-    var toOneDictionary: [String: ManagedObjectID] {
+    package var toOneDictionary: [String: ManagedObjectID] {
         get {
             switch self {
             case .named(_, let toOne): toOne
