@@ -68,10 +68,15 @@ struct Generate: ParsableCommand {
     @OptionGroup var options: CommonOptions
 
     func run() throws {
+        var loads: [Measurement] = []
+        var notes: [String] = []
         for size in try options.sizes {
             let prepared = try Preparation.prepare(size: size, options: options)
-            print(prepared.summary)
+            notes.append(prepared.summary)
+            loads += prepared.loadMeasurements
         }
+        // The load figures exist only for datasets generated now; reused ones have none to print.
+        print(loads.isEmpty ? notes.joined(separator: "\n") : Table.render(loads, notes: notes, settings: options.settings))
     }
 }
 
@@ -152,10 +157,15 @@ struct Run: ParsableCommand {
         if let report { try Report.write(all, notes: notes, settings: settings, to: URL(fileURLWithPath: report)) }
     }
 
+    var settings: String { options.settings }
+}
+
+extension CommonOptions {
+    /// The run's settings in one line, for the tables and reports.
     var settings: String {
-        "LMDBStore: LMDB \(options.durability == "full" ? "fully durable" : "noSync")\(options.readAhead == "off" ? ", no read-ahead" : ""); \(GRDBSide.settings(durability: options.durability)); "
+        "LMDBStore: LMDB \(durability == "full" ? "fully durable" : "noSync")\(readAhead == "off" ? ", no read-ahead" : ""); \(GRDBSide.settings(durability: durability)); "
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(formatBytes(Int(ProcessInfo.processInfo.physicalMemory))) memory; "
-            + "seed \(options.seed), load batches of \(options.batch)."
+            + "seed \(seed), load batches of \(batch)."
     }
 }
 

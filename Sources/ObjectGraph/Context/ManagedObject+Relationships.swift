@@ -91,6 +91,19 @@ extension ManagedObject {
         let wanted: [ManagedObject]
         if objects.count < 2 {
             wanted = objects
+        } else if objects.count <= 16 {
+            // A few members (the usual case): duplicates found by comparing IDs, with no set allocated or hashed, and
+            // the array kept as it is when there are none.
+            func isRepeated(_ index: Int) -> Bool {
+                let id = objects[index].objectID
+                for earlier in 0..<index where objects[earlier].objectID == id { return true }
+                return false
+            }
+            if !objects.indices.dropFirst().contains(where: isRepeated) {
+                wanted = objects
+            } else {
+                wanted = objects.indices.filter { !isRepeated($0) }.map { objects[$0] }
+            }
         } else {
             var seen = Set<ManagedObjectID>(minimumCapacity: objects.count)
             wanted = objects.filter { seen.insert($0.objectID).inserted }

@@ -89,6 +89,27 @@ import Testing
         #expect(third.object(with: book.objectID).relatedObjects(forKey: "tags").count == 2)
     }
 
+    /// A to-many set from a list that names an object more than once holds it once, first place kept — for a few
+    /// members (compared pairwise) and for many (through a set) — and each inverse gains the owner once.
+    @Test func aToManySetWithRepeatedObjectsHoldsEachOnce() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let book = try context.make("Book", ["title": "Repeats"])
+        let tags = try (0..<40).map { try context.make("Tag", ["label": "t\($0)"]) }
+        for (given, expected) in [([2, 0, 2, 1, 0], [2, 0, 1]), ([3, 3], [3]), ([5, 4], [5, 4]),
+                                  (Array(0..<20) + [7, 19, 0], Array(0..<20)), (Array(0..<40) + Array(0..<40), Array(0..<40))] {
+            try book.setValue(given.map { tags[$0] }, forKey: "tags")
+            let held = book.relatedObjects(forKey: "tags").map(\.objectID)
+            #expect(Set(held) == Set(expected.map { tags[$0].objectID }) && held.count == expected.count, "\(given)")
+            for (index, tag) in tags.enumerated() {
+                #expect(tag.relatedObjects(forKey: "books").map(\.objectID) == (expected.contains(index) ? [book.objectID] : []), "\(given): tag \(index)")
+            }
+        }
+        let chapters = try (0..<3).map { try context.make("Chapter", ["title": "c\($0)"]) }
+        try book.setValue([chapters[2], chapters[0], chapters[2], chapters[1]], forKey: "chapters")
+        #expect(book.relatedObjects(forKey: "chapters").map(\.objectID) == [2, 0, 1].map { chapters[$0].objectID }, "ordered: first place kept")
+    }
+
     @Test func cascadeDeletesTheWholeTree() throws {
         let (coordinator, _) = try makeStack()
         let context = ManagedObjectContext(coordinator: coordinator)
