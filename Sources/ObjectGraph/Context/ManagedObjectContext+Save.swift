@@ -305,7 +305,10 @@ extension ManagedObjectContext {
             }
             if allToMany || object.changedSlots.contains(slot.index) {
                 if members.isEmpty { members = handle.newToMany() }
-                members[slot.position] = object.relatedIDs(slot).map(map)
+                // Shared as it is unless a member has just been given its permanent ID (a new array per to-many
+                // otherwise, retaining every ID again).
+                let ids = object.relatedIDs(slot)
+                members[slot.position] = ids.contains(where: { map($0) != $0 }) ? ids.map(map) : ids
             }
         }
         return ObjectChange(objectID: map(object.objectID), entity: handle, attributes: handle.persistentAttributes(object.attributes),
