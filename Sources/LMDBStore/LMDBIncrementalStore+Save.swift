@@ -99,7 +99,7 @@ extension LMDBIncrementalStore {
                            held.entityTag == known, !references.deleted.contains(target) {
                             tag = known
                         } else {
-                            // The relationship read in place, not bound to a local (a copy: every string in it retained and released).
+                            // The relationship's check is a reference (a `RelationshipDescription` would be copied, every string in it retained).
                             tag = try checkTarget(target, of: entity.toOneChecks[entity.toOneOfField[id]], owner: objectID, &references,
                                                   state: state, transaction: transaction)
                         }
@@ -356,10 +356,10 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// The change's attribute values and to-one targets in the slot positions of the entity's model handle: as they
+    /// A change's attribute values and to-one targets in the slot positions of the entity's model handle: as they
     /// are when the context sent them so, placed by name otherwise (a name the entity does not store is refused).
-    /// The values of a change (passed alone: a whole `ObjectChange` read out of the request's array is a copy that
-    /// retains every array in it) in `entity`'s slots; values given by name are checked against its fields.
+    /// Takes the change's values alone: a whole `ObjectChange` read out of the request's array is a copy that retains
+    /// every array in it.
     private func slotValues(_ values: StoredValues, of objectID: ManagedObjectID, _ entity: StoreLayout.EntityLayout) throws -> (attributes: AttributeSlots, toOne: ToOneSlots) {
         if case .slots(let handle, let attributes, let toOne) = values, handle === entity.handle { return (attributes, toOne) }
         let attributes = values.attributeDictionary, toOne = values.toOneDictionary

@@ -88,19 +88,16 @@ struct StoreLayout: Sendable {
         /// a transient attribute): what a row read a value at a time is asked for.
         let fieldOfAttribute: [Int]
         let fieldOfToOne: [Int]
-        /// A row's fields, all NULL (shared; a row being built starts from ``newFields()``).
-        let emptyFields: ContiguousArray<RowField?>
-
         /// A row's fields, all NULL, in a new array: what a row being built starts from. Grown by `reserveCapacity`
-        /// and `append`, which the compiler specializes; a copy of the shared ``emptyFields`` on the row's first
-        /// write moved each element through the generic value witness (≈ 800 instructions for an employee's row),
-        /// and `init(repeating:count:)` looks the storage's metadata up on every call.
+        /// and `append`, which the compiler specializes; a copy of one shared all-NULL array on the row's first write
+        /// moved each element through the generic value witness (≈ 800 instructions for an employee's row), and
+        /// `init(repeating:count:)` looks the storage's metadata up on every call.
         @inline(__always)
         func newFields() -> ContiguousArray<RowField?> {
-            var fields = ContiguousArray<RowField?>()
-            fields.reserveCapacity(emptyFields.count)
-            for _ in 0..<emptyFields.count { fields.append(nil) }
-            return fields
+            var row = ContiguousArray<RowField?>()
+            row.reserveCapacity(fields.count)
+            for _ in 0..<fields.count { row.append(nil) }
+            return row
         }
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
@@ -148,7 +145,6 @@ struct StoreLayout: Sendable {
             }
             self.fieldOfAttribute = fieldOfAttribute
             self.fieldOfToOne = fieldOfToOne
-            emptyFields = ContiguousArray(repeating: nil, count: fields.count)
         }
     }
 
