@@ -34,18 +34,29 @@ public enum ReferenceObject: Sendable, Hashable, CustomStringConvertible {
 /// is called); then it has a permanent one. IDs are values: compare, hash and send them anywhere.
 public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// The entity and store, shared by every ID of the entity in the store: comparing and hashing IDs touches no
-    /// string.
-    package let namespace: ObjectIDNamespace
+    /// string. Held without a reference count: namespaces are interned for the life of the process (the table in
+    /// ``ObjectIDNamespace/shared(entityName:storeIdentifier:)`` keeps every one it made), so copying an ID — into
+    /// every registry, node, change and relationship array — costs no atomic increment.
+    private let namespaceReference: Unmanaged<ObjectIDNamespace>
     /// The store's key for the object (for a temporary ID, a unique string).
     public let referenceObject: ReferenceObject
 
+    /// The entity and store part of the ID.
+    package var namespace: ObjectIDNamespace { namespaceReference.takeUnretainedValue() }
+
+    /// Whether two IDs share their entity and store (one pointer comparison).
+    @inline(__always)
+    package func hasNamespace(of other: ManagedObjectID) -> Bool {
+        namespaceReference.toOpaque() == other.namespaceReference.toOpaque()
+    }
+
     /// The entity of the object.
-    public var entityName: String { namespace.entityName }
+    public var entityName: String { namespaceReference._withUnsafeGuaranteedRef { $0.entityName } }
     /// The identifier (UUID) of the store holding the object; `nil` for a temporary ID.
-    public var storeIdentifier: String? { namespace.storeIdentifier }
+    public var storeIdentifier: String? { namespaceReference._withUnsafeGuaranteedRef { $0.storeIdentifier } }
 
     /// Whether the ID is temporary: the object has not been saved yet.
-    public var isTemporaryID: Bool { namespace.storeIdentifier == nil }
+    public var isTemporaryID: Bool { namespaceReference._withUnsafeGuaranteedRef { $0.isTemporary } }
 
     /// A permanent ID.
     public init(entityName: String, storeIdentifier: String, referenceObject: ReferenceObject) {
@@ -54,7 +65,7 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// An ID in a namespace a store keeps at hand (the fast way to make many IDs).
     package init(namespace: ObjectIDNamespace, referenceObject: ReferenceObject) {
-        self.namespace = namespace
+        namespaceReference = Unmanaged.passUnretained(namespace)
         self.referenceObject = referenceObject
     }
 
@@ -76,12 +87,12 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// Equal when entity, store and key are: namespaces are interned, so the first two are one pointer comparison.
     public static func == (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
-        lhs.namespace === rhs.namespace && lhs.referenceObject == rhs.referenceObject
+        lhs.hasNamespace(of: rhs) && lhs.referenceObject == rhs.referenceObject
     }
 
     /// Hashes the namespace's precomputed hash and the key.
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(namespace.hash)
+        hasher.combine(namespaceHash)
         switch referenceObject {
         case .integer(let key): hasher.combine(key)
         case .string(let key): hasher.combine(key)
@@ -100,12 +111,14 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
             hash(into: &hasher)
             return hasher.finalize()
         }
-        var mixed = UInt64(bitPattern: key) &+ UInt64(bitPattern: Int64(namespace.hash)) &* 0x9E37_79B9_7F4A_7C15
+        var mixed = UInt64(bitPattern: key) &+ UInt64(bitPattern: Int64(namespaceHash)) &* 0x9E37_79B9_7F4A_7C15
             &+ UInt64(bitPattern: Int64(seed))
         mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
         mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
         return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))
     }
+
+    private var namespaceHash: Int { namespaceReference._withUnsafeGuaranteedRef { $0.hash } }
 
     /// The ID's URI: `x-coredata://<store UUID>/<Entity>/p<key>`, or `x-coredata:///<Entity>/t<token>` for a
     /// temporary ID. ``PersistentStoreCoordinator/managedObjectID(forURIRepresentation:)`` turns it back into an ID.
@@ -149,7 +162,7 @@ extension ManagedObjectID: Comparable {
     /// A stable order for IDs (entity, store, then key; integers before strings), cheap enough for sorting
     /// thousands of IDs: no URI is built.
     public static func < (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
-        if lhs.namespace !== rhs.namespace {
+        if !lhs.hasNamespace(of: rhs) {
             if lhs.entityName != rhs.entityName { return lhs.entityName < rhs.entityName }
             return (lhs.storeIdentifier ?? "") < (rhs.storeIdentifier ?? "")
         }
@@ -213,6 +226,8 @@ package final class ObjectIDNamespace: Sendable {
     package let storeIdentifier: String?
     /// The hash of the two names.
     let hash: Int
+    /// Whether IDs in the namespace are temporary (it names no store).
+    let isTemporary: Bool
 
     private struct Key: Hashable {
         let entityName: String
@@ -220,6 +235,8 @@ package final class ObjectIDNamespace: Sendable {
     }
 
     private static let lock = NSLock()
+    /// Every namespace made, for the life of the process: IDs hold theirs unretained (`ManagedObjectID`), so an
+    /// entry must never be removed.
     nonisolated(unsafe) private static var table: [Key: ObjectIDNamespace] = [:]
     /// The namespaces handed out most recently: IDs are mostly made many at a time for a few entities (an employee,
     /// its department, its projects), and comparing names with a handful of them is cheaper than hashing them — the
@@ -234,6 +251,7 @@ package final class ObjectIDNamespace: Sendable {
         self.entityName = entityName
         self.storeIdentifier = storeIdentifier
         hash = Key(entityName: entityName, storeIdentifier: storeIdentifier).hashValue
+        isTemporary = storeIdentifier == nil
     }
 
     /// The namespace of an entity in a store (`nil`: temporary IDs).

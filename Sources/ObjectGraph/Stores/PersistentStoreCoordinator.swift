@@ -527,7 +527,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private func forEachIncrementalStore<Failure: Error>(of objectIDs: [ManagedObjectID],
                                                          _ body: (any IncrementalStore, [ManagedObjectID]) throws(Failure) -> Void) throws(Failure) {
         // IDs of one namespace (a batch, a relationship's window) need no grouping.
-        if let first = objectIDs.first, objectIDs.allSatisfy({ $0.namespace === first.namespace }) {
+        if let first = objectIDs.first, objectIDs.allSatisfy({ $0.hasNamespace(of: first) }) {
             if let identifier = first.storeIdentifier, let store = incrementalStore(withIdentifier: identifier) { try body(store, objectIDs) }
             return
         }
