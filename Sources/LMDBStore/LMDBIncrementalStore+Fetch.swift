@@ -205,8 +205,8 @@ extension LMDBIncrementalStore {
 
         /// The row key of `id`, or `nil` when the fetch has no row for it (another store or entity, a string key).
         mutating func key(of id: ManagedObjectID) -> Int64? {
-            if ObjectIdentifier(id.namespace) != namespace {
-                namespace = ObjectIdentifier(id.namespace)
+            if id.namespaceIdentity != namespace {
+                namespace = id.namespaceIdentity
                 entity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
                 wanted = entity.map { family?.contains($0.tag) ?? true } ?? false
             }

@@ -268,7 +268,7 @@ extension LMDBIncrementalStore {
             // Objects come many of one entity at a time: its tag is looked up again only when the entity changes.
             var last: (namespace: ObjectIdentifier, tag: UInt16)?
             func record(_ kind: UInt8, _ id: ManagedObjectID) throws {
-                let namespace = ObjectIdentifier(id.namespace)
+                let namespace = id.namespaceIdentity
                 if last?.namespace != namespace { last = (namespace, state.entity(of: id)!.tag) }
                 writer.byte(kind)
                 writer.bigEndian(last!.tag)

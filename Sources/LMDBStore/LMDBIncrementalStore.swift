@@ -128,7 +128,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
         /// The layout of the entity an ID names (IDs of this store by their namespace, others by entity name).
         func entity(of objectID: ManagedObjectID) -> StoreLayout.EntityLayout? {
-            entitiesByNamespace[ObjectIdentifier(objectID.namespace)] ?? layout.entity(objectID.entityName)
+            entitiesByNamespace[objectID.namespaceIdentity] ?? layout.entity(objectID.entityName)
         }
 
         /// The table a secondary entry of `entity` goes to.

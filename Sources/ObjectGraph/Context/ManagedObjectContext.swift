@@ -457,7 +457,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// a bulk insert asks for every new member of every relationship.
     private func storeRules(_ slot: ManagedObjectModel.Slot, of object: ManagedObject) -> (derives: Bool, acceptsChanges: Bool)? {
         guard parent == nil, !object.objectID.isTemporaryID, let relationship = slot.relationship else { return nil }
-        let key = StoreRuleKey(namespace: ObjectIdentifier(object.objectID.namespace), slot: slot.index)
+        let key = StoreRuleKey(namespace: object.objectID.namespaceIdentity, slot: slot.index)
         // A few entries (relationships a context changes without loading), searched in order: no hashing.
         if let known = storeRuleCache.first(where: { $0.key == key }) { return (known.derives, known.acceptsChanges) }
         guard let store = try? persistentStoreCoordinator.incrementalStore(for: object.objectID) else { return nil }

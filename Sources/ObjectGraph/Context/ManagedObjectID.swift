@@ -44,6 +44,9 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// The entity and store part of the ID.
     package var namespace: ObjectIDNamespace { namespaceReference.takeUnretainedValue() }
 
+    /// The namespace's identity, for tables keyed by entity and store (read without retaining it).
+    package var namespaceIdentity: ObjectIdentifier { namespaceReference._withUnsafeGuaranteedRef { ObjectIdentifier($0) } }
+
     /// Whether two IDs share their entity and store (one pointer comparison).
     @inline(__always)
     package func hasNamespace(of other: ManagedObjectID) -> Bool {

@@ -224,7 +224,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// namespace: `last` remembers the answer for the namespace asked about last.
     @inline(__always)
     private func cachesRows(_ objectID: ManagedObjectID, last: inout (namespace: ObjectIdentifier?, caches: Bool)) -> Bool {
-        let namespace = ObjectIdentifier(objectID.namespace)
+        let namespace = objectID.namespaceIdentity
         if last.namespace == namespace { return last.caches }
         let identifier = objectID.storeIdentifier
         let caches = identifier != nil && routes.first { $0.identifier == identifier }?.cachesRows == true
