@@ -11,16 +11,52 @@ internal import CLMDB
 public struct Database: Sendable, Hashable {
     let handle: UInt32
 
+    /// The name, interned for the life of the process (``InternedName``), so that a copy of a handle — one per put
+    /// in a loop that picks its table from an array — retains nothing.
+    private let internedName: Unmanaged<InternedName>
+
     /// The database's name, or `nil` for the unnamed main database.
-    public let name: String?
+    public var name: String? { internedName._withUnsafeGuaranteedRef { $0.name } }
 
     /// The options the database was created with.
     public let options: DatabaseOptions
 
     init(handle: UInt32, name: String?, options: DatabaseOptions) {
         self.handle = handle
-        self.name = name
+        internedName = InternedName.interned(name)
         self.options = options
+    }
+
+    /// Equal when handle, name and options are (interned names compare by identity).
+    public static func == (lhs: Database, rhs: Database) -> Bool {
+        lhs.handle == rhs.handle && lhs.internedName.toOpaque() == rhs.internedName.toOpaque() && lhs.options == rhs.options
+    }
+
+    /// Hashes the handle, the name and the options.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(handle)
+        hasher.combine(name)
+        hasher.combine(options.rawValue)
+    }
+}
+
+/// A database name kept for the life of the process: one per distinct name ever opened (a store has a few dozen),
+/// never freed, so ``Database`` can hold it unretained.
+final class InternedName: Sendable {
+    let name: String?
+
+    private init(_ name: String?) { self.name = name }
+
+    private static let table = Locked<[String?: InternedName]>([:])
+
+    /// The one interned name equal to `name`; the table keeps it, so the reference handed back needs no retain.
+    static func interned(_ name: String?) -> Unmanaged<InternedName> {
+        table.withLock { names in
+            if let existing = names[name] { return Unmanaged.passUnretained(existing) }
+            let made = InternedName(name)
+            names[name] = made
+            return Unmanaged.passUnretained(made)
+        }
     }
 }
 

@@ -111,6 +111,55 @@ import Testing
         }
     }
 
+    /// The store appends a new row's index entries with `appendDuplicate` and, when LMDB refuses one (its value
+    /// sorts before the key's last), puts it in place in the same transaction: the refusal must change nothing and
+    /// leave the transaction usable — for a key holding one value, a few (a sub-page) and many (a sub-database).
+    @Test func aRefusedDuplicateAppendLeavesTheTransactionUsable() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "index", options: [.dupSort, .dupFixed])
+        let counts = [("one", 1), ("few", 5), ("many", 2_000)]
+        try environment.write { txn throws in
+            for (key, count) in counts {
+                for n in 0..<count { try db.put(bigEndianKey(UInt16(10 + 2 * n)), forKey: [UInt8](utf8: key), in: txn, options: .appendDuplicate) }
+            }
+        }
+        try environment.write { txn throws in
+            for (key, _) in counts {
+                #expect(throws: LMDBError.keyExists) {
+                    try db.put(bigEndianKey(3), forKey: [UInt8](utf8: key), in: txn, options: .appendDuplicate)
+                }
+                try db.put(bigEndianKey(3), forKey: [UInt8](utf8: key), in: txn)
+                try db.put(bigEndianKey(60_000), forKey: [UInt8](utf8: key), in: txn, options: .appendDuplicate)
+            }
+        }
+        try environment.read { txn throws in
+            for (key, count) in counts {
+                let values = try db.withCursor(in: txn) { cursor throws -> [[UInt8]] in
+                    var found: [[UInt8]] = []
+                    var entry = try cursor.seek(exactly: [UInt8](utf8: key))
+                    while let current = entry {
+                        found.append(current.valueBytes)
+                        entry = try cursor.nextDuplicate()
+                    }
+                    return found
+                }
+                let appended: [[UInt8]] = (0..<count).map { bigEndianKey(UInt16(10 + 2 * $0)) }
+                let expected: [[UInt8]] = [bigEndianKey(3)] + appended + [bigEndianKey(60_000)]
+                #expect(values == expected, "\(key)")
+            }
+        }
+    }
+
+    /// Handles of one database compare equal and hash alike however they were obtained; other databases' do not.
+    @Test func handlesOfOneDatabaseAreEqual() throws {
+        let environment = try directory.openStore()
+        let people = try environment.openDatabase(named: "people"), again = try environment.openDatabase(named: "people")
+        let places = try environment.openDatabase(named: "places")
+        #expect(people == again && people.hashValue == again.hashValue)
+        #expect(people != places && Set([people, again, places]).count == 2)
+        #expect(people.name == "people" && places.name == "places")
+    }
+
     @Test func dupSortKeepsSortedValuesPerKeyAndDeletesOnePair() throws {
         let environment = try directory.openStore()
         let db = try environment.openDatabase(named: "tags", options: [.dupSort])
