@@ -11,7 +11,7 @@ internal import CLMDB
 public struct Database: Sendable, Hashable {
     let handle: UInt32
 
-    /// The name, interned for the life of the process (``InternedName``), so that a copy of a handle — one per put
+    /// The name, interned for the life of the process (`InternedName`), so that a copy of a handle — one per put
     /// in a loop that picks its table from an array — retains nothing.
     private let internedName: Unmanaged<InternedName>
 

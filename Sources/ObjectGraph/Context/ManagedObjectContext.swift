@@ -189,7 +189,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// namespace and no class was registered since, else they are looked up.
     private func makeObject(_ objectID: ManagedObjectID) -> ManagedObject {
         let registrations = persistentStoreCoordinator.classRegistrations.load(ordering: .acquiring)
-        if lastEntity.map({ $0.namespace !== objectID.namespace }) ?? true || lastEntity?.registrations != registrations {
+        if lastEntity?.namespace !== objectID.namespace || lastEntity?.registrations != registrations {
             let handle = model.handle(forEntityNamed: objectID.entityName)
             lastEntity = (objectID.namespace, handle, persistentStoreCoordinator.objectClass(for: handle), registrations)
         }
