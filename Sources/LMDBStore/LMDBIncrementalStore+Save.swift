@@ -17,9 +17,18 @@ extension LMDBIncrementalStore {
     /// updated row whose attributes and to-ones are what it holds already (only its link tables changed), which keeps
     /// its bytes and version. Returns the version of every inserted and updated object.
     func save(_ request: SaveChangesRequest) throws -> [ManagedObjectID: Int64] {
+        // Inserts then updates, read in place through the request's own buffers (joining the two arrays copied every
+        // change, retaining every array in it, and destroyed the copies again).
+        try request.insertedObjects.withUnsafeBufferPointer { inserted in
+            try request.updatedObjects.withUnsafeBufferPointer { updated in
+                try save(request, written: WrittenChanges(inserted: inserted, updated: updated))
+            }
+        }
+    }
+
+    private func save(_ request: SaveChangesRequest, written: WrittenChanges) throws -> [ManagedObjectID: Int64] {
         let state = try open
         // Inserts then updates, each with its entity's layout, found once.
-        let written = request.insertedObjects + request.updatedObjects
         let insertCount = request.insertedObjects.count
         var entities: [StoreLayout.EntityLayout] = []
         var inputs: [(attributes: AttributeSlots, toOne: ToOneSlots)] = []
@@ -534,5 +543,23 @@ extension LMDBIncrementalStore {
         }
         references.verified[target] = (relationship.destinationEntityName, entity.tag)
         return entity.tag
+    }
+}
+
+/// A save request's inserted then updated changes as one sequence of positions, each read in place (an addressor
+/// into the request's buffers: reading a change's ID or members copies nothing else of it). Valid only while the
+/// buffers are (`LMDBIncrementalStore.save(_:)`).
+private struct WrittenChanges {
+    let inserted: UnsafeBufferPointer<ObjectChange>
+    let updated: UnsafeBufferPointer<ObjectChange>
+
+    var count: Int { inserted.count + updated.count }
+    var indices: Range<Int> { 0..<count }
+
+    subscript(position: Int) -> ObjectChange {
+        unsafeAddress {
+            precondition(position >= 0 && position < count, "a change position past the request's changes")
+            return position < inserted.count ? inserted.baseAddress! + position : updated.baseAddress! + (position - inserted.count)
+        }
     }
 }
