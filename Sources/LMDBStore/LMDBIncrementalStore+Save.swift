@@ -303,32 +303,34 @@ extension LMDBIncrementalStore {
     /// The row of `objectID`, or `nil` when there is none — or when the row under its key is another entity's (an
     /// ID naming a sub-entity with the key of a parent-entity row is no object, not that row).
     func readRow(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> StoredRow? {
-        let rows = try rowsDatabase(objectID, state)
-        let decoded = try rows.withValue(forKey: Self.keyBytes(try key(of: objectID)), in: transaction) { bytes in
-            Result { () throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout) }
+        let row = try withRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), of: objectID, transaction: transaction) {
+            bytes throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout)
         }
-        switch decoded {
-        case nil: return nil
-        case .success(let row)?: return row.entityTag == state.entity(of: objectID)?.tag ? row : nil
-        case .failure(let error)?:
-            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
-        }
+        return row.flatMap { $0.entityTag == state.entity(of: objectID)?.tag ? $0 : nil }
     }
 
     /// The entity tag and version of the row of `objectID`, checked (checksum, header, field table) but not decoded;
     /// `nil` when there is none. Works in write transactions, unlike ``encodedRow(_:state:transaction:)``.
     func storedHeader(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> (tag: UInt16, version: UInt64)? {
-        let header = try rowsDatabase(objectID, state).withValue(forKey: Self.keyBytes(try key(of: objectID)), in: transaction) { bytes in
-            Result { () throws(RowDecodingError) in
-                let row = try EncodedRow(bytes, layout: layout)
-                return (tag: row.entityTag, version: row.version)
-            }
+        try withRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), of: objectID, transaction: transaction) {
+            bytes throws(RowDecodingError) in
+            let row = try EncodedRow(bytes, layout: layout)
+            return (tag: row.entityTag, version: row.version)
         }
-        switch header {
-        case nil: return nil
-        case .success(let header)?: return header
-        case .failure(let error)?:
-            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+    }
+
+    /// Lends the bytes of the row under `key` in `rows` to `read`, in a read or a write transaction (the key's bytes
+    /// on the stack); `nil` when there is no row. A row `read` finds damaged is an error naming `objectID`.
+    func withRow<Value>(key: UInt64, in rows: Database, of objectID: ManagedObjectID, transaction: Transaction,
+                        _ read: (UnsafeRawBufferPointer) throws(RowDecodingError) -> Value) throws -> Value? {
+        try withUnsafeBytes(of: key.bigEndian) { keyBytes in
+            try rows.withValue(forKey: keyBytes, in: transaction) { bytes in
+                do throws(RowDecodingError) {
+                    return try read(bytes)
+                } catch {
+                    throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+                }
+            }
         }
     }
 

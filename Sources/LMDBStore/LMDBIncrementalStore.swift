@@ -230,32 +230,23 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         }
         let rows = state.rows(of: entity)
         let key = try key(of: objectID)
-        // What the read found, as one enum of concrete cases: an optional `Result` of a tuple was copied out through
+        // What the read found, as an enum of concrete cases: an optional `Result` of a tuple was copied out through
         // the generic `Optional` value witness (≈ 700 instructions a fault).
-        enum Lookup { case missing, otherEntity(UInt16), damaged(RowDecodingError), found(IncrementalStoreNode) }
-        let lookup = try state.environment.read { transaction -> Lookup in
-            // The key's bytes on the stack: a row key is a big-endian u64 (``keyBytes(_:)``).
-            try withUnsafeBytes(of: key.bigEndian) { keyBytes in
-                try rows.withValue(forKey: keyBytes, in: transaction) { bytes -> Lookup in
-                    do throws(RowDecodingError) {
-                        let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
-                        // An ID naming a sub-entity with the key of a parent-entity row (or the other way round) is no object.
-                        guard row.entityTag == entity.tag else { return .otherEntity(row.entityTag) }
-                        return .found(try node(objectID, row, in: state))
-                    } catch {
-                        return .damaged(error)
-                    }
-                } ?? .missing
+        enum Lookup { case otherEntity(UInt16), found(IncrementalStoreNode) }
+        let lookup = try state.environment.read { transaction in
+            try withRow(key: key, in: rows, of: objectID, transaction: transaction) { bytes throws(RowDecodingError) -> Lookup in
+                let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
+                // An ID naming a sub-entity with the key of a parent-entity row (or the other way round) is no object.
+                guard row.entityTag == entity.tag else { return .otherEntity(row.entityTag) }
+                return .found(try node(objectID, row, in: state))
             }
         }
         switch lookup {
-        case .found(let node):
+        case .found(let node)?:
             return node
-        case .missing:
+        case nil:
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store")
-        case .damaged(let error):
-            throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
-        case .otherEntity(let tag):
+        case .otherEntity(let tag)?:
             let actual = layout.entityNamesByTag[tag] ?? "another entity"
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not in the store: the row with its key is a \(actual)")
         }

@@ -519,6 +519,22 @@ import Testing
         } catch let error as ManagedObjectContextError {
             #expect(error.message.contains("\(note.objectID)") && error.message.contains("checksum"))
         }
+        // A save reading the row — to check an update's version, to drop a deletion's entries, or only its header
+        // for an object gaining members — refuses it the same way, naming the object, and writes nothing.
+        let before = try Data(contentsOf: folder.file())
+        var membersOnly = ObjectChange(objectID: note.objectID)
+        membersOnly.keepsStoredValues = true
+        for (name, request) in [("update", SaveChangesRequest(updatedObjects: [ObjectChange(objectID: note.objectID, attributes: ["title": "new"], expectedVersion: 1)])),
+                                ("delete", SaveChangesRequest(deletedObjects: [ObjectChange(objectID: note.objectID)])),
+                                ("members only", SaveChangesRequest(updatedObjects: [membersOnly]))] {
+            do {
+                _ = try store.execute(.save(request))
+                Issue.record("\(name): a save over a corrupted row went through")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .storeUnusable && error.message.contains("\(note.objectID)") && error.message.contains("checksum"), "\(name): \(error)")
+            }
+        }
+        #expect(try Data(contentsOf: folder.file()) == before, "nothing written")
         #expect(try store.verify().first?.contains("checksum") == true)
     }
 
