@@ -58,6 +58,9 @@ extension ManagedObjectContext {
         }
     }
 
+    /// Whether any observer is registered (code of the app that an event runs).
+    var hasObservers: Bool { observerLock.withLock { !observers.isEmpty } }
+
     func post(_ event: ContextEvent) {
         let callbacks = observerLock.withLock { observers.sorted { $0.key < $1.key }.map(\.value) }
         for callback in callbacks { callback(event) }

@@ -194,17 +194,16 @@ extension ManagedObjectContext {
     // MARK: - Writing
 
     private func saveToStores() throws -> ContextChanges {
-        var assignments: [ManagedObjectID: ManagedObjectID] = [:]
         // Permanent IDs first; they are given to the objects only once the stores have saved. Objects are sent to
         // their store in insertion order, so keys follow the order objects were inserted in.
         let inserted = insertedInOrder.filter(\.objectID.isTemporaryID)
-        assignments = try permanentIDs(for: inserted)
+        let assignments = try permanentIDs(for: inserted)
         var attempts = 0
         var versions: [ManagedObjectID: Int64]
         while true {
             attempts += 1
             do {
-                versions = try sendRequests(assignments)
+                versions = try sendRequests(assignments.byTemporaryID)
                 break
             } catch var error as ManagedObjectContextError where error.code == .mergeConflict {
                 // The store knows what it holds; the context adds what it had read.
@@ -217,7 +216,7 @@ extension ManagedObjectContext {
                 try resolve(error)
             }
         }
-        reassignIDs(assignments)
+        reassignIDs(assignments, allRegistered: true)
         let saved = ContextChanges(inserted: Set(insertedInOrder.map(\.objectID)),
                                    updated: Set(changedIDs.filter { registered[$0]?.isUpdated == true }),
                                    deleted: Set(deletedIDs))
@@ -430,10 +429,21 @@ struct Backup {
     /// (inserted and changed ones; a conflict's resolution touches only those too), so only they are recorded — a
     /// context holding 100 000 fetched objects that saves one change copies one object's state, not 100 000.
     /// Deletions run delete rules, which may change any related object: then every registered object is recorded.
+    ///
+    /// An inserted object changes only once every store has saved (its permanent ID, its snapshot), after anything
+    /// that can fail — unless code of the app runs first and changes it: a subclass's `validateForInsert()` or an
+    /// observer of the changes the save posts. So inserted objects are recorded only when the context has observers
+    /// or the object is of a subclass; the others are registered again, as they are, if the save fails. A bulk
+    /// insert of plain objects records nothing of them.
     init(_ context: ManagedObjectContext) {
         let saved: [ManagedObject]
         if context.deletedIDs.isEmpty {
-            saved = context.insertedInOrder + context.changedIDs.compactMap { context.registered[$0] }
+            let changed = context.changedIDs.compactMap { context.registered[$0] }
+            if context.hasObservers {
+                saved = context.insertedInOrder + changed
+            } else {
+                saved = context.insertedInOrder.filter { type(of: $0) != ManagedObject.self } + changed
+            }
         } else {
             saved = Array(context.registered.values)
         }
@@ -449,7 +459,7 @@ struct Backup {
     }
 
     func restore(into context: ManagedObjectContext) {
-        var registered: [ManagedObjectID: ManagedObject] = [:]
+        var registered = ObjectRegistry()
         for state in objects {
             let object = state.object
             object.objectID = state.objectID
@@ -471,6 +481,10 @@ struct Backup {
         // faulted in during the failed save, stay registered as they are.
         for (id, object) in context.registered where registered[id] == nil && !id.isTemporaryID && object.lifecycle == .clean {
             registered[id] = object
+        }
+        // Inserted objects left unrecorded: the failed save changed nothing of them.
+        for object in inserted where registered[object.objectID] == nil {
+            registered[object.objectID] = object
         }
         context.registered = registered
         context.insertedInOrder = inserted

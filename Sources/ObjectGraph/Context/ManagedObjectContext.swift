@@ -26,7 +26,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     // context's isolation domain, and no access to it is held across a call that could reach it again, so the
     // runtime's exclusivity check (a thread-local lookup, ~80 instructions per access, several per property access)
     // would guard nothing. Measured: 4–8 % of the instructions of faults, fetches and saves.
-    @exclusivity(unchecked) var registered: [ManagedObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var registered = ObjectRegistry()
     /// Objects inserted since the last save, in insertion order (the order their keys follow); a save walks them
     /// without looking each up by ID.
     @exclusivity(unchecked) var insertedInOrder: [ManagedObject] = []
@@ -165,24 +165,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// The object with `objectID`: the registered one, or a new fault. Does no I/O.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
-        Self.entry(&registered[objectID]) { makeObject(objectID) }
+        registered.object(for: objectID) { makeObject(objectID) }
     }
 
     /// As ``object(with:)``, for the object at one position of a collection of `count` IDs: when the registry is
     /// full it grows once for the rest of them, instead of doubling as they are reached.
     @usableFromInline func object(with objectID: ManagedObjectID, amongIDs count: Int) -> ManagedObject {
-        if registered.count == registered.capacity { registered.reserveCapacity(registered.count + count) }
+        if registered.isFull { registered.reserveCapacity(forMore: count) }
         return object(with: objectID)
-    }
-
-    /// The object in a registry entry, made and stored there if the entry is empty: the dictionary's `_modify`
-    /// accessor hashes the ID and finds its bucket once for both the lookup and the insertion.
-    @inline(__always)
-    private static func entry(_ entry: inout ManagedObject?, orMake make: () -> ManagedObject) -> ManagedObject {
-        if let existing = entry { return existing }
-        let object = make()
-        entry = object
-        return object
     }
 
     /// A new object for an ID of the store: its entity and class are the ones found last when the ID is in the same
@@ -203,9 +193,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
         objects.reserveCapacity(objectIDs.count)
         // A registry smaller than what it is handed is sized once, instead of growing ten times for 1 000 faults; a
         // larger one (a context fetching what it mostly holds already) is left as it is.
-        if registered.count < objectIDs.count { registered.reserveCapacity(registered.count + objectIDs.count) }
+        if registered.count < objectIDs.count { registered.reserveCapacity(forMore: objectIDs.count) }
         for id in objectIDs {
-            objects.append(Self.entry(&registered[id]) { makeObject(id) })
+            objects.append(registered.object(for: id) { makeObject(id) })
         }
         return objects
     }
@@ -488,11 +478,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // A child's objects get their IDs from the stores too, so the IDs stay valid up the chain.
         let temporary = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
         guard !temporary.isEmpty else { return }
-        reassignIDs(try permanentIDs(for: temporary))
+        reassignIDs(try permanentIDs(for: temporary), allRegistered: false)
     }
 
     /// Asks each store for the permanent IDs of its new objects, in insertion order (one call per store).
-    func permanentIDs(for objects: [ManagedObject]) throws -> [ManagedObjectID: ManagedObjectID] {
+    func permanentIDs(for objects: [ManagedObject]) throws -> PermanentIDs {
         // The objects grouped by store, in the order the stores are first met; each entity's group found once (a
         // save of 10 000 employees looks its store up once), each object's by its entity's identity, not by a name.
         var groups: [(store: any IncrementalStore, objects: [ManagedObject])] = []
@@ -522,27 +512,41 @@ public final class ManagedObjectContext: @unchecked Sendable {
             last = (entity, group)
             groups[group].objects.append(object)
         }
-        var assignments: [ManagedObjectID: ManagedObjectID] = [:]
-        assignments.reserveCapacity(objects.count)
+        var assignments = PermanentIDs()
+        assignments.byTemporaryID.reserveCapacity(objects.count)
+        assignments.objects.reserveCapacity(objects.count)
         for (store, group) in groups {
             let ids = try store.obtainPermanentIDs(for: group.map { ObjectReference(objectID: $0.objectID, entityName: $0.entityName) })
             guard ids.count == group.count else {
                 throw ManagedObjectContextError(.unsupportedRequest, message: "the store returned \(ids.count) permanent IDs for \(group.count) objects")
             }
-            for (object, id) in zip(group, ids) { assignments[object.objectID] = id }
+            for (object, id) in zip(group, ids) {
+                assignments.byTemporaryID[object.objectID] = id
+                assignments.objects.append((object, id))
+            }
         }
         return assignments
     }
 
+    /// Permanent IDs given to objects with temporary ones.
+    struct PermanentIDs {
+        /// Each temporary ID and the permanent ID given for it.
+        var byTemporaryID: [ManagedObjectID: ManagedObjectID] = [:]
+        /// The objects, each with the permanent ID given for it.
+        var objects: [(object: ManagedObject, permanentID: ManagedObjectID)] = []
+    }
+
     /// Replaces object IDs everywhere in the context: registrations, change lists and relationship values.
-    func reassignIDs(_ assignments: [ManagedObjectID: ManagedObjectID]) {
-        guard !assignments.isEmpty else { return }
+    /// `allRegistered`: every object is registered under its temporary ID (a save's inserted objects).
+    func reassignIDs(_ given: PermanentIDs, allRegistered: Bool) {
+        guard !given.objects.isEmpty else { return }
+        let assignments = given.byTemporaryID
+        let registeredAnew = registered.move(given.objects, allRegistered: allRegistered)
         var moved: [ManagedObject] = []
-        moved.reserveCapacity(assignments.count)
-        for (old, new) in assignments {
-            guard let object = registered.removeValue(forKey: old) else { continue }
+        moved.reserveCapacity(registeredAnew.count)
+        for (object, new) in registeredAnew {
+            let old = object.objectID
             object.objectID = new
-            registered[new] = object
             moved.append(object)
             // Inserted objects are never among the changed ones; others given IDs (a child's, adopted) may be.
             if object.lifecycle != .inserted, changedIDs.remove(old) != nil { changedIDs.insert(new) }
@@ -553,7 +557,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // Only a temporary ID can have been reassigned: a permanent one is not looked up.
         func moves(_ id: ManagedObjectID) -> Bool { id.isTemporaryID && assignments[id] != nil }
         func map(_ id: ManagedObjectID) -> ManagedObjectID { id.isTemporaryID ? assignments[id] ?? id : id }
-        for object in insertedInOrder + changedIDs.compactMap({ registered[$0] }) {
+        func remap(_ object: ManagedObject) {
             // An object still reading its row points only at stored objects: its to-ones stay as they are.
             if object.row == nil {
                 for position in object.toOneStorage.indices {
@@ -565,12 +569,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 object.toMany[position] = ids.map(map)
             }
             // Changes recorded on an unloaded relationship name the new objects too.
-            guard let extras = object.extras else { continue }
+            guard let extras = object.extras else { return }
             for (position, pending) in extras.pendingToMany.enumerated() {
                 guard let pending, pending.added.contains(where: moves) || pending.removed.contains(where: moves) else { continue }
                 extras.pendingToMany[position] = PendingMembers(added: pending.added.map(map), removed: Set(pending.removed.map(map)))
             }
         }
+        for object in insertedInOrder { remap(object) }
+        for id in changedIDs { if let object = registered[id] { remap(object) } }
         holdRows(of: moved)
     }
 }

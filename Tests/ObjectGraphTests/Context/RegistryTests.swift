@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+@testable import ObjectGraph
+
+/// A book that rates itself while it is validated: code of the app that changes an inserted object during a save.
+final class SelfRatingBook: ManagedObject {
+    override func validateForInsert() throws { self["rating"] = 4.5 }
+}
+
+/// The context's registry of objects by ID across saves: inserted objects under their temporary IDs, then under
+/// their permanent ones, and exactly as they were after a save that failed.
+@Suite struct RegistryTests {
+    /// Fifty tags and a book that holds three of them, and a fifty-first tag whose label repeats the first's (the
+    /// store refuses it, after the permanent IDs were taken).
+    func insertWithDuplicate(_ context: ManagedObjectContext) throws -> (tags: [ManagedObject], book: ManagedObject, duplicate: ManagedObject) {
+        let tags = try (0..<50).map { try context.make("Tag", ["label": "t\($0)"]) }
+        let book = try context.make("Book", ["title": "Tagged"])
+        try book.setValue(Array(tags.prefix(3)), forKey: "tags")
+        let duplicate = try context.make("Tag", ["label": "t0"])
+        return (tags, book, duplicate)
+    }
+
+    @Test func insertedObjectsStayRegisteredUnderTheirTemporaryIDsAfterAFailedSaveAndMoveOnTheNextOne() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let (tags, book, duplicate) = try insertWithDuplicate(context)
+        let temporaryIDs = (tags + [book, duplicate]).map(\.objectID)
+        #expect(throws: ManagedObjectContextError.self) { try context.save() }
+
+        for (object, id) in zip(tags + [book, duplicate], temporaryIDs) {
+            #expect(object.objectID == id && id.isTemporaryID && object.isInserted)
+            #expect(context.registeredObject(for: id) === object)
+        }
+        #expect(context.registeredObjects.count == 52)
+        #expect(tags[7].value(forKey: "label") as? String == "t7")
+        #expect(Set(book.relatedIDs(forKey: "tags")) == Set(temporaryIDs.prefix(3)))
+        #expect(book.value(forKey: "rating") == nil)
+
+        try duplicate.setValue("t50", forKey: "label")
+        try context.save()
+        for (object, old) in zip(tags + [book, duplicate], temporaryIDs) {
+            #expect(!object.objectID.isTemporaryID && !object.isInserted)
+            #expect(context.registeredObject(for: object.objectID) === object)
+            #expect(context.registeredObject(for: old) == nil, "still registered under its temporary ID")
+            #expect(context.object(with: object.objectID) === object)
+        }
+        #expect(context.registeredObjects.count == 52)
+        #expect(Set(book.relatedIDs(forKey: "tags")) == Set(tags.prefix(3).map(\.objectID)))
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(try fresh.count(for: FetchRequest(entityName: "Tag")) == 51)
+        #expect(Set(fresh.object(with: book.objectID).relatedIDs(forKey: "tags")) == Set(tags.prefix(3).map(\.objectID)))
+    }
+
+    @Test func aSubclassThatChangesItselfWhileValidatedIsPutBackWhenTheSaveFails() throws {
+        let (coordinator, _) = try makeStack()
+        coordinator.registerClass(SelfRatingBook.self, forEntityName: "Book")
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let (_, book, duplicate) = try insertWithDuplicate(context)
+        #expect(book is SelfRatingBook)
+        #expect(throws: ManagedObjectContextError.self) { try context.save() }
+        #expect(book.value(forKey: "rating") == nil, "the rating its validation set during the failed save stayed")
+        #expect(context.registeredObject(for: book.objectID) === book && book.isInserted)
+
+        try duplicate.setValue("t50", forKey: "label")
+        try context.save()
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(try fresh.existingObject(with: book.objectID).value(forKey: "rating") as? Double == 4.5)
+    }
+
+    @Test func anObserversChangeToAnInsertedObjectDuringAFailedSaveIsPutBack() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let (tags, book, duplicate) = try insertWithDuplicate(context)
+        var events = 0
+        context.addObserver { event in
+            guard case .objectsDidChange = event else { return }
+            events += 1
+            try? book.setValue(1.5, forKey: "rating")
+            try? tags[9].setValue("renamed", forKey: "label")
+        }
+        #expect(throws: ManagedObjectContextError.self) { try context.save() }
+        #expect(events == 1)
+        #expect(book.value(forKey: "rating") == nil && tags[9].value(forKey: "label") as? String == "t9")
+        #expect(context.registeredObject(for: tags[9].objectID) === tags[9] && tags[9].isInserted)
+        _ = duplicate
+    }
+
+    @Test func permanentIDsForSomeInsertedObjectsLeaveTheOthersUnderTheirTemporaryIDs() throws {
+        let (coordinator, _) = try makeStack()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let tags = try (0..<6).map { try context.make("Tag", ["label": "t\($0)"]) }
+        let gone = tags[5]
+        let goneID = gone.objectID
+        context.delete(gone)
+        let before = tags.map(\.objectID)
+        // A deleted inserted object is no longer registered: it is left as it is.
+        try context.obtainPermanentIDs(for: [tags[1], tags[3], gone])
+        for index in 0..<5 {
+            let object = tags[index]
+            #expect(object.objectID.isTemporaryID == (index != 1 && index != 3))
+            #expect(context.registeredObject(for: object.objectID) === object)
+            if index == 1 || index == 3 { #expect(context.registeredObject(for: before[index]) == nil) }
+        }
+        #expect(gone.objectID == goneID && context.registeredObject(for: goneID) == nil)
+        #expect(context.registeredObjects.count == 5)
+
+        // The save moves the rest; the two with permanent IDs keep theirs.
+        let early = [tags[1].objectID, tags[3].objectID]
+        try context.save()
+        #expect([tags[1].objectID, tags[3].objectID] == early)
+        for object in tags.prefix(5) {
+            #expect(!object.objectID.isTemporaryID && context.registeredObject(for: object.objectID) === object)
+        }
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Tag")) == 5)
+    }
+
+    @Test func aFaultForAnotherContextsTemporaryIDDoesNotHideItsInsertedObjects() throws {
+        let (coordinator, _) = try makeStack()
+        let other = ManagedObjectContext(coordinator: coordinator)
+        let foreign = try other.make("Tag", ["label": "elsewhere"])
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let tags = try (0..<3).map { try context.make("Tag", ["label": "t\($0)"]) }
+        // Registered under a temporary ID, yet not inserted here: the save must not drop it with its own.
+        let stranger = context.object(with: foreign.objectID)
+        try context.save()
+        #expect(context.registeredObject(for: foreign.objectID) === stranger)
+        for object in tags { #expect(context.registeredObject(for: object.objectID) === object && !object.objectID.isTemporaryID) }
+    }
+}
