@@ -48,7 +48,7 @@ extension FetchPredicate {
     ///   number, a missing variable, a malformed regular expression), never a crash or a silent `false`.
     public func evaluate(with object: some KeyValueReadable, variables: [String: PredicateValue] = [:]) throws(PredicateEvaluationError) -> Bool {
         try checkDepth()
-        var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
+        var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables, memberships: memberships)
         return try evaluator.evaluate(node)
     }
 
@@ -58,7 +58,7 @@ extension FetchPredicate {
     /// - Throws: ``PredicateEvaluationError`` when values do not fit an operation.
     public func evaluate(with object: some KeyValueReadable & Hashable, variables: [String: PredicateValue] = [:]) throws(PredicateEvaluationError) -> Bool {
         try checkDepth()
-        var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
+        var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables, memberships: memberships)
         return try evaluator.evaluate(node)
     }
 
@@ -120,10 +120,13 @@ extension PredicateObject {
 struct PredicateEvaluator {
     let root: PredicateValue
     var variables: [String: PredicateValue]
+    /// The predicate's indexed `IN` collections, if it has any.
+    let memberships: PredicateMemberships?
 
-    init(root: PredicateValue, variables: [String: PredicateValue]) {
+    init(root: PredicateValue, variables: [String: PredicateValue], memberships: PredicateMemberships? = nil) {
         self.root = root
         self.variables = variables
+        self.memberships = memberships
     }
 
     func failure(_ code: PredicateEvaluationError.Code, _ message: String, _ fragment: String) -> PredicateEvaluationError {
@@ -156,8 +159,15 @@ struct PredicateEvaluator {
             if case .array = rhs, comparison.op != .in && comparison.op != .between {} else { modifier = .any }
         }
         let evaluator = self
-        let compare = { (element: PredicateValue) throws(PredicateEvaluationError) -> Bool in
-            try evaluator.compare(element, comparison.op, rhs, options: comparison.options, comparison)
+        let compare: (PredicateValue) throws(PredicateEvaluationError) -> Bool
+        if comparison.op == .in, let memberships, case .constant(.array(let elements)) = comparison.rhs,
+           let membership = memberships.membership(of: elements, options: comparison.options) {
+            // `x IN {constants}` of many elements: one lookup (the same answer as comparing with each).
+            compare = { element in membership.contains(element) }
+        } else {
+            compare = { (element: PredicateValue) throws(PredicateEvaluationError) -> Bool in
+                try evaluator.compare(element, comparison.op, rhs, options: comparison.options, comparison)
+            }
         }
         switch modifier {
         case .direct:

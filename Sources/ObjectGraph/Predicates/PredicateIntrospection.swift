@@ -176,7 +176,7 @@ extension FetchPredicate {
     @_disfavoredOverload
     public func evaluate(with value: some PredicateArgument, variables: [String: PredicateValue] = [:]) throws(PredicateEvaluationError) -> Bool {
         try checkDepth()
-        var evaluator = PredicateEvaluator(root: value.predicateValue, variables: variables)
+        var evaluator = PredicateEvaluator(root: value.predicateValue, variables: variables, memberships: memberships)
         return try evaluator.evaluate(node)
     }
 }
@@ -213,7 +213,7 @@ extension Sequence where Element: PredicateArgument {
         try predicate.checkDepth()
         var kept: [Element] = []
         for element in self {
-            var evaluator = PredicateEvaluator(root: element.predicateValue, variables: variables)
+            var evaluator = PredicateEvaluator(root: element.predicateValue, variables: variables, memberships: predicate.memberships)
             if try evaluator.evaluate(predicate.node) { kept.append(element) }
         }
         return kept

@@ -165,11 +165,21 @@ public struct FetchPredicate: Sendable, Hashable {
     package let node: PredicateNode
     /// The depth of `node`'s tree, counted up to one past ``maximumDepth``.
     let depth: Int
+    /// Its `IN` collections of constants, indexed (see ``PredicateMembership``).
+    let memberships: PredicateMemberships?
 
     package init(node: PredicateNode) {
         self.node = node
         self.depth = node.depth(upTo: Self.maximumDepth)
+        let memberships = depth > Self.maximumDepth ? nil : PredicateMemberships(node)
+        self.memberships = memberships?.isEmpty == false ? memberships : nil
     }
+
+    /// Equal when the trees are (the indexes are made from them).
+    public static func == (lhs: FetchPredicate, rhs: FetchPredicate) -> Bool { lhs.node == rhs.node }
+
+    /// Hashes the tree.
+    public func hash(into hasher: inout Hasher) { hasher.combine(node) }
 
     /// Whether the predicate nests deeper than ``maximumDepth`` (possible only when built in code): such a predicate
     /// is refused wherever it would be walked.
