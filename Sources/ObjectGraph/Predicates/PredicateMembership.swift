@@ -1,8 +1,10 @@
 import Foundation
+import Synchronization
 
-/// A constant collection on the right of `IN` (`name IN {…}`, `department IN %@`), indexed once when the predicate is
-/// made, so that each evaluation finds a value in one lookup instead of comparing it with every element — a fetch
-/// filtering 100 000 rows by a list of 5 000 names makes 100 000 lookups, not 500 million comparisons.
+/// A constant collection on the right of `IN` (`name IN {…}`, `department IN %@`), indexed once — when the predicate
+/// is first evaluated — so that each evaluation finds a value in one lookup instead of comparing it with every
+/// element: a fetch filtering 100 000 rows by a list of 5 000 names makes 100 000 lookups, not 500 million
+/// comparisons.
 ///
 /// The answers are exactly those of comparing one by one with ``PredicateOrdering/equal(_:_:options:)`` under the
 /// comparison's options:
@@ -77,7 +79,29 @@ final class PredicateMembership: Sendable {
 /// (the predicate's tree holds that array, so its address is stable while the predicate exists). The addresses are
 /// only compared, never read through: sending them to another thread is safe.
 struct PredicateMemberships: @unchecked Sendable {
-    private var entries: [(elements: UnsafeRawPointer, options: ComparisonOptions, membership: PredicateMembership)] = []
+    /// An index made on first use: a predicate that is never evaluated (a store answering `SELF IN` of 50 000
+    /// objects by key, a fetch planned on an index) never pays for one.
+    final class Lazy: Sendable {
+        let elements: [PredicateValue]
+        let options: ComparisonOptions
+        private let made = Mutex<PredicateMembership?>(nil)
+
+        init(_ elements: [PredicateValue], options: ComparisonOptions) {
+            self.elements = elements
+            self.options = options
+        }
+
+        var membership: PredicateMembership {
+            made.withLock { made in
+                if let made { return made }
+                let membership = PredicateMembership(elements, options: options)
+                made = membership
+                return membership
+            }
+        }
+    }
+
+    private var entries: [(elements: UnsafeRawPointer, options: ComparisonOptions, membership: Lazy)] = []
 
     /// The indexes of every `x IN {constant collection}` of at least ``PredicateMembership/minimumCount`` elements
     /// in `node`, its compound predicates and its subqueries.
@@ -87,10 +111,10 @@ struct PredicateMemberships: @unchecked Sendable {
 
     var isEmpty: Bool { entries.isEmpty }
 
-    /// The index made for `elements` (the same array, not an equal one) under `options`.
+    /// The index for `elements` (the same array, not an equal one) under `options`, made if it is not yet.
     func membership(of elements: [PredicateValue], options: ComparisonOptions) -> PredicateMembership? {
         guard let address = Self.address(elements) else { return nil }
-        for entry in entries where entry.elements == address && entry.options == options { return entry.membership }
+        for entry in entries where entry.elements == address && entry.options == options { return entry.membership.membership }
         return nil
     }
 
@@ -108,8 +132,8 @@ struct PredicateMemberships: @unchecked Sendable {
             collect(operand)
         case .comparison(let comparison):
             if comparison.op == .in, case .constant(.array(let elements)) = comparison.rhs, elements.count >= PredicateMembership.minimumCount,
-               membership(of: elements, options: comparison.options) == nil, let address = Self.address(elements) {
-                entries.append((address, comparison.options, PredicateMembership(elements, options: comparison.options)))
+               let address = Self.address(elements), !entries.contains(where: { $0.elements == address && $0.options == comparison.options }) {
+                entries.append((address, comparison.options, Lazy(elements, options: comparison.options)))
             }
             collect(comparison.lhs)
             collect(comparison.rhs)
