@@ -70,9 +70,11 @@ struct ObjectRegistry: Sequence {
                        allRegistered: Bool) -> [(object: ManagedObject, permanentID: ManagedObjectID)] {
         permanent.reserveCapacity(permanent.count + objects.count)
         guard allRegistered && temporary.count == objects.count else {
-            var moved = objects
-            moved.removeAll { temporary.removeValue(forKey: $0.object.objectID) == nil }
-            for (object, permanentID) in moved { permanent[permanentID] = object }
+            var moved: [(object: ManagedObject, permanentID: ManagedObjectID)] = []
+            for (object, permanentID) in objects where temporary.removeValue(forKey: object.objectID) != nil {
+                permanent[permanentID] = object
+                moved.append((object, permanentID))
+            }
             return moved
         }
         for (object, permanentID) in objects {
