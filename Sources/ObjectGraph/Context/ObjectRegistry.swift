@@ -86,25 +86,7 @@ struct ObjectRegistry: Sequence {
     }
 
     /// Iterates over every (ID, object) pair.
-    func makeIterator() -> some IteratorProtocol<(key: ManagedObjectID, value: ManagedObject)> {
-        permanent.makeIterator().joined(temporary.makeIterator())
-    }
-}
-
-/// Two iterators one after the other.
-private struct JoinedIterator<First: IteratorProtocol, Second: IteratorProtocol>: IteratorProtocol where First.Element == Second.Element {
-    var first: First?
-    var second: Second
-
-    mutating func next() -> First.Element? {
-        if first != nil, let element = first!.next() { return element }
-        first = nil
-        return second.next()
-    }
-}
-
-extension IteratorProtocol {
-    fileprivate func joined<Other: IteratorProtocol>(_ other: Other) -> JoinedIterator<Self, Other> where Other.Element == Element {
-        JoinedIterator(first: self, second: other)
+    func makeIterator() -> FlattenSequence<[[ManagedObjectID: ManagedObject]]>.Iterator {
+        [permanent, temporary].joined().makeIterator()
     }
 }

@@ -16,7 +16,7 @@ import Synchronization
 /// - what is left — NULL, decimals, NaN, arrays, dictionaries — is compared one by one, as is any value of those kinds
 ///   looked up (a decimal, an array, a NaN is compared with every element).
 final class PredicateMembership: Sendable {
-    /// Every element, in order (also keeps their storage — whose address identifies them — alive).
+    /// Every element, in order: what a value of the kinds not indexed is compared with.
     let elements: [PredicateValue]
     let options: ComparisonOptions
     private let strings: Set<String>
@@ -82,6 +82,7 @@ struct PredicateMemberships: @unchecked Sendable {
     /// An index made on first use: a predicate that is never evaluated (a store answering `SELF IN` of 50 000
     /// objects by key, a fetch planned on an index) never pays for one.
     final class Lazy: Sendable {
+        /// The collection (held, so the storage whose address identifies it stays alive).
         let elements: [PredicateValue]
         let options: ComparisonOptions
         private let made = Mutex<PredicateMembership?>(nil)
@@ -90,6 +91,9 @@ struct PredicateMemberships: @unchecked Sendable {
             self.elements = elements
             self.options = options
         }
+
+        /// Whether the index has been made (it is on the first lookup).
+        var isMade: Bool { made.withLock { $0 != nil } }
 
         var membership: PredicateMembership {
             made.withLock { made in
@@ -110,6 +114,9 @@ struct PredicateMemberships: @unchecked Sendable {
     }
 
     var isEmpty: Bool { entries.isEmpty }
+
+    /// How many of the indexes have been made so far.
+    var madeCount: Int { entries.count { $0.membership.isMade } }
 
     /// The index for `elements` (the same array, not an equal one) under `options`, made if it is not yet.
     func membership(of elements: [PredicateValue], options: ComparisonOptions) -> PredicateMembership? {

@@ -79,6 +79,19 @@ import TestSupport
         }
     }
 
+    /// An index is made when the predicate is first evaluated, once, and only for the collection evaluated: a
+    /// predicate a store answers without evaluating it (`SELF IN` by key) costs no index.
+    @Test func indexesAreMadeOnFirstEvaluationOnly() throws {
+        let many = PredicateValue.array((0..<1000).map { .integer(Int64($0)) })
+        let predicate = try FetchPredicate(format: "n IN %@ OR s IN %@", many, PredicateValue.array((0..<10).map { .string("s\($0)") }))
+        #expect(predicate.memberships?.madeCount == 0)
+        #expect(try predicate.evaluate(with: ["n": PredicateValue.integer(7), "s": .null]))
+        #expect(predicate.memberships?.madeCount == 1, "only the collection the evaluation reached")
+        #expect(try predicate.evaluate(with: ["n": PredicateValue.integer(-1), "s": "s3"]))
+        #expect(try !predicate.evaluate(with: ["n": PredicateValue.integer(-1), "s": "s10"]))
+        #expect(predicate.memberships?.madeCount == 2)
+    }
+
     /// The same tree gives the same predicate, whatever the index: equality and hashing look at the tree only.
     @Test func predicatesWithIndexesAreEqualByTheirTrees() throws {
         let values = PredicateValue.array((0..<20).map { .integer(Int64($0)) })
