@@ -7,8 +7,8 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
     /// `toone/…` table alone: one key per destination, whose values LMDB counts, and the rows without a
     /// destination are the table's row count less the entries. No row is read. `nil` when the request
     /// is not of that shape. Groups come in destination-key order, the NULL group first.
-    func groupCountsFromToOneIndex(_ request: FetchRequest, entity: StoreLayout.EntityLayout, properties: [FetchedProperty],
-                                   state: OpenState) throws -> [[String: PredicateValue]]? {
+    func groupCountsFromToOneIndex(_ request: FetchRequest, properties: [FetchedProperty], run: PlanRun) throws -> [[String: PredicateValue]]? {
+        let entity = run.entity, state = run.state, transaction = run.transaction
         guard request.predicate == nil, request.propertiesToGroupBy.count == 1, let name = request.propertiesToGroupBy.first,
               let relationship = entity.toOneRelationships.first(where: { $0.name == name }),
               model.directSubentities(of: relationship.destinationEntityName).isEmpty,
@@ -16,35 +16,30 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
               properties.allSatisfy({ $0.function == nil ? $0.keyPath == name : $0.function == .count && ($0.keyPath == "SELF" || $0.keyPath == "*") })
         else { return nil }
         // The entries of every row of the table are counted, so the request must cover the whole table.
-        let tableTags = Set(layout.entities.values.filter { $0.root == entity.root }.map(\.tag))
-        let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
-            .compactMap { layout.entity($0)?.tag })
-        guard entity.name == entity.root, family == tableTags,
+        guard entity.name == entity.root, layout.entities.values.allSatisfy({ $0.root != entity.root || run.family.contains($0.tag) }),
               layout.declaringEntity(of: name, in: entity.name) == entity.name else { return nil }
         let index = database(StoreLayout.toOneDatabase(entity: entity.name, relationship: name), in: state)
         let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
-        return try state.environment.read { transaction in
-            var groups: [(key: UInt64, count: Int)] = []
-            try index.withCursor(in: transaction) { cursor in
-                // One step per destination: LMDB counts the rows pointing at it.
-                var entry = try cursor.first()
-                while let current = entry {
-                    groups.append((try index.rowKey(in: current), try cursor.duplicateCount()))
-                    entry = try cursor.nextKey()
-                }
+        var groups: [(key: UInt64, count: Int)] = []
+        try index.withCursor(in: transaction) { cursor in
+            // One step per destination: LMDB counts the rows pointing at it.
+            var entry = try cursor.first()
+            while let current = entry {
+                groups.append((try index.rowKey(in: current), try cursor.duplicateCount()))
+                entry = try cursor.nextKey()
             }
-            let unset = try rows.statistics(in: transaction).entries - groups.reduce(0) { $0 + $1.count }
-            func result(_ value: PredicateValue, _ count: Int) -> [String: PredicateValue] {
-                var result: [String: PredicateValue] = [name: value]
-                for property in properties { result[property.name] = property.function == nil ? value : .integer(Int64(count)) }
-                return result
-            }
-            var results: [[String: PredicateValue]] = unset > 0 ? [result(.null, unset)] : []
-            for group in groups {
-                results.append(result(.object(PredicateObject(objectID(entityTag: destination.tag, key: group.key, in: state))), group.count))
-            }
-            return results
         }
+        let unset = try rows.statistics(in: transaction).entries - groups.reduce(0) { $0 + $1.count }
+        func result(_ value: PredicateValue, _ count: Int) -> [String: PredicateValue] {
+            var result: [String: PredicateValue] = [name: value]
+            for property in properties { result[property.name] = property.function == nil ? value : .integer(Int64(count)) }
+            return result
+        }
+        var results: [[String: PredicateValue]] = unset > 0 ? [result(.null, unset)] : []
+        for group in groups {
+            results.append(result(.object(PredicateObject(objectID(entityTag: destination.tag, key: group.key, in: state))), group.count))
+        }
+        return results
     }
 
     /// `count` per value of an attribute that has an index of its own (one binary element), over the whole entity or
@@ -52,8 +47,8 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
     /// (no row, no entry visited). Groups come in index order, NULL first for an ascending index. `nil` when the
     /// request is not of that shape or a value in the index cannot be decoded (a string cut to fit the key limit, a
     /// type the key decoder leaves out).
-    func groupCountsFromAttributeIndex(_ request: FetchRequest, entity: StoreLayout.EntityLayout, properties: [FetchedProperty],
-                                       state: OpenState) throws -> [[String: PredicateValue]]? {
+    func groupCountsFromAttributeIndex(_ request: FetchRequest, properties: [FetchedProperty], run: PlanRun) throws -> [[String: PredicateValue]]? {
+        let entity = run.entity, plan = run.plan
         guard request.propertiesToGroupBy.count == 1, let name = request.propertiesToGroupBy.first,
               let attribute = model.attribute(named: name, in: entity.name), !attribute.isTransient,
               properties.allSatisfy({ $0.function == nil ? $0.keyPath == name : $0.function == .count && ($0.keyPath == "SELF" || $0.keyPath == "*") }),
@@ -64,76 +59,68 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         else { return nil }
         let indexName = StoreLayout.indexDatabase(entity: owner, index: index.name)
         let ascending = index.elements[0].isAscending
-        return try state.environment.read { transaction -> [[String: PredicateValue]]? in
-            var ranges = [KeyRange.all]
-            if request.predicate != nil {
-                let plan = plan(DictionaryResults.rowRequest(for: request), state: state, transaction: transaction)
-                guard plan.coveredByIndex, case .index(let range) = plan.access, range.database == indexName else { return nil }
-                ranges = range.ranges
-            }
-            var results: [[String: PredicateValue]] = []
-            var undecodable = false
-            var inverted: [UInt8] = []
-            try database(indexName, in: state).withCursor(in: transaction) { cursor in
-                for range in ranges {
-                    var keys = cursor.entries(in: range)
-                    while let (entry, count) = try keys.nextKey() {
-                        let decoded: AttributeValue??
-                        if ascending {
-                            decoded = TupleEncoding.decodeElement(entry.key, as: attribute.type)
-                        } else {
-                            inverted = entry.key.map { ~$0 }
-                            decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: attribute.type) }
-                        }
-                        guard let value = decoded else { undecodable = true; return }
-                        let group = value.map(PredicateValue.init) ?? .null
-                        var result: [String: PredicateValue] = [:]
-                        for property in properties { result[property.name] = property.function == nil ? group : .integer(Int64(count)) }
-                        results.append(result)
+        var ranges = [KeyRange.all]
+        if request.predicate != nil {
+            guard plan.coveredByIndex, case .index(let range) = plan.access, range.database == indexName else { return nil }
+            ranges = range.ranges
+        }
+        var results: [[String: PredicateValue]] = []
+        var undecodable = false
+        var inverted: [UInt8] = []
+        try database(indexName, in: run.state).withCursor(in: run.transaction) { cursor in
+            for range in ranges {
+                var keys = cursor.entries(in: range)
+                while let (entry, count) = try keys.nextKey() {
+                    let decoded: AttributeValue??
+                    if ascending {
+                        decoded = TupleEncoding.decodeElement(entry.key, as: attribute.type)
+                    } else {
+                        inverted = entry.key.map { ~$0 }
+                        decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: attribute.type) }
                     }
+                    guard let value = decoded else { undecodable = true; return }
+                    let group = value.map(PredicateValue.init) ?? .null
+                    var result: [String: PredicateValue] = [:]
+                    for property in properties { result[property.name] = property.function == nil ? group : .integer(Int64(count)) }
+                    results.append(result)
                 }
             }
-            return undecodable ? nil : results
         }
+        return undecodable ? nil : results
     }
 
     /// Dictionary results computed from index entries alone, when the plan reads one index range whose keys hold
     /// every value the request names (fetched, grouped, aggregated, sorted) and decide its predicate: no row is read.
     /// `nil` when the request is not of that shape, or an entry's key cannot give a value (a value cut to fit the
     /// key, non-ASCII text) — the rows then answer.
-    func dictionaryFromIndexEntries(_ request: FetchRequest, entity: StoreLayout.EntityLayout, properties: [FetchedProperty],
-                                    family: Set<UInt16>, state: OpenState) throws -> [[String: PredicateValue]]? {
-        let rowRequest = DictionaryResults.rowRequest(for: request)
+    func dictionaryFromIndexEntries(_ request: FetchRequest, properties: [FetchedProperty], run: PlanRun) throws -> [[String: PredicateValue]]? {
+        let rowRequest = run.request, plan = run.plan
         var names = Set(properties.map(\.keyPath).filter { $0 != "SELF" && $0 != "*" })
         names.formUnion(request.propertiesToGroupBy)
         names.formUnion(rowRequest.sortDescriptors.map(\.keyPath))
         guard !names.isEmpty else { return nil }
-        return try state.environment.read { transaction -> [[String: PredicateValue]]? in
-            let plan = plan(rowRequest, state: state, transaction: transaction)
-            guard case .index(let index) = plan.access, plan.coveredByIndex || plan.entryElements != nil,
-                  let elements = QueryPlanner.entryElements(index, reading: names.union(plan.entryElements?.map(\.name) ?? []),
-                                                            entity: request.entityName, model: model)
-            else { return nil }
-            let predicate = plan.coveredByIndex ? nil : request.predicate
-            var undecidable = false
-            var entries = try collectInIndexOrder(index, plan: plan, request: rowRequest, state: state, transaction: transaction,
-                                                  resort: { FetchSortDescriptor.sorted($0, using: rowRequest.sortDescriptors) }) { key, tag, entry -> EntryValues? in
-                guard family.contains(tag), !undecidable else { return nil }
-                guard let values = entryValues(entry.key, elements: elements) else { undecidable = true; return nil }
-                if let predicate {
-                    guard let matched = try? predicate.evaluate(with: values) else { undecidable = true; return nil }
-                    if !matched { return nil }
-                }
-                return EntryValues(key: key, values: values)
-            }
+        guard case .index(let index) = plan.access, plan.coveredByIndex || plan.entryElements != nil,
+              let elements = QueryPlanner.entryElements(index, reading: names.union(plan.entryElements?.map(\.name) ?? []),
+                                                        entity: request.entityName, model: model)
+        else { return nil }
+        let predicate = plan.coveredByIndex ? nil : request.predicate
+        var undecidable = false
+        var entries = try run.collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: rowRequest.sortDescriptors) }) { candidate, entry -> EntryValues? in
             guard !undecidable else { return nil }
-            if !plan.streamsInSortOrder {
-                // In row-key order, as rows come; then sorted as asked.
-                entries.sort { $0.key < $1.key }
-                if !rowRequest.sortDescriptors.isEmpty { entries = FetchSortDescriptor.sorted(entries, using: rowRequest.sortDescriptors) }
+            guard let values = entryValues(entry.key, elements: elements) else { undecidable = true; return nil }
+            if let predicate {
+                guard let matched = try? predicate.evaluate(with: values) else { undecidable = true; return nil }
+                if !matched { return nil }
             }
-            return try DictionaryResults.make(from: entries, for: request, model: model) { key, entry in entry.values[key] ?? .null }
+            return EntryValues(key: candidate.key, values: values)
         }
+        guard !undecidable else { return nil }
+        if !plan.streamsInSortOrder {
+            // In row-key order, as rows come; then sorted as asked.
+            run.putInKeyOrder(&entries)
+            if !rowRequest.sortDescriptors.isEmpty { entries = FetchSortDescriptor.sorted(entries, using: rowRequest.sortDescriptors) }
+        }
+        return try DictionaryResults.make(from: entries, for: request, model: model) { key, entry in entry.values[key] ?? .null }
     }
 
     /// Dictionary results computed from the rows in one read transaction, reading only the fields the request names,
@@ -148,23 +135,19 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
             guard entity.fieldIndex[property.keyPath] != nil else { return nil }
         }
         guard request.propertiesToGroupBy.allSatisfy({ entity.fieldIndex[$0] != nil }) else { return nil }
-        let state = try open
-        if let counted = try groupCountsFromToOneIndex(request, entity: entity, properties: properties, state: state)
-            ?? groupCountsFromAttributeIndex(request, entity: entity, properties: properties, state: state) {
-            return try DictionaryResults.finish(counted, for: request, havingApplied: false)
-        }
-        let rowRequest = DictionaryResults.rowRequest(for: request)
-        let family = Set((request.includesSubentities ? model.entityAndDescendants(of: request.entityName) : [request.entityName])
-            .compactMap { layout.entity($0)?.tag })
-        if let fromEntries = try dictionaryFromIndexEntries(request, entity: entity, properties: properties, family: family, state: state) {
-            return fromEntries
-        }
-        return try state.environment.read { transaction in
-            let plan = plan(rowRequest, state: state, transaction: transaction)
-            let rows = try matchingRows(rowRequest, plan: plan, entity: entity, family: family, state: state, transaction: transaction)
+        // Planned once, for every way the results may be computed.
+        return try withRun(of: DictionaryResults.rowRequest(for: request)) { run in
+            if let counted = try groupCountsFromToOneIndex(request, properties: properties, run: run)
+                ?? groupCountsFromAttributeIndex(request, properties: properties, run: run) {
+                return try DictionaryResults.finish(counted, for: request, havingApplied: false)
+            }
+            if let fromEntries = try dictionaryFromIndexEntries(request, properties: properties, run: run) {
+                return fromEntries
+            }
+            let rows = try run.views()
             let results = try DictionaryResults.make(from: rows, for: request, model: model) { key, row in row.resultValue(forKey: key) }
             if let failed = rows.first(where: { $0.failure != nil }), let failure = failed.failure {
-                throw corruptedRow(failed.key, in: entity.root, failure)
+                throw run.corruptedRow(failed.key, failure)
             }
             return results
         }
@@ -172,9 +155,11 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
 }
 
 /// The values an index entry's key holds, by name, with the entry's row key (for dictionary results from entries).
-struct EntryValues: KeyValueReadable {
+struct EntryValues: KeyValueReadable, RowKeyed {
     let key: UInt64
     let values: [String: PredicateValue]
+
+    var rowKey: UInt64 { key }
 
     func predicateValue(forKey key: String) -> PredicateValue { values[key] ?? .null }
 }

@@ -139,8 +139,7 @@ import Testing
             $0.propertiesToFetch = [.keyPath("department", as: "team"), .aggregate(.count, of: "SELF", as: "n")]
         }
         let (_, store) = try folder.coordinator(model)
-        let entity = store.layout.entity("Employee")!
-        #expect(try store.groupCountsFromToOneIndex(counts, entity: entity, properties: counts.propertiesToFetch, state: store.open) != nil)
+        #expect(try store.withRun(of: DictionaryResults.rowRequest(for: counts)) { try store.groupCountsFromToOneIndex(counts, properties: counts.propertiesToFetch, run: $0) } != nil)
         let mine = try comparable(lmdb.fetchDictionaries(counts), lmdb)
         let theirs = try comparable(memory.fetchDictionaries(counts), memory)
         #expect(mine.count == 5 && Set(mine) == Set(theirs), "four departments and the employees without one")
@@ -156,8 +155,9 @@ import Testing
         for other in [counts.with { $0.predicate = try! FetchPredicate(format: "age > 30") }, counts.with { $0.entityName = "Manager" },
                       counts.with { $0.includesSubentities = false },
                       counts.with { $0.propertiesToFetch.append(.aggregate(.sum, of: "age", as: "years")) }] {
-            #expect(try store.groupCountsFromToOneIndex(other, entity: store.layout.entity(other.entityName)!,
-                                                         properties: other.propertiesToFetch, state: store.open) == nil)
+            #expect(try store.withRun(of: DictionaryResults.rowRequest(for: other)) {
+                try store.groupCountsFromToOneIndex(other, properties: other.propertiesToFetch, run: $0)
+            } == nil)
             let mine = try comparable(lmdb.fetchDictionaries(other), lmdb)
             #expect(Set(mine) == Set(try comparable(memory.fetchDictionaries(other), memory)), "\(other)")
         }
@@ -167,8 +167,9 @@ import Testing
         let (lmdb, memory, folder) = try stores()
         let (_, store) = try folder.coordinator(model)
         func counted(_ request: FetchRequest) throws -> Bool {
-            try store.groupCountsFromAttributeIndex(request, entity: store.layout.entity(request.entityName)!,
-                                                    properties: request.propertiesToFetch, state: store.open) != nil
+            try store.withRun(of: DictionaryResults.rowRequest(for: request)) {
+                try store.groupCountsFromAttributeIndex(request, properties: request.propertiesToFetch, run: $0)
+            } != nil
         }
         let byAge = request {
             $0.propertiesToGroupBy = ["age"]

@@ -69,6 +69,10 @@ func compareRandomFetches(lmdb: PersistentStoreCoordinator, memory: PersistentSt
         let rows = mine == theirs ? "" : (try? disagreement(mineIDs, theirIDs, lmdb: lmdb, memory: memory)) ?? "(unreadable)"
         #expect(mine == theirs, "\(described), plan \(plans.last!); the rows the stores disagree on:\n\(rows)", sourceLocation: sourceLocation)
         #expect(try ManagedObjectContext(coordinator: lmdb).count(for: request) == theirs.count, "\(described): count", sourceLocation: sourceLocation)
+        // Loaded objects take the plan's other exits: the window's rows decoded from candidates, or the matched rows.
+        let loaded = try ManagedObjectContext(coordinator: lmdb).fetch(request.with { $0.returnsObjectsAsFaults = false })
+        #expect(loaded.map(\.objectID.referenceObject) == theirs && loaded.allSatisfy { !$0.isFault }, "\(described): loaded objects",
+                sourceLocation: sourceLocation)
         if mine != theirs { break }
     }
     return plans

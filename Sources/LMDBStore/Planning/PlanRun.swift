@@ -1,0 +1,488 @@
+import LMDB
+import ObjectGraph
+
+/// A row a plan's source yields: its key and entity tag (one of the fetched entities'). Sixteen bytes: sources
+/// gather and sort them by the thousand.
+struct Candidate {
+    let key: UInt64
+    let tag: UInt16
+}
+
+/// One fetch running a ``QueryPlan`` in one read transaction: the store's open state, the request and the fetched
+/// entities, worked out once. The plan's source yields ``Candidate``s (``forEachCandidate(_:)``); its steps — the
+/// filter on index entries, the filter on rows, the order, the window — run here, each rule in one place:
+///
+/// - a plan whose predicate the source or the index entries settle reads no row for counts and object IDs
+///   (``count()``, ``candidates()``); otherwise each candidate's row is read once and checked (``views()``);
+/// - results without a usable order come in row-key order: candidates the source does not yield so are sorted by
+///   key before their rows are read (``putInKeyOrder(_:)``), so one cursor moves forward through the row table;
+/// - a source that yields the requested order stops once offset + limit results are found.
+final class PlanRun {
+    let store: LMDBIncrementalStore
+    let state: LMDBIncrementalStore.OpenState
+    let transaction: Transaction
+    let plan: QueryPlan
+    let request: FetchRequest
+    /// The fetched entity's layout; its root's table holds every candidate's row.
+    let entity: StoreLayout.EntityLayout
+    let rows: Database
+    /// The tags of the fetched entities (the entity, and its sub-entities when the request includes them).
+    let family: TagSet
+    /// The tags of every entity whose rows share the table: a row with any other tag is damage.
+    let inTable: TagSet
+    /// What the index entries check, when the plan checks the predicate on them: the key's elements and the predicate.
+    let entryCheck: (elements: [QueryPlan.EntryElement], predicate: FetchPredicate)?
+    /// Whether the source reads each candidate's row (a key lookup, a scan): the entry it yields is the row's own.
+    let readsRows: Bool
+
+    init(_ plan: QueryPlan, for request: FetchRequest, entity: StoreLayout.EntityLayout, store: LMDBIncrementalStore,
+         state: LMDBIncrementalStore.OpenState, transaction: Transaction) {
+        self.store = store
+        self.state = state
+        self.transaction = transaction
+        self.plan = plan
+        self.request = request
+        self.entity = entity
+        rows = state.rows(of: entity)
+        family = store.layout.tags(of: Set((request.includesSubentities ? store.model.entityAndDescendants(of: request.entityName)
+                                                                          : [request.entityName]).compactMap { store.layout.entity($0)?.tag }))
+        inTable = store.layout.tags(sharingTableOf: entity)
+        entryCheck = plan.entryElements.flatMap { elements in request.predicate.map { (elements, $0) } }
+        switch plan.access {
+        case .keys, .scan: readsRows = true
+        case .index, .union, .intersection, .join, .toManyJoin, .empty: readsRows = false
+        }
+    }
+
+    // MARK: - Results
+
+    /// Whether the rows need not be read to know which candidates match: the key lookup, the index ranges or the
+    /// index entries settle the predicate (an entry that cannot tell reads its row, ``entryOrRowMatches(_:)``).
+    var settledWithoutRows: Bool {
+        plan.predicate == nil || plan.coveredByIndex || plan.entryElements != nil
+    }
+
+    /// Whether counts, object IDs and loaded objects come from candidates (``candidates()``), no row read but those
+    /// of the window: the predicate is settled without rows, and the candidates can be put in the requested order —
+    /// none asked for, or the index yields it (and no cut text key needs the rows to order a run).
+    var answersFromCandidates: Bool {
+        settledWithoutRows && (request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && !plan.resortsLongKeys))
+    }
+
+    /// The number of rows that match, windowed — from the candidates when the rows need not be read (counted up to
+    /// offset + limit), LMDB counting each key's entries when the index range alone answers.
+    func count() throws -> Int {
+        guard settledWithoutRows else { return request.window(try views()).count }
+        var count = 0
+        let wanted = request.windowEnd ?? .max
+        if case .index(let index) = plan.access, plan.coveredByIndex {
+            count = try store.countEntries(in: index, upTo: wanted, state: state, transaction: transaction)
+        } else if wanted > 0 {
+            try forEachCandidate { candidate, entry in
+                if try entryOrRowMatches(candidate, entry) { count += 1 }
+                return count < wanted
+            }
+        }
+        return request.window(0..<count).count
+    }
+
+    /// The matching candidates in the requested order, before the window (``answersFromCandidates`` must hold):
+    /// a walk that yields that order stops after offset + limit of them.
+    func candidates() throws -> [Candidate] {
+        var found: [Candidate] = []
+        if case .index(let index) = plan.access, plan.direction == .reverse || plan.resortsLongKeys {
+            found = try collectInIndexOrder(index) { candidate, entry in try entryOrRowMatches(candidate, entry) ? candidate : nil }
+        } else {
+            let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
+            guard wanted > 0 else { return [] }
+            try forEachCandidate { candidate, entry in
+                if try entryOrRowMatches(candidate, entry) { found.append(candidate) }
+                return found.count < wanted
+            }
+        }
+        if !plan.streamsInSortOrder { putInKeyOrder(&found) }
+        return found
+    }
+
+    /// The object IDs of ``candidates()``'s window.
+    func objectIDs() throws -> [ManagedObjectID] {
+        try request.window(candidates()).map { objectID($0) }
+    }
+
+    /// The nodes of ``candidates()``'s window: each row read with one cursor and decoded once.
+    func nodes() throws -> [IncrementalStoreNode] {
+        let window = request.window(try candidates())
+        var nodes: [IncrementalStoreNode] = []
+        nodes.reserveCapacity(window.count)
+        let layout = store.layout
+        try rows.withCursor(in: transaction) { cursor in
+            for candidate in window {
+                guard let entry = try withUnsafeBytes(of: candidate.key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                do throws(RowDecodingError) {
+                    nodes.append(try store.node(objectID(candidate), EncodedRow(entry.value, layout: layout, checkingFields: false), in: state))
+                } catch {
+                    throw corruptedRow(candidate.key, error)
+                }
+            }
+        }
+        return nodes
+    }
+
+    /// The rows that match, each read once and checked against what the source leaves of the predicate (its simple
+    /// comparisons settled on the row's bytes, the evaluator deciding the rest), in the requested order — sorted
+    /// (top-K with a limit) unless the index yields it. Not windowed. The views borrow the rows from the map: they
+    /// must not outlive the transaction.
+    func views() throws -> [RowView] {
+        let filter = RowCheck(self)
+        var matches: [RowView] = []
+        if case .index(let index) = plan.access, plan.streamsInSortOrder {
+            // The index yields the requested order: rows read as their entries come, runs of cut text keys put in
+            // order by the rows' values, the walk stopped once the window is full.
+            matches = try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
+                entryMayMatch(entry) ? try filter.view(of: candidate) : nil
+            }
+        } else {
+            let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
+            if yieldsKeyOrder || readsRows {
+                // Rows read as the candidates come (a key lookup's and a scan's by the source itself; others with one
+                // cursor moving forward), then put in key order if the source's was another.
+                try rows.withCursor(in: transaction) { cursor in
+                    try forEachCandidate { candidate, entry in
+                        if entryMayMatch(entry), let view = try filter.view(of: candidate, row: rowEntry(entry), cursor: cursor) {
+                            matches.append(view)
+                        }
+                        return matches.count < wanted
+                    }
+                }
+                if !yieldsKeyOrder { putInKeyOrder(&matches) }
+            } else {
+                // The candidates' keys gathered and sorted first, then their rows read with one cursor moving
+                // forward — most lookups land on the leaf page of the one before, which LMDB searches without
+                // descending from the root.
+                var candidates: [Candidate] = []
+                try forEachCandidate { candidate, entry in
+                    if entryMayMatch(entry) { candidates.append(candidate) }
+                    return true
+                }
+                putInKeyOrder(&candidates)
+                try rows.withCursor(in: transaction) { cursor in
+                    for candidate in candidates where matches.count < wanted {
+                        if let view = try filter.view(of: candidate, cursor: cursor) { matches.append(view) }
+                    }
+                }
+            }
+        }
+        if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {
+            // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
+            let sorted = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
+            // A sort value that could not be decoded (in any row, kept or not) is a corrupted store, not a NULL.
+            if let failed = matches.first(where: { $0.failure != nil }), let failure = failed.failure {
+                throw corruptedRow(failed.key, failure)
+            }
+            matches = sorted
+        }
+        return matches
+    }
+
+    // MARK: - Order
+
+    /// Whether the source yields the results' final order, so a walk may stop once the window is full: the sort's
+    /// (streamed from an index), or — with no sort — row-key order.
+    var yieldsResultOrder: Bool {
+        plan.streamsInSortOrder || (request.sortDescriptors.isEmpty && yieldsKeyOrder)
+    }
+
+    /// Whether the source yields its candidates in ascending row-key order, each once: a scan, a union, an
+    /// intersection and a to-many join always; an index range walked forward over one key (LMDB keeps one key's
+    /// values sorted).
+    var yieldsKeyOrder: Bool {
+        switch plan.access {
+        case .scan, .union, .intersection, .toManyJoin, .empty: true
+        case .index(let index): index.holdsOneKey && plan.direction == .forward && !plan.resortsLongKeys
+        case .keys, .join: false
+        }
+    }
+
+    /// Puts `items` in row-key order: results without a usable order come so, as a scan gives them. Already
+    /// ordered lists (one key's entries, IDs of one entity) are left as they are.
+    func putInKeyOrder<Item: RowKeyed>(_ items: inout [Item]) {
+        if zip(items, items.dropFirst()).contains(where: { $0.rowKey > $1.rowKey }) { items.sort { $0.rowKey < $1.rowKey } }
+    }
+
+    // MARK: - Sources
+
+    /// Calls `body` with each candidate the plan's source yields, with the entry the source read it from — an index
+    /// entry, or, for a key lookup and a scan, the row's own (``rowEntry(_:)``) — until it returns false: a key
+    /// lookup's rows (in
+    /// the IDs' order; each found by one cursor, its entity tag read from the header), an index range's entries (in
+    /// the plan's direction), the rows in any of a union's ranges or in both of an intersection's (each once, in key
+    /// order), the rows pointing at a join's destinations (destination by destination), the owners of a to-many
+    /// join's destinations (each once, in key order), or every row of the table. Only rows of the fetched
+    /// entities are yielded.
+    func forEachCandidate(_ body: (Candidate, CursorEntry?) throws -> Bool) throws {
+        switch plan.access {
+        case .empty:
+            return
+        case .keys(let objectIDs):
+            var lookup = LMDBIncrementalStore.KeyLookup(state: state, family: family)
+            try rows.withCursor(in: transaction) { cursor in
+                for id in objectIDs {
+                    guard let key = lookup.key(of: id),
+                          let entry = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                    let rowTag = try tag(of: entry.value, key: UInt64(key))
+                    // An ID naming another entity of the table than its row's is no object.
+                    guard rowTag == lookup.tag else { continue }
+                    guard try body(Candidate(key: UInt64(key), tag: rowTag), entry) else { return }
+                }
+            }
+        case .index(let index):
+            try forEachEntry(of: index, direction: plan.direction) { key, tag, entry in
+                family.contains(tag) ? try body(Candidate(key: key, tag: tag), entry) : true
+            }
+        case .union(let indexes):
+            // Gathered as they come, then sorted and rid of repeats (a row in two of the ranges): no hashing per entry.
+            var keys: [Candidate] = []
+            for index in indexes {
+                try forEachEntry(of: index) { key, tag, _ in
+                    if family.contains(tag) { keys.append(Candidate(key: key, tag: tag)) }
+                    return true
+                }
+            }
+            for candidate in Self.sortedUnique(keys) where try !body(candidate, nil) { return }
+        case .intersection(let indexes):
+            // The first range is the smaller: its keys are kept, the second's looked up among them.
+            var first: [UInt64: UInt16] = [:]
+            try forEachEntry(of: indexes[0]) { key, tag, _ in
+                if family.contains(tag) { first[key] = tag }
+                return true
+            }
+            var keys: [Candidate] = []
+            try forEachEntry(of: indexes[1]) { key, _, _ in
+                if let tag = first[key] { keys.append(Candidate(key: key, tag: tag)) }
+                return true
+            }
+            keys.sort { $0.key < $1.key }
+            for candidate in keys where try !body(candidate, nil) { return }
+        case .join(let join):
+            // Each destination in the range, then every row pointing at it: the values of its key in the to-one table.
+            let toOne = store.database(join.toOneDatabase, in: state)
+            try toOne.withCursor(in: transaction) { pointers in
+                try forEachEntry(of: join.destination) { destination, _, _ in
+                    var going = true
+                    let key = LMDBIncrementalStore.keyBytes(destination)
+                    try pointers.forEach(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
+                        let source = try toOne.reference(in: entry)
+                        if family.contains(source.entityTag) { going = try body(Candidate(key: source.key, tag: source.entityTag), nil) }
+                        return going
+                    }
+                    return going
+                }
+            }
+        case .toManyJoin(let join):
+            for candidate in Self.sortedUnique(try owners(of: join)) where try !body(candidate, nil) { return }
+        case .scan:
+            try rows.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in
+                    let key = try rows.rowKey(in: entry)
+                    let tag = try tag(of: entry.value, key: key)
+                    guard family.contains(tag) else { return true }
+                    return try body(Candidate(key: key, tag: tag), entry)
+                }
+            }
+        }
+    }
+
+    /// The owners of a to-many join's destinations that are of the fetched entities, as they come (a row may come
+    /// once per destination it holds).
+    private func owners(of join: QueryPlan.ToManyJoin) throws -> [Candidate] {
+        var owners: [Candidate] = []
+        try forEachEntry(of: join.destination) { destinationKey, _, _ in
+            switch join.owners {
+            case .link(let name):
+                // The inverse's members of this destination: its owners, with their entity tags.
+                let links = store.database(name, in: state)
+                try links.withCursor(in: transaction) { cursor in
+                    try cursor.forEach(in: KeyRange.prefix(LMDBIncrementalStore.keyBytes(destinationKey))) { entry in
+                        let owner = try links.reference(in: entry)
+                        if family.contains(owner.entityTag) { owners.append(Candidate(key: owner.key, tag: owner.entityTag)) }
+                        return true
+                    }
+                }
+            case .toOneField(let name, let rowsName):
+                let naming = "with key \(destinationKey) in \(rowsName)"
+                guard let row = try store.encodedRow(key: destinationKey, in: store.database(rowsName, in: state), transaction: transaction,
+                                                     naming: naming),
+                      let field = row.entity.fieldIndex[name] else { return true }
+                do {
+                    if case .reference(let owner)? = try row.field(field), family.contains(owner.entityTag) {
+                        owners.append(Candidate(key: owner.key, tag: owner.entityTag))
+                    }
+                } catch let error as RowDecodingError {
+                    throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming) cannot be read: \(error.reason); the store file is corrupted")
+                }
+            }
+            return true
+        }
+        return owners
+    }
+
+    /// Calls `body` with the row key, entity tag and entry of each entry of `index` (its ranges in turn, each walked
+    /// `direction`) until it returns false.
+    func forEachEntry(of index: QueryPlan.IndexRange, direction: ScanDirection = .forward,
+                      _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
+        try store.forEachEntry(of: index, direction: direction, state: state, transaction: transaction, body)
+    }
+
+    /// What `take` makes of the candidates of the plan's index range, walked in the plan's direction, in the plan's
+    /// order. Entries come in runs — of equal keys, or, where text streams in sort order, of keys sharing the prefix
+    /// a value too long for a key is cut to (such values follow one another by digest, so `resort` puts the run in
+    /// value order). Walking backwards, a run comes in descending key order and is reversed first, so ties stay in
+    /// key order. With the order streamed, the walk stops once offset + limit items are taken — between runs, where
+    /// runs matter.
+    func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, resort: ([Item]) -> [Item] = { $0 },
+                                   _ take: (Candidate, CursorEntry) throws -> Item?) throws -> [Item] {
+        try store.collectInIndexOrder(index, plan: plan, request: request, state: state, transaction: transaction, resort: resort) { key, tag, entry in
+            family.contains(tag) ? try take(Candidate(key: key, tag: tag), entry) : nil
+        }
+    }
+
+    /// `keys` in key order, each key once.
+    static func sortedUnique(_ keys: [Candidate]) -> [Candidate] {
+        var keys = keys
+        keys.sort { $0.key < $1.key }
+        var unique: [Candidate] = []
+        unique.reserveCapacity(keys.count)
+        for candidate in keys where candidate.key != unique.last?.key { unique.append(candidate) }
+        return unique
+    }
+
+    // MARK: - Checks
+
+    /// The row a source read a candidate from, when it reads rows (``readsRows``).
+    @inline(__always)
+    func rowEntry(_ entry: CursorEntry?) -> UnsafeRawBufferPointer? {
+        readsRows ? entry?.value : nil
+    }
+
+    /// Whether a candidate's row may match: false when its index entry already shows it does not (so its row is not
+    /// read); the row decides the rest.
+    @inline(__always)
+    func entryMayMatch(_ entry: CursorEntry?) -> Bool {
+        guard let entryCheck, let entry else { return true }
+        return store.entryMatches(entry.key, elements: entryCheck.elements, predicate: entryCheck.predicate) != false
+    }
+
+    /// Whether the candidate matches when the rows need not be read (``settledWithoutRows``): always, unless the
+    /// index entries check the predicate — from the entry when its key can tell, else from the row.
+    func entryOrRowMatches(_ candidate: Candidate, _ entry: CursorEntry?) throws -> Bool {
+        guard let (elements, predicate) = entryCheck, let entry else { return true }
+        if let decided = store.entryMatches(entry.key, elements: elements, predicate: predicate) { return decided }
+        guard let bytes = try borrowedRow(candidate.key) else { return false }
+        let row: EncodedRow
+        do { row = try EncodedRow(bytes, layout: store.layout, checkingFields: false) } catch { throw corruptedRow(candidate.key, error) }
+        let view = RowView(store: store, state: state, transaction: transaction, id: objectID(candidate), row: row)
+        let matched = try predicate.evaluate(with: view)
+        if let failure = view.failure { throw corruptedRow(candidate.key, failure) }
+        return matched
+    }
+
+    // MARK: - Rows
+
+    /// The bytes of the row under `key` (`nil` when there is none).
+    func borrowedRow(_ key: UInt64) throws -> UnsafeRawBufferPointer? {
+        try withUnsafeBytes(of: key.bigEndian) { try rows.borrowedValue(forKey: $0, in: transaction) }
+    }
+
+    /// The entity tag of a row of the table, from its header alone; a row too short for a header, or whose tag no
+    /// entity of the table has, is an error naming the row — never a row silently left out.
+    @inline(__always)
+    func tag(of row: UnsafeRawBufferPointer, key: UInt64) throws -> UInt16 {
+        guard let tag = RowCodec.entityTag(row), inTable.contains(tag) else { throw damagedHeader(row, key: key) }
+        return tag
+    }
+
+    /// The error for a row whose header ``tag(of:key:)`` refuses.
+    @inline(never)
+    private func damagedHeader(_ row: UnsafeRawBufferPointer, key: UInt64) -> ManagedObjectContextError {
+        guard let tag = RowCodec.entityTag(row) else {
+            return corruptedRow(key, RowDecodingError(reason: "the row is \(row.count) bytes, shorter than a row header"))
+        }
+        return corruptedRow(key, RowDecodingError(reason: "the row names the entity tag \(tag), which no entity of this table has"))
+    }
+
+    func objectID(_ candidate: Candidate) -> ManagedObjectID {
+        state.identities.objectID(entityTag: candidate.tag, key: candidate.key)
+    }
+
+    /// The error a row that cannot be decoded gives: the store file is corrupted there.
+    func corruptedRow(_ key: some BinaryInteger, _ error: RowDecodingError) -> ManagedObjectContextError {
+        store.corruptedRow(key, in: entity.root, error)
+    }
+}
+
+/// What the row checks of one run read: the predicate left for the rows, its simple comparisons compiled to run on
+/// a row's bytes (``RowFilter``), and what a view of a row holds — taken from the run once, so a row's check retains
+/// only what its view keeps.
+struct RowCheck {
+    let predicate: FetchPredicate?
+    let filter: RowFilter?
+    private let store: LMDBIncrementalStore
+    private let state: LMDBIncrementalStore.OpenState
+    private let transaction: Transaction
+    private let layout: StoreLayout
+    private let rows: Database
+    private let root: String
+
+    init(_ run: PlanRun) {
+        // A key lookup may have answered part of the predicate: the plan keeps the rest. Other sources check the
+        // whole predicate on every row they yield.
+        if case .keys = run.plan.access { predicate = run.plan.predicate } else { predicate = run.request.predicate }
+        filter = predicate.flatMap { RowFilter($0, entity: run.request.entityName, model: run.store.model, layout: run.store.layout) }
+        store = run.store
+        state = run.state
+        transaction = run.transaction
+        layout = run.store.layout
+        rows = run.rows
+        root = run.entity.root
+    }
+
+    /// The candidate's row as a view if it matches (`row`, when the source read it, else read with `cursor` or
+    /// looked up); a row that cannot be decoded stops the fetch with its key. (Thrown at once rather than recorded: a
+    /// flag the loops would test per row costs a runtime exclusivity check per row.)
+    func view(of candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: Cursor? = nil) throws -> RowView? {
+        let bytes: UnsafeRawBufferPointer
+        if let read {
+            bytes = read
+        } else if let cursor {
+            guard let found = try withUnsafeBytes(of: candidate.key.bigEndian, { try cursor.seek(exactly: $0) }) else { return nil }
+            bytes = found.value
+        } else {
+            guard let found = try withUnsafeBytes(of: candidate.key.bigEndian, { try rows.borrowedValue(forKey: $0, in: transaction) })
+            else { return nil }
+            bytes = found
+        }
+        let row: EncodedRow
+        // The checksum is checked here; each field's extent as the filter or the evaluator walks to it.
+        do { row = try EncodedRow(bytes, layout: layout, checkingFields: false) } catch { throw store.corruptedRow(candidate.key, in: root, error) }
+        let settled = filter?.matches(row)
+        if settled == false { return nil }
+        let view = RowView(store: store, state: state, transaction: transaction,
+                           id: state.identities.objectID(entityTag: candidate.tag, key: candidate.key), row: row)
+        let matched = try settled ?? predicate?.evaluate(with: view) ?? true
+        if let failure = view.failure { throw store.corruptedRow(candidate.key, in: root, failure) }
+        return matched ? view : nil
+    }
+}
+
+/// Something with a row key, which ``PlanRun/putInKeyOrder(_:)`` orders.
+protocol RowKeyed {
+    var rowKey: UInt64 { get }
+}
+
+extension Candidate: RowKeyed {
+    var rowKey: UInt64 { key }
+}
+
+extension RowView: RowKeyed {
+    var rowKey: UInt64 { UInt64(bitPattern: key) }
+}
