@@ -17,16 +17,22 @@ extension LMDBIncrementalStore {
     /// (up to 512 shapes; not for predicates holding objects); the costs, which follow the data, are worked out
     /// every time.
     func plan(_ request: FetchRequest, state: OpenState, transaction: Transaction) -> QueryPlan {
-        let shape = PlanShape(entityName: request.entityName, includesSubentities: request.includesSubentities,
-                              predicate: request.predicate, sort: request.sortDescriptors)
-        var analysis = lock.withLock { () -> QueryPlanner.Analysis? in
-            let cached = planShapes[shape]
-            if cached != nil { planShapeHits += 1 }
-            return cached
+        // A predicate holding objects is never kept, so it is not looked for either: hashing one that names 50 000
+        // objects cost more than analysing it.
+        let shape = QueryPlanner.isCacheable(request.predicate)
+            ? PlanShape(entityName: request.entityName, includesSubentities: request.includesSubentities,
+                        predicate: request.predicate, sort: request.sortDescriptors)
+            : nil
+        var analysis = shape.flatMap { shape in
+            lock.withLock { () -> QueryPlanner.Analysis? in
+                let cached = planShapes[shape]
+                if cached != nil { planShapeHits += 1 }
+                return cached
+            }
         }
         if analysis == nil, let fresh = QueryPlanner.analyze(request, layout: layout, model: model, storeIdentifier: state.storeIdentifier) {
             analysis = fresh
-            if QueryPlanner.isCacheable(request.predicate) { lock.withLock {
+            if let shape { lock.withLock {
                 if planShapes.count >= 512 { planShapes.removeAll(keepingCapacity: true) }
                 planShapes[shape] = fresh
             } }
