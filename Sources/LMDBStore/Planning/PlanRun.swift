@@ -32,6 +32,8 @@ final class PlanRun {
     let inTable: TagSet
     /// What the index entries check, when the plan checks the predicate on them: the key's elements and the predicate.
     let entryCheck: (elements: [QueryPlan.EntryElement], predicate: FetchPredicate)?
+    /// Whether there is an ``entryCheck`` (tested per candidate without copying it).
+    let checksEntries: Bool
     /// Whether the source reads each candidate's row (a key lookup, a scan): the entry it yields is the row's own.
     let readsRows: Bool
 
@@ -48,6 +50,7 @@ final class PlanRun {
                                                                           : [request.entityName]).compactMap { store.layout.entity($0)?.tag }))
         inTable = store.layout.tags(sharingTableOf: entity)
         entryCheck = plan.entryElements.flatMap { elements in request.predicate.map { (elements, $0) } }
+        checksEntries = entryCheck != nil
         switch plan.access {
         case .keys, .scan: readsRows = true
         case .index, .union, .intersection, .join, .toManyJoin, .empty: readsRows = false
@@ -77,6 +80,8 @@ final class PlanRun {
         let wanted = request.windowEnd ?? .max
         if case .index(let index) = plan.access, plan.coveredByIndex {
             count = try store.countEntries(in: index, upTo: wanted, state: state, transaction: transaction)
+        } else if entryCheck == nil, let gathered = try gatheredCandidates() {
+            count = gathered.count
         } else if wanted > 0 {
             try forEachCandidate { candidate, entry in
                 if try entryOrRowMatches(candidate, entry) { count += 1 }
@@ -89,6 +94,8 @@ final class PlanRun {
     /// The matching candidates in the requested order, before the window (``answersFromCandidates`` must hold):
     /// a walk that yields that order stops after offset + limit of them.
     func candidates() throws -> [Candidate] {
+        // A union, an intersection or a to-many join gathers its rows before it yields them: taken as they are.
+        if entryCheck == nil, let gathered = try gatheredCandidates() { return gathered }
         var found: [Candidate] = []
         if case .index(let index) = plan.access, plan.direction == .reverse || plan.resortsLongKeys {
             found = try collectInIndexOrder(index) { candidate, entry in try entryOrRowMatches(candidate, entry) ? candidate : nil }
@@ -239,30 +246,8 @@ final class PlanRun {
             try forEachEntry(of: index, direction: plan.direction) { key, tag, entry in
                 family.contains(tag) ? try body(Candidate(key: key, tag: tag), entry) : true
             }
-        case .union(let indexes):
-            // Gathered as they come, then sorted and rid of repeats (a row in two of the ranges): no hashing per entry.
-            var keys: [Candidate] = []
-            for index in indexes {
-                try forEachEntry(of: index) { key, tag, _ in
-                    if family.contains(tag) { keys.append(Candidate(key: key, tag: tag)) }
-                    return true
-                }
-            }
-            for candidate in Self.sortedUnique(keys) where try !body(candidate, nil) { return }
-        case .intersection(let indexes):
-            // The first range is the smaller: its keys are kept, the second's looked up among them.
-            var first: [UInt64: UInt16] = [:]
-            try forEachEntry(of: indexes[0]) { key, tag, _ in
-                if family.contains(tag) { first[key] = tag }
-                return true
-            }
-            var keys: [Candidate] = []
-            try forEachEntry(of: indexes[1]) { key, _, _ in
-                if let tag = first[key] { keys.append(Candidate(key: key, tag: tag)) }
-                return true
-            }
-            keys.sort { $0.key < $1.key }
-            for candidate in keys where try !body(candidate, nil) { return }
+        case .union, .intersection, .toManyJoin:
+            for candidate in try gatheredCandidates() ?? [] where try !body(candidate, nil) { return }
         case .join(let join):
             // Each destination in the range, then every row pointing at it: the values of its key in the to-one table.
             let toOne = store.database(join.toOneDatabase, in: state)
@@ -278,8 +263,6 @@ final class PlanRun {
                     return going
                 }
             }
-        case .toManyJoin(let join):
-            for candidate in Self.sortedUnique(try owners(of: join)) where try !body(candidate, nil) { return }
         case .scan:
             try rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
@@ -289,6 +272,41 @@ final class PlanRun {
                     return try body(Candidate(key: key, tag: tag), entry)
                 }
             }
+        }
+    }
+
+    /// The candidates of a source that gathers them all before it yields any — in key order, each once — or `nil`
+    /// for another source: the rows in any of a union's ranges (gathered as they come, then sorted and rid of
+    /// repeats, no hashing per entry), in both of an intersection's (the first, smaller range's keys kept, the
+    /// second's looked up among them), or the owners of a to-many join's destinations.
+    func gatheredCandidates() throws -> [Candidate]? {
+        switch plan.access {
+        case .union(let indexes):
+            var keys: [Candidate] = []
+            for index in indexes {
+                try forEachEntry(of: index) { key, tag, _ in
+                    if family.contains(tag) { keys.append(Candidate(key: key, tag: tag)) }
+                    return true
+                }
+            }
+            return Self.sortedUnique(keys)
+        case .intersection(let indexes):
+            var first: [UInt64: UInt16] = [:]
+            try forEachEntry(of: indexes[0]) { key, tag, _ in
+                if family.contains(tag) { first[key] = tag }
+                return true
+            }
+            var keys: [Candidate] = []
+            try forEachEntry(of: indexes[1]) { key, _, _ in
+                if let tag = first[key] { keys.append(Candidate(key: key, tag: tag)) }
+                return true
+            }
+            keys.sort { $0.key < $1.key }
+            return keys
+        case .toManyJoin(let join):
+            return Self.sortedUnique(try owners(of: join))
+        case .keys, .index, .join, .scan, .empty:
+            return nil
         }
     }
 
@@ -368,14 +386,22 @@ final class PlanRun {
     /// read); the row decides the rest.
     @inline(__always)
     func entryMayMatch(_ entry: CursorEntry?) -> Bool {
-        guard let entryCheck, let entry else { return true }
+        guard checksEntries, let entryCheck, let entry else { return true }
         return store.entryMatches(entry.key, elements: entryCheck.elements, predicate: entryCheck.predicate) != false
     }
 
     /// Whether the candidate matches when the rows need not be read (``settledWithoutRows``): always, unless the
     /// index entries check the predicate — from the entry when its key can tell, else from the row.
+    @inline(__always)
     func entryOrRowMatches(_ candidate: Candidate, _ entry: CursorEntry?) throws -> Bool {
-        guard let (elements, predicate) = entryCheck, let entry else { return true }
+        guard checksEntries, let entry else { return true }
+        return try entryOrRowMatches(candidate, entry)
+    }
+
+    /// ``entryOrRowMatches(_:_:)`` for an entry the plan checks.
+    @inline(never)
+    private func entryOrRowMatches(_ candidate: Candidate, _ entry: CursorEntry) throws -> Bool {
+        guard let (elements, predicate) = entryCheck else { return true }
         if let decided = store.entryMatches(entry.key, elements: elements, predicate: predicate) { return decided }
         guard let bytes = try borrowedRow(candidate.key) else { return false }
         let row: EncodedRow
