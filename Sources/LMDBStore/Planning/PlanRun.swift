@@ -220,12 +220,10 @@ final class PlanRun {
 
     /// Calls `body` with each candidate the plan's source yields, with the entry the source read it from — an index
     /// entry, or, for a key lookup and a scan, the row's own (``rowEntry(_:)``) — until it returns false: a key
-    /// lookup's rows (in
-    /// the IDs' order; each found by one cursor, its entity tag read from the header), an index range's entries (in
-    /// the plan's direction), the rows in any of a union's ranges or in both of an intersection's (each once, in key
-    /// order), the rows pointing at a join's destinations (destination by destination), the owners of a to-many
-    /// join's destinations (each once, in key order), or every row of the table. Only rows of the fetched
-    /// entities are yielded.
+    /// lookup's rows (in the IDs' order; each found by one cursor, its entity tag read from the header), an index
+    /// range's entries (in the plan's direction), a union's, an intersection's or a to-many join's rows
+    /// (``gatheredCandidates()``), the rows pointing at a join's destinations (destination by destination), or every
+    /// row of the table. Only rows of the fetched entities are yielded.
     func forEachCandidate(_ body: (Candidate, CursorEntry?) throws -> Bool) throws {
         switch plan.access {
         case .empty:
