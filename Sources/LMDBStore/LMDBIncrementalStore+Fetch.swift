@@ -117,43 +117,6 @@ extension LMDBIncrementalStore {
         ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(root)'s table cannot be read: \(error.reason); the store file is corrupted")
     }
 
-    /// What `take` makes of the entries of `index`, walked in the plan's direction, in the plan's order. Entries
-    /// come in runs — of equal keys, or, where text streams in sort order, of keys sharing the prefix a value too
-    /// long for a key is cut to (such values follow one another by digest, so `resort` puts the run in value
-    /// order). Walking backwards, a run comes in descending key order and is reversed first, so ties stay in key
-    /// order. With the order streamed, the walk stops once offset + limit items are taken — between runs, where runs
-    /// matter.
-    func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, plan: QueryPlan, request: FetchRequest, state: OpenState,
-                                   transaction: Transaction, resort: ([Item]) -> [Item] = { $0 },
-                                   _ take: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Item?) throws -> [Item] {
-        let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
-        let reverse = plan.direction == .reverse
-        let cutPrefix = plan.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
-        let byRun = reverse || plan.resortsLongKeys
-        var items: [Item] = []
-        var run: [UInt8] = []
-        var runStart = 0
-        func closeRun() {
-            if reverse { items[runStart...].reverse() }
-            if run.count >= cutPrefix, items.count - runStart > 1 { items.replaceSubrange(runStart..., with: resort(Array(items[runStart...]))) }
-            runStart = items.count
-        }
-        try forEachEntry(of: index, direction: plan.direction, state: state, transaction: transaction) { key, tag, entry in
-            if byRun {
-                let runKey = entry.key.prefix(cutPrefix)
-                if !run.elementsEqual(runKey) {
-                    closeRun()
-                    if items.count >= wanted { return false }
-                    run = Array(runKey)
-                }
-            }
-            if let item = try take(key, tag, entry) { items.append(item) }
-            return byRun || items.count < wanted
-        }
-        if byRun { closeRun() }
-        return items
-    }
-
     /// The entries of `index`'s ranges, counted up to `limit` — a step per distinct value, LMDB counting each
     /// value's rows.
     func countEntries(in index: QueryPlan.IndexRange, upTo limit: Int = .max, state: OpenState, transaction: Transaction) throws -> Int {
@@ -185,24 +148,6 @@ extension LMDBIncrementalStore {
             offset = end
         }
         return values
-    }
-
-    /// Calls `body` with the row key, entity tag and entry of each entry of `index` (its ranges in turn, each walked
-    /// `direction`) until it returns false.
-    func forEachEntry(of index: QueryPlan.IndexRange, direction: ScanDirection = .forward, state: OpenState, transaction: Transaction,
-                    _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
-        let table = database(index.database, in: state)
-        try table.withCursor(in: transaction) { cursor in
-            var going = true
-            for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
-                try cursor.forEach(in: range, direction: direction) { entry in
-                    // Each value: the row key, then its entity tag.
-                    let row = try table.reference(in: entry)
-                    going = try body(row.key, row.entityTag, entry)
-                    return going
-                }
-            }
-        }
     }
 }
 

@@ -80,7 +80,7 @@ final class PlanRun {
         let wanted = request.windowEnd ?? .max
         if case .index(let index) = plan.access, plan.coveredByIndex {
             count = try store.countEntries(in: index, upTo: wanted, state: state, transaction: transaction)
-        } else if entryCheck == nil, let gathered = try gatheredCandidates() {
+        } else if let gathered = try gatheredCandidates() {
             count = gathered.count
         } else if wanted > 0 {
             try forEachCandidate { candidate, entry in
@@ -94,8 +94,9 @@ final class PlanRun {
     /// The matching candidates in the requested order, before the window (``answersFromCandidates`` must hold):
     /// a walk that yields that order stops after offset + limit of them.
     func candidates() throws -> [Candidate] {
-        // A union, an intersection or a to-many join gathers its rows before it yields them: taken as they are.
-        if entryCheck == nil, let gathered = try gatheredCandidates() { return gathered }
+        // A union, an intersection or a to-many join gathers its rows before it yields them (and has no entries to
+        // check): taken as they are.
+        if let gathered = try gatheredCandidates() { return gathered }
         var found: [Candidate] = []
         if case .index(let index) = plan.access, plan.direction == .reverse || plan.resortsLongKeys {
             found = try collectInIndexOrder(index) { candidate, entry in try entryOrRowMatches(candidate, entry) ? candidate : nil }
@@ -148,34 +149,33 @@ final class PlanRun {
             matches = try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
                 entryMayMatch(entry) ? try filter.view(of: candidate) : nil
             }
-        } else {
+        } else if yieldsKeyOrder || readsRows {
+            // Rows read as the candidates come (a key lookup's and a scan's by the source itself; others with one
+            // cursor moving forward), then put in key order if the source's was another; the walk stops once the
+            // window is full when the source yields the results' order.
             let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
-            if yieldsKeyOrder || readsRows {
-                // Rows read as the candidates come (a key lookup's and a scan's by the source itself; others with one
-                // cursor moving forward), then put in key order if the source's was another.
-                try rows.withCursor(in: transaction) { cursor in
-                    try forEachCandidate { candidate, entry in
-                        if entryMayMatch(entry), let view = try filter.view(of: candidate, row: rowEntry(entry), cursor: cursor) {
-                            matches.append(view)
-                        }
-                        return matches.count < wanted
-                    }
-                }
-                if !yieldsKeyOrder { putInKeyOrder(&matches) }
-            } else {
-                // The candidates' keys gathered and sorted first, then their rows read with one cursor moving
-                // forward — most lookups land on the leaf page of the one before, which LMDB searches without
-                // descending from the root.
-                var candidates: [Candidate] = []
+            try rows.withCursor(in: transaction) { cursor in
                 try forEachCandidate { candidate, entry in
-                    if entryMayMatch(entry) { candidates.append(candidate) }
-                    return true
-                }
-                putInKeyOrder(&candidates)
-                try rows.withCursor(in: transaction) { cursor in
-                    for candidate in candidates where matches.count < wanted {
-                        if let view = try filter.view(of: candidate, cursor: cursor) { matches.append(view) }
+                    if entryMayMatch(entry), let view = try filter.view(of: candidate, row: rowEntry(entry), cursor: cursor) {
+                        matches.append(view)
                     }
+                    return matches.count < wanted
+                }
+            }
+            if !yieldsKeyOrder { putInKeyOrder(&matches) }
+        } else {
+            // Neither key order nor the requested one: the candidates' keys gathered and sorted first, then their rows
+            // read with one cursor moving forward — most lookups land on the leaf page of the one before, which LMDB
+            // searches without descending from the root.
+            var candidates: [Candidate] = []
+            try forEachCandidate { candidate, entry in
+                if entryMayMatch(entry) { candidates.append(candidate) }
+                return true
+            }
+            putInKeyOrder(&candidates)
+            try rows.withCursor(in: transaction) { cursor in
+                for candidate in candidates {
+                    if let view = try filter.view(of: candidate, cursor: cursor) { matches.append(view) }
                 }
             }
         }
@@ -346,20 +346,54 @@ final class PlanRun {
     /// `direction`) until it returns false.
     func forEachEntry(of index: QueryPlan.IndexRange, direction: ScanDirection = .forward,
                       _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
-        try store.forEachEntry(of: index, direction: direction, state: state, transaction: transaction, body)
+        let table = store.database(index.database, in: state)
+        try table.withCursor(in: transaction) { cursor in
+            var going = true
+            for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
+                try cursor.forEach(in: range, direction: direction) { entry in
+                    // Each value: the row key, then its entity tag.
+                    let row = try table.reference(in: entry)
+                    going = try body(row.key, row.entityTag, entry)
+                    return going
+                }
+            }
+        }
     }
 
-    /// What `take` makes of the candidates of the plan's index range, walked in the plan's direction, in the plan's
-    /// order. Entries come in runs — of equal keys, or, where text streams in sort order, of keys sharing the prefix
-    /// a value too long for a key is cut to (such values follow one another by digest, so `resort` puts the run in
-    /// value order). Walking backwards, a run comes in descending key order and is reversed first, so ties stay in
-    /// key order. With the order streamed, the walk stops once offset + limit items are taken — between runs, where
-    /// runs matter.
+    /// What `take` makes of the candidates of `index`, walked in the plan's direction, in the plan's order. Entries
+    /// come in runs — of equal keys, or, where text streams in sort order, of keys sharing the prefix a value too
+    /// long for a key is cut to (such values follow one another by digest, so `resort` puts the run in value
+    /// order). Walking backwards, a run comes in descending key order and is reversed first, so ties stay in key
+    /// order. With the order streamed, the walk stops once offset + limit items are taken — between runs, where runs
+    /// matter.
     func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, resort: ([Item]) -> [Item] = { $0 },
                                    _ take: (Candidate, CursorEntry) throws -> Item?) throws -> [Item] {
-        try store.collectInIndexOrder(index, plan: plan, request: request, state: state, transaction: transaction, resort: resort) { key, tag, entry in
-            family.contains(tag) ? try take(Candidate(key: key, tag: tag), entry) : nil
+        let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
+        let reverse = plan.direction == .reverse
+        let cutPrefix = plan.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
+        let byRun = reverse || plan.resortsLongKeys
+        var items: [Item] = []
+        var run: [UInt8] = []
+        var runStart = 0
+        func closeRun() {
+            if reverse { items[runStart...].reverse() }
+            if run.count >= cutPrefix, items.count - runStart > 1 { items.replaceSubrange(runStart..., with: resort(Array(items[runStart...]))) }
+            runStart = items.count
         }
+        try forEachEntry(of: index, direction: plan.direction) { key, tag, entry in
+            if byRun {
+                let runKey = entry.key.prefix(cutPrefix)
+                if !run.elementsEqual(runKey) {
+                    closeRun()
+                    if items.count >= wanted { return false }
+                    run = Array(runKey)
+                }
+            }
+            if family.contains(tag), let item = try take(Candidate(key: key, tag: tag), entry) { items.append(item) }
+            return byRun || items.count < wanted
+        }
+        if byRun { closeRun() }
+        return items
     }
 
     /// `keys` in key order, each key once.
