@@ -11,6 +11,8 @@ extension LMDBIncrementalStore {
         static let modelHash = "modelHash"
         static let entities = "entities"
         static let model = "model"
+        /// Tables an upgrade replaced and has yet to drop, as JSON: an array of names (`Docs/FORMAT.md`).
+        static let leftoverTables = "leftoverTables"
         static func fields(_ entity: String) -> String { "fields/" + entity }
     }
 
@@ -50,6 +52,9 @@ extension LMDBIncrementalStore {
             if let format = stored[MetaKey.format].flatMap(Int.init), format < Self.formatVersion {
                 try upgrade(environment, from: format, path: path)
                 stored[MetaKey.format] = String(Self.formatVersion)
+                try dropLeftoverTables(environment, path: path)
+            } else if stored[MetaKey.leftoverTables] != nil {
+                try dropLeftoverTables(environment, path: path)
             }
         }
         var databases: [String: Database] = [:]
@@ -127,7 +132,10 @@ extension LMDBIncrementalStore {
     ///   folds strings by its own stated rule (``StringFolding``) instead of Foundation's.
     ///
     /// Format 3 also keeps the model in `meta`; format 4 writes rows in row format 2 (with a field table) and reads
-    /// both row formats, so a format-3 file needs only the new format recorded. Rows are re-indexed
+    /// both row formats, so a format-3 file needs only the new format recorded. Format 5 keeps an unordered to-many's
+    /// members as the duplicate values of its owner's key in a `members/…` table, where formats 1–4 kept a `link/…`
+    /// table keyed by owner and member: those are copied (one write transaction per table), and dropped once the new
+    /// format is recorded (``dropLeftoverTables(_:path:)``). Rows are re-indexed
     /// `rowsPerTransaction` to a write transaction (so a large store never needs one enormous transaction); the new
     /// format and the model are recorded once every entry is written. Interrupted, the file keeps its old format (its
     /// rebuilt tables gone or partly filled) and the next open starts over.
@@ -140,7 +148,7 @@ extension LMDBIncrementalStore {
         }.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) })
         let rebuilt = layout.databaseNames.filter { name in
             switch format {
-            case 1: !StoreLayout.options(for: name).isEmpty
+            case 1: name.hasPrefix("index/") || name.hasPrefix("toone/")
             case 2: folded.contains(name)
             default: false
             }
@@ -198,15 +206,75 @@ extension LMDBIncrementalStore {
                     }
                 }
             }
-            // 3. Record the model and the new format.
+            // 3. Unordered to-manys move from `link/…` tables (owner + member → member) to `members/…` tables (owner →
+            // members), each in one write that starts by emptying what an interrupted upgrade left in it.
+            var replaced: [String] = []
+            if format < 5 {
+                for name in layout.databaseNames where name.hasPrefix("members/") {
+                    let oldName = "link/" + name.dropFirst("members/".count)
+                    let old: Database
+                    do {
+                        old = try environment.openDatabase(named: oldName, create: false)
+                    } catch LMDBError.notFound {
+                        continue
+                    }
+                    let new = try environment.openDatabase(named: name, options: StoreLayout.options(for: name))
+                    try environment.write { transaction in
+                        try new.clear(in: transaction)
+                        try old.withCursor(in: transaction) { cursor in
+                            try cursor.forEach { entry in
+                                guard entry.key.count == 16, entry.value.count == 10 else {
+                                    throw ManagedObjectContextError(.storeUnusable,
+                                        message: "\(path): an entry of \"\(oldName)\" has a \(entry.key.count)-byte key and a \(entry.value.count)-byte value, not an owner and member key and a 10-byte reference, while upgrading the file from format \(format); nothing was changed")
+                                }
+                                // Entries come in owner, then member order: each owner's members are appended.
+                                try new.put(entry.value, forKey: UnsafeRawBufferPointer(rebasing: entry.key[0..<8]), in: transaction,
+                                            options: .appendDuplicate)
+                                return true
+                            }
+                        }
+                    }
+                    replaced.append(oldName)
+                }
+            }
+            // 4. Record the model and the new format (and the tables to drop).
             try environment.write { transaction in
                 try meta.put(Array(model.jsonData()), forKey: Array(MetaKey.model.utf8), in: transaction)
+                if !replaced.isEmpty {
+                    try meta.put(Array(try JSONSerialization.data(withJSONObject: replaced)), forKey: Array(MetaKey.leftoverTables.utf8), in: transaction)
+                }
                 try meta.put(Array(String(Self.formatVersion).utf8), forKey: Array(MetaKey.format.utf8), in: transaction)
             }
         } catch let error as ManagedObjectContextError {
             throw error
         } catch {
             throw storeError(error, "cannot upgrade \(path) from format \(format)")
+        }
+    }
+
+    /// Drops the tables `meta` lists as replaced by an upgrade (an upgrade interrupted after recording its format
+    /// leaves them for the next open), each emptied in a write of its own first, then forgets the list.
+    func dropLeftoverTables(_ environment: Environment, path: String) throws {
+        do {
+            let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
+            let key = Array(MetaKey.leftoverTables.utf8)
+            guard let json = try environment.read({ try meta.value(forKey: key, in: $0) }) else { return }
+            let names = (try? JSONSerialization.jsonObject(with: Data(json))) as? [String] ?? []
+            var tables: [Database] = []
+            for name in names where !layout.databaseNames.contains(name) {
+                do {
+                    tables.append(try environment.openDatabase(named: name, create: false))
+                } catch LMDBError.notFound {
+                    continue
+                }
+            }
+            for table in tables { try environment.write { try table.clear(in: $0) } }
+            try environment.write { transaction in
+                for table in tables { try table.drop(in: transaction) }
+                _ = try meta.delete(key: key, in: transaction)
+            }
+        } catch {
+            throw storeError(error, "cannot drop the tables \(path)'s upgrade replaced")
         }
     }
 

@@ -421,12 +421,16 @@ extension LMDBIncrementalStore {
             message: "\(constraint?.owner ?? id.entityName) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", "))) is already taken; \(id) cannot have it too")
     }
 
-    /// Adds and removes single members of an unordered link table: one put or delete per member, nothing read.
+    /// Adds and removes single members of an unordered relationship's `members/…` table: one put or delete per
+    /// member, nothing read.
     private func applyLinkChanges(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, _ delta: ToManyChange,
                                   _ references: inout References, state: OpenState, transaction: Transaction) throws {
         let owner = try key(of: objectID)
         for target in delta.removed {
-            _ = try withUnsafeBytes(of: (owner.bigEndian, try key(of: target).bigEndian)) { try table.delete(key: $0, in: transaction) }
+            // A member's value holds its entity tag, which its ID names; an object of no entity of the model was
+            // never a member.
+            guard let tag = state.entity(of: target)?.tag else { continue }
+            try removeMember(from: table, owner: owner, target: try key(of: target), tag: tag, transaction)
         }
         for target in delta.added {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
@@ -440,31 +444,44 @@ extension LMDBIncrementalStore {
         let owner = try key(of: objectID)
         for (position, target) in targets.enumerated() {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-            let targetKey = try key(of: target), position = relationship.isOrdered ? position : nil
-            // The owner's key comes from the sequence, so its entries usually go after every entry the table holds
-            // (members in key or position order): appended without a search, else put in place.
-            do {
-                try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: position, options: .append, transaction)
-            } catch LMDBError.keyExists {
-                try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: position, transaction)
+            let targetKey = try key(of: target)
+            // The owner's key comes from the sequence, so its first entry usually goes after every entry the table
+            // holds: appended without a search, else put in place. An unordered relationship's later members go
+            // under the same key (`append` refuses an equal key), among its values.
+            if relationship.isOrdered || position == 0 {
+                do {
+                    try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: relationship.isOrdered ? position : nil,
+                                options: .append, transaction)
+                    continue
+                } catch LMDBError.keyExists {}
             }
+            try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: relationship.isOrdered ? position : nil, transaction)
         }
     }
 
-    /// Puts one link entry without allocating: the key is the owner's key and the target's (unordered) or the
-    /// member's position (ordered), the value the target's key and entity tag (`Docs/FORMAT.md`).
+    /// Puts one entry without allocating (`Docs/FORMAT.md`): in an ordered relationship's `link/…` table under the
+    /// owner's key and the member's `position`, in an unordered one's `members/…` table as one of the values of the
+    /// owner's key; the value is the member's key and entity tag.
     private func putLink(in table: Database, owner: UInt64, target: UInt64, tag: UInt16, position: Int? = nil, options: PutOptions = [],
                          _ transaction: Transaction) throws {
         try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
             if let position {
                 try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try table.put(value, forKey: $0, in: transaction, options: options) }
             } else {
-                try withUnsafeBytes(of: (owner.bigEndian, target.bigEndian)) { try table.put(value, forKey: $0, in: transaction, options: options) }
+                try withUnsafeBytes(of: owner.bigEndian) { try table.put(value, forKey: $0, in: transaction, options: options) }
             }
         }
     }
 
-    /// Replaces the link entries of one object's relationship in its link table `table`.
+    /// Removes one member from an unordered relationship's `members/…` table (nothing when it is not there).
+    private func removeMember(from table: Database, owner: UInt64, target: UInt64, tag: UInt16, _ transaction: Transaction) throws {
+        _ = try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
+            try withUnsafeBytes(of: owner.bigEndian) { try table.delete(key: $0, value: value, in: transaction) }
+        }
+    }
+
+    /// Replaces the entries of one object's relationship in its link table `table` (`members/…` when unordered,
+    /// `link/…` when ordered).
     private func rewriteLinks(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                               _ references: inout References, state: OpenState, transaction: Transaction) throws {
         let ownerKey = try key(of: objectID)
@@ -472,26 +489,27 @@ extension LMDBIncrementalStore {
         if !relationship.isOrdered {
             // Unordered: write only the difference, so adding one member to a large relationship costs one put (a
             // bulk load that grows many-to-many relationships batch by batch stays linear).
-            var wanted: [[UInt8]: (target: ManagedObjectID, key: UInt64)] = [:]
-            for target in targets {
-                let targetKey = try key(of: target)
-                wanted[owner + Self.keyBytes(targetKey)] = (target, targetKey)
+            if targets.isEmpty {
+                _ = try table.delete(key: owner, in: transaction)  // every value of the key
+                return
             }
+            var wanted: [UInt64: ManagedObjectID] = [:]
+            wanted.reserveCapacity(targets.count)
+            for target in targets { wanted[try key(of: target)] = target }
+            var unwanted: [StoredRow.Reference] = []
             try table.withCursor(in: transaction) { cursor in
-                var entry = try cursor.seek(atOrAfter: owner)
-                while let current = entry, current.key.starts(with: owner) {
-                    if wanted.removeValue(forKey: Array(current.key)) != nil {
-                        entry = try cursor.next()
-                    } else {
-                        try cursor.deleteCurrent()
-                        entry = try cursor.current()
-                    }
+                var entry = try cursor.seek(exactly: owner)
+                while let current = entry {
+                    let member = try table.reference(in: current)
+                    if wanted.removeValue(forKey: member.key) == nil { unwanted.append(member) }
+                    entry = try cursor.nextDuplicate()
                 }
             }
+            for member in unwanted { try removeMember(from: table, owner: ownerKey, target: member.key, tag: member.entityTag, transaction) }
             // Only members not linked before are checked: a large relationship gaining one costs one lookup.
-            for member in wanted.values {
-                let tag = try checkTarget(member.target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-                try putLink(in: table, owner: ownerKey, target: member.key, tag: tag, transaction)
+            for (targetKey, target) in wanted {
+                let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
+                try putLink(in: table, owner: ownerKey, target: targetKey, tag: tag, transaction)
             }
             return
         }

@@ -59,15 +59,17 @@ extension LMDBIncrementalStore {
                 if missing > 0 { problems.append("\(name): \(missing) entr\(missing == 1 ? "y is" : "ies are") missing for existing rows") }
                 if extra > 0 { problems.append("\(name): \(extra) entr\(extra == 1 ? "y points" : "ies point") at no matching row") }
             }
-            for name in layout.databaseNames where name.hasPrefix("link/") {
+            for name in layout.databaseNames where name.hasPrefix("link/") || name.hasPrefix("members/") {
                 let parts = name.split(separator: "/")
                 guard parts.count == 3, let owner = layout.entity(String(parts[1])),
                       let relationship = model.relationship(named: String(parts[2]), in: owner.name),
                       let target = layout.entity(relationship.destinationEntityName) else { continue }
+                // An ordered relationship's key is the owner's key and a u32 position; an unordered one's, the owner's.
+                let keySize = relationship.isOrdered ? 12 : 8
                 try database(name, in: state).withCursor(in: transaction) { cursor in
                     try cursor.forEach { entry in
-                        guard entry.key.count >= 8, let member = EntryBytes.reference(entry.value) else {
-                            problems.append("\(name): an entry has a \(entry.key.count)-byte key and a \(entry.value.count)-byte value, not an owner key and a 10-byte reference")
+                        guard entry.key.count == keySize, let member = EntryBytes.reference(entry.value) else {
+                            problems.append("\(name): an entry has a \(entry.key.count)-byte key and a \(entry.value.count)-byte value, not a \(keySize)-byte key and a 10-byte reference")
                             return true
                         }
                         let ownerKey = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)

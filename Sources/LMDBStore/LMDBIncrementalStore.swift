@@ -17,7 +17,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The type string the store is registered under.
     public static let storeType = "LMDB"
     /// The version of the file format this code writes; it reads this version and older.
-    public static let formatVersion = 4
+    public static let formatVersion = 5
 
     /// The store's type string.
     public let type = LMDBIncrementalStore.storeType

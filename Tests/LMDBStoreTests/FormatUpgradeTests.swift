@@ -10,6 +10,113 @@ import Testing
 @Suite struct FormatUpgradeTests {
     let books = ToManyJoinTests()
 
+    /// A store of `books`' data whose many-to-many (`Book.authors` ↔ `Author.books`) is kept as format 4 kept it —
+    /// `link/…` tables of owner key + member key → member key + tag, no `members/…` tables — with format 4 recorded.
+    /// Returns the pairs each side holds, by table name of format 5.
+    func formatFourStore(_ folder: StoreFolder) throws -> [String: [[UInt8]]] {
+        let (coordinator, store) = try folder.coordinator(books.model)
+        try books.load(coordinator)
+        let state = try store.open
+        let environment = state.environment
+        let names = state.databases.keys.filter { $0.hasPrefix("members/") }.sorted()
+        #expect(names == ["members/Author/books", "members/Book/authors"])
+        let pairs: [String: [[UInt8]]] = try environment.read { transaction in
+            var pairs: [String: [[UInt8]]] = [:]
+            for name in names {
+                try store.database(name, in: state).withCursor(in: transaction) { cursor in
+                    try cursor.forEach { pairs[name, default: []].append($0.keyBytes + $0.valueBytes); return true }
+                }
+            }
+            return pairs
+        }
+        var links: [String: Database] = [:]
+        for name in names { links[name] = try environment.openDatabase(named: "link/" + name.dropFirst("members/".count)) }
+        try environment.write { transaction in
+            for name in names {
+                for pair in pairs[name]! { try links[name]!.put(Array(pair[8...]), forKey: Array(pair[0..<16]), in: transaction) }
+                try store.database(name, in: state).drop(in: transaction)
+            }
+            try store.database("meta", in: state).put(Array("4".utf8), forKey: Array("format".utf8), in: transaction)
+        }
+        return pairs
+    }
+
+    /// Every pair of the store's `members/…` tables (key + value), by table.
+    func memberPairs(_ store: LMDBIncrementalStore) throws -> [String: [[UInt8]]] {
+        let state = try store.open
+        return try state.environment.read { transaction in
+            var pairs: [String: [[UInt8]]] = [:]
+            for (name, table) in state.databases where name.hasPrefix("members/") {
+                try table.withCursor(in: transaction) { cursor in
+                    try cursor.forEach { pairs[name, default: []].append($0.keyBytes + $0.valueBytes); return true }
+                }
+            }
+            return pairs
+        }
+    }
+
+    /// A format-4 file opens as format 5: each unordered to-many's pairs move from its `link/…` table to a
+    /// `members/…` table (the owner's members as the duplicate values of its key), the old table is dropped, and
+    /// every answer is the same.
+    @Test func aFormatFourFileMovesItsPairsToMembersTables() throws {
+        let folder = StoreFolder()
+        let pairs = try formatFourStore(folder)
+        #expect(pairs.values.map(\.count).reduce(0, +) > 0)
+        let (coordinator, store) = try folder.coordinator(books.model)
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(try memberPairs(store) == pairs, "every pair, under its owner's key")
+        #expect(try store.verify().isEmpty)
+        let environment = try store.open.environment
+        for name in ["link/Book/authors", "link/Author/books"] {
+            #expect(throws: LMDBError.notFound) { try environment.openDatabase(named: name, create: false) }
+        }
+        #expect(try environment.read { try environment.openDatabase(named: "meta").value(forKey: Array("leftoverTables".utf8), in: $0) } == nil)
+        let memory = PersistentStoreCoordinator(managedObjectModel: books.model)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        try books.load(memory)
+        for (entity, format, key) in [("Book", "ANY authors.name == 'Cy 3'", "title"), ("Author", "ANY books.year > 1962", "name")] {
+            let request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format))
+            func answer(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+                try ManagedObjectContext(coordinator: coordinator).fetch(request).map { object in
+                    let members = (object.value(forKey: entity == "Book" ? "authors" : "books") as? Set<ManagedObject> ?? [])
+                    return "\(object.value(forKey: key) ?? ""): \(members.map { "\($0.value(forKey: entity == "Book" ? "name" : "title") ?? "")" }.sorted())"
+                }.sorted()
+            }
+            let upgraded = try answer(coordinator), expected = try answer(memory)
+            #expect(!upgraded.isEmpty && upgraded == expected, "\(format)")
+        }
+    }
+
+    /// A format-4 upgrade interrupted while copying leaves format 4 and a partly filled `members/…` table: the next
+    /// open empties it and copies again. Interrupted after recording format 5, it leaves the old tables listed in
+    /// `meta`: the next open drops them.
+    @Test func anInterruptedFormatFourUpgradeIsFinishedByTheNextOpen() throws {
+        let folder = StoreFolder()
+        let pairs = try formatFourStore(folder)
+        do {
+            let environment = try Environment.open(at: folder.file().path)
+            let partial = try environment.openDatabase(named: "members/Book/authors", options: [.dupSort, .dupFixed])
+            try environment.write { try partial.put([0, 0, 0, 0, 0, 0, 0, 1, 0, 0], forKey: [0, 0, 0, 0, 0, 0, 0, 99], in: $0) }
+        }
+        do {
+            let (_, store) = try folder.coordinator(books.model)
+            #expect(try memberPairs(store) == pairs, "the stray pair is gone, every pair is there once")
+            // Back to the moment after format 5 was recorded: an old table still there, and listed.
+            let environment = try store.open.environment
+            let old = try environment.openDatabase(named: "link/Book/authors")
+            try environment.write { transaction in
+                try old.put([0, 0, 0, 0, 0, 0, 0, 1, 0, 1], forKey: Array(repeating: 1, count: 16), in: transaction)
+                try environment.openDatabase(named: "meta").put(Array(#"["link/Book/authors"]"#.utf8), forKey: Array("leftoverTables".utf8), in: transaction)
+            }
+        }
+        let (_, store) = try folder.coordinator(books.model, "store.lmdb")
+        let environment = try store.open.environment
+        #expect(throws: LMDBError.notFound) { try environment.openDatabase(named: "link/Book/authors", create: false) }
+        #expect(try environment.read { try environment.openDatabase(named: "meta").value(forKey: Array("leftoverTables".utf8), in: $0) } == nil)
+        #expect(try memberPairs(store) == pairs)
+        #expect(try store.verify().isEmpty)
+    }
+
     /// A store of `books`' data whose `index/…` and `toone/…` tables are laid out as format 1 laid them out, with
     /// format 1 recorded; `damage` runs last, in the same write transaction.
     func formatOneStore(_ folder: StoreFolder, damage: (Environment, [String: Database], Transaction) throws -> Void = { _, _, _ in })
@@ -51,7 +158,7 @@ import Testing
         let folder = StoreFolder()
         let before = try formatOneStore(folder)
         let (coordinator, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
         #expect(try store.verify().isEmpty, "every index entry was rebuilt from the rows")
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == books.model, "the upgrade records the model")
         let state = try store.open
@@ -109,7 +216,7 @@ import Testing
         }
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == nil, "a format-2 file keeps no model")
         let (coordinator, store) = try folder.coordinator(model, "store.lmdb")
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
         #expect(try store.verify().isEmpty, "the folded index was rebuilt from the rows")
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == model)
         let request = FetchRequest(entityName: "City", predicate: try FetchPredicate(format: "name ==[cd] %@", "strasse"))
@@ -160,7 +267,7 @@ import Testing
             }
         }
         let (coordinator, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
         #expect(try rowFormats(store) == [1: formatOneRows], "opening touches no row")
         #expect(try store.verify().isEmpty)
         let memory = PersistentStoreCoordinator(managedObjectModel: books.model)
@@ -221,7 +328,7 @@ import Testing
         let environment = try Environment.open(at: folder.file().path)
         try store.upgrade(environment, from: 1, path: folder.file().path, rowsPerTransaction: 7)
         let (_, upgraded) = try folder.coordinator(books.model)
-        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "4")
+        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "5")
         #expect(try upgraded.verify().isEmpty)
         let state = try upgraded.open
         let entries = try state.environment.read { transaction in
@@ -238,7 +345,7 @@ import Testing
             for (name, table) in tables where name.hasPrefix("index/") { try table.drop(in: transaction) }
         }
         let (_, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "4")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
         #expect(try store.verify().isEmpty)
     }
 

@@ -121,27 +121,29 @@ public enum HostileCases {
             do { _ = try packages(in: folder) }
             let environment = try Environment.open(at: url.path)
             let index = try environment.openDatabase(named: "index/Package/bySize", options: [.dupSort, .dupFixed], create: false)
-            let links = try environment.openDatabase(named: "link/Package/dependsOn", create: false)
+            let links = try environment.openDatabase(named: "members/Package/dependsOn", options: [.dupSort, .dupFixed], create: false)
             try environment.write { transaction in
                 // The entry of size 1 (the first key) loses its reference for a 2-byte stub; libc6 (row key 1)
-                // gains a link whose value is 1 byte; a key too short to hold a row key appears.
+                // depends on one member whose value is 1 byte; a key too short to hold a row key appears.
                 let first = try index.withCursor(in: transaction) { try $0.first()?.keyBytes }!
                 _ = try index.delete(key: first, in: transaction)
                 try index.put([7, 7], forKey: first, in: transaction)
-                try links.put([7], forKey: [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 99], in: transaction)
+                let libc: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 1]
+                _ = try links.delete(key: libc, in: transaction)
+                try links.put([7], forKey: libc, in: transaction)
                 try links.put([0, 0, 0, 0, 0, 0, 0, 1, 0, 1], forKey: [5], in: transaction)
             }
             let (coordinator, store) = try open(folder)
             let problems = try store.verify()
             try expect(problems.contains { $0.contains("index/Package/bySize") }, "verify names the damaged index: \(problems)")
-            try expect(problems.contains { $0.contains("link/Package/dependsOn") && $0.contains("1-byte value") }, "verify names the short link value: \(problems)")
-            try expect(problems.contains { $0.contains("link/Package/dependsOn") && $0.contains("1-byte key") }, "verify names the short link key: \(problems)")
+            try expect(problems.contains { $0.contains("members/Package/dependsOn") && $0.contains("1-byte value") }, "verify names the short link value: \(problems)")
+            try expect(problems.contains { $0.contains("members/Package/dependsOn") && $0.contains("1-byte key") }, "verify names the short link key: \(problems)")
             let context = ManagedObjectContext(coordinator: coordinator)
             let fetch = try expectError(ManagedObjectContextError.self, mentioning: "\"index/Package/bySize\" has a 2-byte value") {
                 _ = try context.fetch(FetchRequest(entityName: "Package", predicate: try FetchPredicate(format: "installedSize == 1")))
             }
             let libc = try context.fetch(FetchRequest(entityName: "Package", predicate: try FetchPredicate(format: "name == 'libc6'")))[0]
-            let traverse = try expectError(ManagedObjectContextError.self, mentioning: "\"link/Package/dependsOn\" has a 1-byte value") {
+            let traverse = try expectError(ManagedObjectContextError.self, mentioning: "\"members/Package/dependsOn\" has a 1-byte value") {
                 _ = try store.newValue(forRelationship: packageModel.relationship(named: "dependsOn", in: "Package")!, forObjectWith: libc.objectID)
             }
             return "verify: \(problems); a fetch: \(fetch); a traversal: \(traverse)"

@@ -220,7 +220,7 @@ struct StoreLayout: Sendable {
         var tables: [String: (isLink: Bool, table: String)] = [:]
         for relationship in relationships {
             if needsLinkTable(relationship, model) {
-                tables[relationship.name] = (true, linkDatabase(entity: declaringEntity(of: relationship.name, in: entity, model), relationship: relationship.name))
+                tables[relationship.name] = (true, linkDatabase(entity: declaringEntity(of: relationship.name, in: entity, model), relationship: relationship))
             } else if let inverse = model.inverse(of: relationship) {
                 tables[relationship.name] = (false, toOneDatabase(entity: declaringEntity(of: inverse.name, in: relationship.destinationEntityName, model),
                                                                   relationship: inverse.name))
@@ -252,12 +252,18 @@ struct StoreLayout: Sendable {
     static func indexDatabase(entity: String, index: String) -> String { "index/\(entity)/\(index)" }
     static func uniqueDatabase(entity: String, number: Int) -> String { "unique/\(entity)/\(number)" }
     static func toOneDatabase(entity: String, relationship: String) -> String { "toone/\(entity)/\(relationship)" }
-    static func linkDatabase(entity: String, relationship: String) -> String { "link/\(entity)/\(relationship)" }
+    /// The table of a to-many relationship that needs one (``needsLinkTable(_:_:)``), declared by `entity`: an
+    /// ordered one's `link/…` table (owner key + position → member), an unordered one's `members/…` table (owner key
+    /// → its members as sorted duplicate values).
+    static func linkDatabase(entity: String, relationship: RelationshipDescription) -> String {
+        (relationship.isOrdered ? "link/" : "members/") + entity + "/" + relationship.name
+    }
 
-    /// The LMDB flags a table is created with: fetch indexes and to-one indexes keep their rows as sorted, fixed-size
-    /// duplicate values of each key (row key + entity tag), so LMDB counts a key's rows without visiting them.
+    /// The LMDB flags a table is created with: fetch indexes, to-one indexes and unordered to-many tables keep their
+    /// rows as sorted, fixed-size duplicate values of each key (row key + entity tag), so LMDB counts a key's rows
+    /// without visiting them and stores the key once for all of them.
     static func options(for database: String) -> DatabaseOptions {
-        database.hasPrefix("index/") || database.hasPrefix("toone/") ? [.dupSort, .dupFixed] : []
+        database.hasPrefix("index/") || database.hasPrefix("toone/") || database.hasPrefix("members/") ? [.dupSort, .dupFixed] : []
     }
 
     /// The entity that declares a relationship (the first in the ancestry that has it).
@@ -281,7 +287,7 @@ struct StoreLayout: Sendable {
                 names.insert(Self.toOneDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship.name))
             }
             for relationship in layout.linkRelationships {
-                names.insert(Self.linkDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship.name))
+                names.insert(Self.linkDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship))
             }
         }
         return names.sorted()

@@ -230,9 +230,9 @@ extension QueryPlanner {
         }
         guard let inverse = model.inverse(of: relationship), inverse.isToMany,
               let destination = layout.entity(relationship.destinationEntityName) else { return nil }
-        // Keys are the object's key, then the owner's key (or position): each object's owners are a prefix.
+        // Under each object's key (then a position, in an ordered `link/…` table) its inverse's members: a key prefix.
         let range = QueryPlan.IndexRange(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name),
-                                                                            relationship: inverse.name),
+                                                                            relationship: inverse),
                                          label: label, keyPath: relationship.name, ranges: keys.map { KeyRange.prefix(LMDBIncrementalStore.keyBytes($0)) },
                                          bounds: bounds, isEquality: true)
         // Owners go through a union, which keeps each once and only those of the fetched entities.
@@ -263,7 +263,7 @@ extension QueryPlanner {
                   found.relationship.isToMany, let inverse = model.inverse(of: found.relationship) else { continue }
             let destination = found.destination
             let owners: QueryPlan.ToManyJoin.Owners = inverse.isToMany
-                ? .link(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name), relationship: inverse.name))
+                ? .link(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name), relationship: inverse))
                 : .toOneField(name: inverse.name, rows: StoreLayout.rowsDatabase(root: destination.root))
             return QueryPlan.ToManyJoin(destination: found.range, owners: owners, label: "\(entity).\(found.relationship.name)")
         }

@@ -293,7 +293,7 @@ enum QueryPlanner {
             guard relationship.isToMany else { reads += 1; continue }
             let table: String
             if StoreLayout.needsLinkTable(relationship, model) {
-                table = StoreLayout.linkDatabase(entity: layout.declaringEntity(of: name, in: entity.name), relationship: name)
+                table = StoreLayout.linkDatabase(entity: layout.declaringEntity(of: name, in: entity.name), relationship: relationship)
             } else if let inverse = model.inverse(of: relationship) {
                 table = StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: inverse.name, in: relationship.destinationEntityName),
                                                   relationship: inverse.name)
