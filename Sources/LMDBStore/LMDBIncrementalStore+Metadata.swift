@@ -135,7 +135,8 @@ extension LMDBIncrementalStore {
     /// both row formats, so a format-3 file needs only the new format recorded. Format 5 keeps an unordered to-many's
     /// members as the duplicate values of its owner's key in a `members/…` table, where formats 1–4 kept a `link/…`
     /// table keyed by owner and member: those are copied (one write transaction per table), and dropped once the new
-    /// format is recorded (``dropLeftoverTables(_:path:)``). Rows are re-indexed
+    /// format is recorded (``dropLeftoverTables(_:path:)``), as are the `unique/…` tables of constraints that an index
+    /// now keeps (``StoreLayout/EntityLayout/indexOfConstraint``). Rows are re-indexed
     /// `rowsPerTransaction` to a write transaction (so a large store never needs one enormous transaction); the new
     /// format and the model are recorded once every entry is written. Interrupted, the file keeps its old format (its
     /// rebuilt tables gone or partly filled) and the next open starts over.
@@ -235,6 +236,21 @@ extension LMDBIncrementalStore {
                         }
                     }
                     replaced.append(oldName)
+                }
+                // A uniqueness constraint that an index keeps has no `unique/…` table of its own any more.
+                var kept = Set<String>()
+                for entity in layout.entities.values {
+                    for (constraint, entry) in entity.uniques.enumerated() where entity.indexOfConstraint[constraint] >= 0 {
+                        kept.insert(StoreLayout.uniqueDatabase(entity: entry.owner, number: entry.number))
+                    }
+                }
+                for name in kept.sorted() {
+                    do {
+                        _ = try environment.openDatabase(named: name, create: false)
+                        replaced.append(name)
+                    } catch LMDBError.notFound {
+                        continue
+                    }
                 }
             }
             // 4. Record the model and the new format (and the tables to drop).

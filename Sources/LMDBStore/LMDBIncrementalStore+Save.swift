@@ -157,21 +157,21 @@ extension LMDBIncrementalStore {
                 for position in 0..<insertCount {
                     let entity = entities[position], tables = state.secondaryTables[Int(entity.tag)]
                     try maintainer.forEachEntry(of: rows[position], key: try key(of: written[position].objectID), entity: entity, scratch: &scratch) {
-                        table, isUnique, key, value in
-                        guard isUnique else {
+                        table, kind, key, value in
+                        switch kind {
+                        case .value:
                             // A new row's key comes from the sequence, so its entry (row key first) sorts after every
                             // other row's under the same index key: appended to that key's values without searching
                             // them. Out of order (a key below one already stored), LMDB refuses and it is put in place.
                             do {
-                                return try tables[table].put(value, forKey: key, in: transaction, options: .appendDuplicate)
+                                try tables[table].put(value, forKey: key, in: transaction, options: .appendDuplicate)
                             } catch LMDBError.keyExists {
-                                return try tables[table].put(value, forKey: key, in: transaction)
+                                try tables[table].put(value, forKey: key, in: transaction)
                             }
-                        }
-                        do {
-                            try tables[table].put(value, forKey: key, in: transaction, options: .noOverwrite)
-                        } catch LMDBError.keyExists {
-                            throw uniquenessViolation(written[position].objectID, table: table, rows[position])
+                        case .uniqueKey, .uniqueValue:
+                            try putChecked(value, forKey: key, kind: kind, in: tables[table], transaction) {
+                                uniquenessViolation(written[position].objectID, constraint: entity.constraint(ofTable: table), rows[position])
+                            }
                         }
                     }
                 }
@@ -182,10 +182,12 @@ extension LMDBIncrementalStore {
                         try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction)
                     }
                     for entry in entries.uniques where !existing.contains(entry) {
-                        do {
-                            try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction, options: .noOverwrite)
-                        } catch LMDBError.keyExists {
-                            throw uniquenessViolation(written[position].objectID, table: entry.table, rows[position])
+                        try entry.key.withUnsafeBytes { key in
+                            try entry.value.withUnsafeBytes { value in
+                                try putChecked(value, forKey: key, kind: entry.kind, in: state.table(of: entry, in: entity), transaction) {
+                                    uniquenessViolation(written[position].objectID, constraint: entity.constraint(ofTable: entry.table), rows[position])
+                                }
+                            }
                         }
                     }
                 }
@@ -408,11 +410,28 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// The error for a row whose entry in the secondary table at `table` (a uniqueness table) is taken.
-    private func uniquenessViolation(_ id: ManagedObjectID, table: Int, _ row: StoredRow) -> ManagedObjectContextError {
+    /// Puts an entry a uniqueness constraint checks: a `unique/…` key that must be free
+    /// (``IndexEntry/Kind/uniqueKey``), or a value of an index key that must hold no other row's
+    /// (``IndexEntry/Kind/uniqueValue``: the row's own entry under that key was removed before, or is the same and not
+    /// put again). Throws `violation()` when it is taken.
+    private func putChecked(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, kind: IndexEntry.Kind, in table: Database,
+                            _ transaction: Transaction, violation: () -> ManagedObjectContextError) throws {
+        if kind == .uniqueValue {
+            guard try table.withValue(forKey: key, in: transaction, { _ in true }) == nil else { throw violation() }
+            return try table.put(value, forKey: key, in: transaction)
+        }
+        do {
+            try table.put(value, forKey: key, in: transaction, options: .noOverwrite)
+        } catch LMDBError.keyExists {
+            throw violation()
+        }
+    }
+
+    /// The error for a row whose values of the uniqueness constraint at `constraint` (a position in its entity's
+    /// ``StoreLayout/EntityLayout/uniques``) another row has.
+    private func uniquenessViolation(_ id: ManagedObjectID, constraint position: Int, _ row: StoredRow) -> ManagedObjectContextError {
         let entity = layout.entity(id.entityName)!
-        let database = entity.secondaryTables[table]
-        let constraint = entity.uniques.first { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) == database }
+        let constraint = entity.uniques.indices.contains(position) ? entity.uniques[position] : nil
         let names = constraint?.constraint.propertyNames ?? []
         let values = names.map { name in
             entity.fieldIndex[name].map { row.attribute($0).map { "\($0)" } ?? row.reference($0).map { "key \($0.key)" } ?? "nil" } ?? "nil"

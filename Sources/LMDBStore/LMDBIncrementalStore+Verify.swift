@@ -16,6 +16,8 @@ extension LMDBIncrementalStore {
             var problems: [String] = []
             var expected: [String: Set<[UInt8]>] = [:]
             var present: [String: Set<UInt64>] = [:]
+            // The keys of indexes that keep a uniqueness constraint, for rows whose constrained values are not NULL.
+            var constrainedKeys: [String: Set<[UInt8]>] = [:]
             for root in Set(layout.entities.values.map(\.root)).sorted() {
                 let rows = database(StoreLayout.rowsDatabase(root: root), in: state)
                 var highest: UInt64 = 0
@@ -35,6 +37,10 @@ extension LMDBIncrementalStore {
                             present[root, default: []].insert(key)
                             let entries = maintainer.entries(for: row, key: key, entity: entity)
                             for entry in entries.indexes + entries.uniques { expected[entry.database, default: []].insert(entry.key + [0xFF] + entry.value) }
+                            for entry in entries.uniques where entry.kind == .uniqueValue
+                                && !constrainedKeys[entry.database, default: []].insert(entry.key).inserted {
+                                problems.append("\(entry.database): row \(key) has another row's values of the uniqueness constraint this index keeps")
+                            }
                         } catch {
                             problems.append("\(root) row \(key): \(error)")
                         }

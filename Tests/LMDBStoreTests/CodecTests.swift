@@ -144,8 +144,8 @@ import Testing
             if let code { attributes["code"] = .string(code) }
             let row = StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:])
             var keys: [(table: Int, unique: Bool, key: [UInt8])] = []
-            IndexEntries().forEachEntry(of: row, key: 5, entity: entity, scratch: &scratch) { table, unique, key, _ in
-                keys.append((table, unique, Array(key)))
+            IndexEntries().forEachEntry(of: row, key: 5, entity: entity, scratch: &scratch) { table, kind, key, _ in
+                keys.append((table, kind == .uniqueKey, Array(key)))
             }
             var titleElement: [UInt8] = [], rankElement: [UInt8] = []
             TupleEncoding.append(.string(title), to: &titleElement)

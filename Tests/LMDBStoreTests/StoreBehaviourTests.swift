@@ -1073,3 +1073,155 @@ extension LoadedFetchTests {
         #expect(try store.verify().isEmpty)
     }
 }
+
+/// A uniqueness constraint whose properties an index of the same entity holds in the same order, compared exactly,
+/// is kept in that index's table (no `unique/…` table of the same keys): a clash is still refused — with a stored
+/// row, within one save, by an update — and names the constraint; NULLs never clash; two rows may swap their values
+/// in one save; a value a save deletes is free for the same save's inserts. A case-insensitive index keeps no
+/// constraint (its keys fold values the constraint tells apart).
+@Suite struct SharedUniquenessTests {
+    let model = try! ManagedObjectModel {
+        EntityDescription("Package") {
+            AttributeDescription("name", .string, isOptional: true)
+            AttributeDescription("version", .integer64, isOptional: true)
+            AttributeDescription("label", .string, isOptional: true)
+            FetchIndexDescription("byNameVersion", elements: [.ascending("name"), .descending("version")])
+            FetchIndexDescription("byLabel", elements: [FetchIndexElementDescription("label", collation: .caseInsensitive)])
+            UniquenessConstraint("name", "version")
+            UniquenessConstraint("label")
+        }
+    }
+
+    @discardableResult
+    func insert(_ context: ManagedObjectContext, _ name: String?, _ version: Int64?, label: String? = nil) throws -> ManagedObject {
+        let package = try context.insertNewObject(forEntityName: "Package")
+        try package.setValue(name, forKey: "name")
+        try package.setValue(version, forKey: "version")
+        try package.setValue(label, forKey: "label")
+        return package
+    }
+
+    func names(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+        let context = ManagedObjectContext(coordinator: coordinator)
+        return try context.fetch(FetchRequest(entityName: "Package")).map {
+            "\($0.value(forKey: "name") as? String ?? "nil") \($0.value(forKey: "version") as? Int64 ?? -1)"
+        }.sorted()
+    }
+
+    @Test func anIndexKeepsTheConstraintItCovers() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let entity = try #require(StoreLayout(model: model).entity("Package"))
+        #expect(entity.indexOfConstraint == [0, -1], "(name, version) is kept by byNameVersion; label's folded index keeps nothing")
+        let tables = try store.open.databases.keys.filter { $0.hasPrefix("unique/") || $0.hasPrefix("index/") }.sorted()
+        #expect(tables == ["index/Package/byLabel", "index/Package/byNameVersion", "unique/Package/1"])
+
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try insert(context, "libc6", 1)
+        try insert(context, "libc6", 2)
+        try insert(context, nil, 1)
+        try insert(context, nil, 1)  // NULLs never clash
+        try context.save()
+        let listed = try names(coordinator); #expect(listed == ["libc6 1", "libc6 2", "nil 1", "nil 1"], "\(listed)")
+
+        func refused(_ change: (ManagedObjectContext) throws -> Void) throws -> String {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            try change(context)
+            do {
+                try context.save()
+                Issue.record("a clash was saved")
+                return ""
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .constraintViolation)
+                return error.message
+            }
+        }
+        let stored = try refused { try insert($0, "libc6", 2) }
+        #expect(stored.contains(#"Package (name, version) = ("libc6", 2) is already taken"#), "\(stored)")
+        let twice = try refused { try insert($0, "apt", 1); try insert($0, "apt", 1) }
+        #expect(twice.contains(#"("apt", 1) is already taken"#), "\(twice)")
+        let update = try refused { context in
+            let second = try context.fetch(FetchRequest(entityName: "Package", predicate: try FetchPredicate(format: "version == 2")))[0]
+            try second.setValue(Int64(1), forKey: "version")
+        }
+        #expect(update.contains(#"("libc6", 1) is already taken"#), "\(update)")
+        #expect(try names(coordinator) == ["libc6 1", "libc6 2", "nil 1", "nil 1"], "nothing of a refused save is written")
+
+        // Swapping two rows' values, and taking a value the same save frees, are no clash.
+        let swap = ManagedObjectContext(coordinator: coordinator)
+        let libc = try swap.fetch(FetchRequest(entityName: "Package", predicate: try FetchPredicate(format: "name == 'libc6'")))
+        let one = try #require(libc.first { $0.value(forKey: "version") as? Int64 == 1 })
+        let two = try #require(libc.first { $0.value(forKey: "version") as? Int64 == 2 })
+        try one.setValue(Int64(2), forKey: "version")
+        try two.setValue(Int64(1), forKey: "version")
+        try swap.save()
+        let free = ManagedObjectContext(coordinator: coordinator)
+        free.delete(free.object(with: one.objectID))
+        try insert(free, "libc6", 2)
+        try free.save()
+        let after = try names(coordinator); #expect(after == ["libc6 1", "libc6 2", "nil 1", "nil 1"], "\(after)")
+        #expect(try store.verify().isEmpty)
+
+        // The folded index keeps no constraint: "Main" and "main" share its key but are different labels.
+        let labels = ManagedObjectContext(coordinator: coordinator)
+        try insert(labels, "a", 1, label: "Main")
+        try insert(labels, "b", 1, label: "main")
+        try labels.save()
+        let label = try refused { try insert($0, "c", 1, label: "main") }
+        #expect(label.contains(#"Package (label) = ("main") is already taken"#), "\(label)")
+    }
+
+    /// A format-4 file kept such a constraint in its own `unique/…` table as well: opening it as format 5 drops
+    /// that table and keeps the others, and the constraint still holds.
+    @Test func theUpgradeDropsTheTableOfAConstraintAnIndexKeeps() throws {
+        let folder = StoreFolder()
+        do {
+            let (coordinator, store) = try folder.coordinator(model)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            try insert(context, "libc6", 1)
+            try context.save()
+            let environment = try store.open.environment
+            let old = try environment.openDatabase(named: "unique/Package/0")
+            try environment.write { transaction in
+                try old.put([0, 0, 0, 0, 0, 0, 0, 1, 0, 1], forKey: Array("libc6 1".utf8), in: transaction)
+                try environment.openDatabase(named: "meta").put(Array("4".utf8), forKey: Array("format".utf8), in: transaction)
+            }
+        }
+        let (coordinator, store) = try folder.coordinator(model)
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        let environment = try store.open.environment
+        #expect(throws: LMDBError.notFound) { try environment.openDatabase(named: "unique/Package/0", create: false) }
+        #expect(throws: Never.self) { try environment.openDatabase(named: "unique/Package/1", create: false) }
+        #expect(try store.verify().isEmpty)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try insert(context, "libc6", 1)
+        #expect(throws: ManagedObjectContextError.self) { try context.save() }
+    }
+
+    /// Two rows holding one key of an index that keeps a constraint (only damage or another program can do that) is
+    /// a problem `verify()` names.
+    @Test func verifyNamesTwoRowsUnderAKeptConstraintsKey() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try insert(context, "libc6", 1)
+        try insert(context, "apt", 1)
+        try context.save()
+        let state = try store.open
+        let index = store.database("index/Package/byNameVersion", in: state)
+        let rows = store.database("rows/Package", in: state)
+        try state.environment.write { transaction in
+            // The row of apt becomes a second libc6 1 (its entry moved with it), as a foreign writer could leave it.
+            let (aptKey, aptEntry, libcKey, libcEntry) = try index.withCursor(in: transaction) { cursor in
+                let first = try #require(try cursor.first()), second = try #require(try cursor.next())
+                return (first.keyBytes, first.valueBytes, second.keyBytes, second.valueBytes)
+            }
+            _ = try index.delete(key: aptKey, value: aptEntry, in: transaction)
+            try index.put(aptEntry, forKey: libcKey, in: transaction)
+            let libcRow = try #require(try rows.value(forKey: Array(libcEntry[0..<8]), in: transaction))
+            try rows.put(libcRow, forKey: Array(aptEntry[0..<8]), in: transaction)
+        }
+        let problems = try store.verify()
+        #expect(problems.contains { $0.contains("index/Package/byNameVersion") && $0.contains("uniqueness constraint") }, "\(problems)")
+    }
+}

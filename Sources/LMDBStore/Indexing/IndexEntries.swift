@@ -5,14 +5,27 @@ import ObjectGraph
 /// one of the key's values, in `unique/…` tables the key's only value. Entries of one entity are equal when their
 /// table, key and value are (the table's position names it).
 struct IndexEntry: Equatable {
+    /// How an entry is put, and what it must not meet.
+    enum Kind {
+        /// One of the key's values (`index/…`, `toone/…`).
+        case value
+        /// The key's only value, in a `unique/…` table: the key must be free.
+        case uniqueKey
+        /// One of the key's values in an index that keeps a uniqueness constraint
+        /// (``StoreLayout/EntityLayout/constraintOfIndex``), for a row whose constrained values are not NULL: the key
+        /// must hold no other row's value.
+        case uniqueValue
+    }
+
     let database: String
     /// The position of ``database`` in its entity's ``StoreLayout/EntityLayout/secondaryTables``.
     let table: Int
+    let kind: Kind
     let key: [UInt8]
     let value: [UInt8]
 
     /// Whether the entry is one value among the key's duplicates (removed by key and value, not by key).
-    var isDuplicate: Bool { !database.hasPrefix("unique/") }
+    var isDuplicate: Bool { kind != .uniqueKey }
 
     static func == (lhs: IndexEntry, rhs: IndexEntry) -> Bool {
         lhs.table == rhs.table && lhs.key == rhs.key && lhs.value == rhs.value
@@ -27,6 +40,7 @@ struct IndexEntries {
     /// the row key; format 2 keeps the same cut so that long values are cut where they always were).
     static let maxTupleBytes = 511 - 8
 
+    /// The entries of `row` (the row of `key`): `uniques` holds those a uniqueness constraint checks.
     func entries(for row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout) -> (indexes: [IndexEntry], uniques: [IndexEntry]) {
         var indexes: [IndexEntry] = []
         indexes.reserveCapacity(entity.indexTables.count + entity.toOneTables.count)
@@ -34,10 +48,10 @@ struct IndexEntries {
         if !entity.uniqueTables.isEmpty { uniques.reserveCapacity(entity.uniqueTables.count) }
         var entryValue: [UInt8] = []
         var scratch = Scratch()
-        forEachEntry(of: row, key: key, entity: entity, scratch: &scratch) { table, isUnique, key, value in
+        forEachEntry(of: row, key: key, entity: entity, scratch: &scratch) { table, kind, key, value in
             if entryValue.isEmpty { entryValue = Array(value) }  // every entry's value is the same: made once
-            let entry = IndexEntry(database: entity.secondaryTables[table], table: table, key: Array(key), value: entryValue)
-            if isUnique { uniques.append(entry) } else { indexes.append(entry) }
+            let entry = IndexEntry(database: entity.secondaryTables[table], table: table, kind: kind, key: Array(key), value: entryValue)
+            if kind == .value { indexes.append(entry) } else { uniques.append(entry) }
         }
         return (indexes, uniques)
     }
@@ -71,11 +85,11 @@ struct IndexEntries {
     }
 
     /// Calls `body` with each secondary entry of `row` (the row of `key`): its table (the position in the entity's
-    /// ``StoreLayout/EntityLayout/secondaryTables``), whether it is a uniqueness entry, its key and its value (the
-    /// row key and entity tag). The bytes live only during the call; fetch indexes come first, then uniqueness
-    /// constraints (none when a value is NULL: NULLs never clash), then to-one indexes.
+    /// ``StoreLayout/EntityLayout/secondaryTables``), its kind, its key and its value (the row key and entity tag).
+    /// The bytes live only during the call; fetch indexes come first, then the uniqueness constraints no index
+    /// keeps, then to-one indexes. No entry checks a constraint when a constrained value is NULL: NULLs never clash.
     func forEachEntry(of row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout, scratch: inout Scratch,
-                      _ body: (_ table: Int, _ isUnique: Bool, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void) rethrows {
+                      _ body: (_ table: Int, _ kind: IndexEntry.Kind, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void) rethrows {
         // Every entry's value: the row key, then the entity tag.
         try withUnsafeBytes(of: (key.bigEndian, row.entityTag.bigEndian)) { entryValue in
             // By position in the layout's precomputed arrays: no index description is copied per row.
@@ -91,9 +105,11 @@ struct IndexEntries {
                     scratch.endElement()
                 }
                 if scratch.key.count > Self.maxTupleBytes { Self.cut(&scratch) }
-                try scratch.key.withUnsafeBytes { try body(position, false, $0, entryValue) }
+                let constraint = entity.constraintOfIndex[position]
+                let kind: IndexEntry.Kind = constraint >= 0 && !entity.uniqueFields[constraint].contains { row.fields[$0] == nil } ? .uniqueValue : .value
+                try scratch.key.withUnsafeBytes { try body(position, kind, $0, entryValue) }
             }
-            for (position, fields) in entity.uniqueFields.enumerated() {
+            for (position, fields) in entity.uniqueFields.enumerated() where entity.indexOfConstraint[position] < 0 {
                 if fields.contains(where: { $0 < 0 || row.fields[$0] == nil }) { continue }  // NULLs never clash
                 scratch.reset()
                 for field in fields {
@@ -101,12 +117,12 @@ struct IndexEntries {
                     scratch.endElement()
                 }
                 if scratch.key.count > Self.maxTupleBytes { Self.cut(&scratch) }
-                try scratch.key.withUnsafeBytes { try body(entity.indexTables.count + position, true, $0, entryValue) }
+                try scratch.key.withUnsafeBytes { try body(entity.indexTables.count + position, .uniqueKey, $0, entryValue) }
             }
             for (position, field) in entity.toOneFields.enumerated() {
                 guard field >= 0, let reference = row.reference(field) else { continue }
                 try withUnsafeBytes(of: reference.key.bigEndian) {
-                    try body(entity.indexTables.count + entity.uniqueTables.count + position, false, $0, entryValue)
+                    try body(entity.indexTables.count + entity.uniqueTables.count + position, .value, $0, entryValue)
                 }
             }
         }

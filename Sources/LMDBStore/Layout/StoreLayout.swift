@@ -54,8 +54,17 @@ struct StoreLayout: Sendable {
         /// The table names of ``indexes``, ``uniques`` and ``toOneRelationships``, in the same order: made once, so
         /// the index entries a save computes for every row share them instead of building each name again.
         let indexTables: [String]
+        /// A uniqueness constraint that an index keeps (``indexOfConstraint``) has that index's table here.
         let uniqueTables: [String]
         let toOneTables: [String]
+        /// For each uniqueness constraint (``uniques``' order), the index that keeps it, or -1 when it has its own
+        /// `unique/…` table; for each index (``indexes``' order), the constraint it keeps, or -1. An index keeps a
+        /// constraint when the same entity declares both and the index's elements are the constraint's properties in
+        /// the same order, compared exactly (binary collation): its keys are the constraint's (or their bytes
+        /// inverted, for descending elements), so a second table of the same keys would only cost room
+        /// (`Docs/FORMAT.md`).
+        let indexOfConstraint: [Int]
+        let constraintOfIndex: [Int]
         /// ``indexTables``, ``uniqueTables`` and ``toOneTables`` in one list: an ``IndexEntry``'s `table` is a
         /// position in it.
         let secondaryTables: [String]
@@ -88,6 +97,14 @@ struct StoreLayout: Sendable {
         /// a transient attribute): what a row read a value at a time is asked for.
         let fieldOfAttribute: [Int]
         let fieldOfToOne: [Int]
+        /// The uniqueness constraint (a position in ``uniques``) whose entries go to the secondary table at `table`
+        /// (a position in ``secondaryTables``): a `unique/…` table's, or the one an index keeps; -1 for none.
+        func constraint(ofTable table: Int) -> Int {
+            if table < indexTables.count { return constraintOfIndex[table] }
+            let constraint = table - indexTables.count
+            return constraint < uniqueTables.count ? constraint : -1
+        }
+
         /// A row's fields, all NULL, in a new array: what a row being built starts from. Grown by `reserveCapacity`
         /// and `append`, which the compiler specializes; a copy of one shared all-NULL array on the row's first write
         /// moved each element through the generic value witness (≈ 800 instructions for an employee's row), and
@@ -115,15 +132,33 @@ struct StoreLayout: Sendable {
             self.linkRelationships = linkRelationships
             toOneChecks = toOneRelationships.map(RelationshipCheck.init)
             linkChecks = linkRelationships.map(RelationshipCheck.init)
-            indexTables = indexes.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) }
-            uniqueTables = uniques.map { StoreLayout.uniqueDatabase(entity: $0.owner, number: $0.number) }
-            toOneTables = zip(toOneRelationships, toOneOwners).map { StoreLayout.toOneDatabase(entity: $1, relationship: $0.name) }
-            secondaryTables = indexTables + uniqueTables + toOneTables
             // Every name below is a persistent attribute or to-one of the entity (the model checked its indexes and
             // constraints), so each has a field; -1 stands for none and reads as NULL.
-            indexFields = indexes.map { $0.index.elements.map { fieldIndex[$0.propertyName] ?? -1 } }
-            indexElements = indexes.map { $0.index.elements.map { ($0.isAscending, $0.collation) } }
-            uniqueFields = uniques.map { $0.constraint.propertyNames.map { fieldIndex[$0] ?? -1 } }
+            let indexFields = indexes.map { $0.index.elements.map { fieldIndex[$0.propertyName] ?? -1 } }
+            let indexElements = indexes.map { $0.index.elements.map { (isAscending: $0.isAscending, collation: $0.collation) } }
+            let uniqueFields = uniques.map { $0.constraint.propertyNames.map { fieldIndex[$0] ?? -1 } }
+            (self.indexFields, self.indexElements, self.uniqueFields) = (indexFields, indexElements, uniqueFields)
+            var indexOfConstraint = [Int](repeating: -1, count: uniques.count)
+            var constraintOfIndex = [Int](repeating: -1, count: indexes.count)
+            for (constraint, fields) in uniqueFields.enumerated() where !fields.isEmpty && !fields.contains(-1) {
+                let keeper = indexes.indices.first { index in
+                    constraintOfIndex[index] < 0 && indexes[index].owner == uniques[constraint].owner && indexFields[index] == fields
+                        && indexElements[index].allSatisfy { $0.collation == .binary }
+                }
+                guard let keeper else { continue }
+                indexOfConstraint[constraint] = keeper
+                constraintOfIndex[keeper] = constraint
+            }
+            self.indexOfConstraint = indexOfConstraint
+            self.constraintOfIndex = constraintOfIndex
+            let indexTables = indexes.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) }
+            self.indexTables = indexTables
+            uniqueTables = uniques.indices.map { constraint in
+                indexOfConstraint[constraint] >= 0 ? indexTables[indexOfConstraint[constraint]]
+                    : StoreLayout.uniqueDatabase(entity: uniques[constraint].owner, number: uniques[constraint].number)
+            }
+            toOneTables = zip(toOneRelationships, toOneOwners).map { StoreLayout.toOneDatabase(entity: $1, relationship: $0.name) }
+            secondaryTables = indexTables + uniqueTables + toOneTables
             toOneFields = toOneRelationships.map { fieldIndex[$0.name] ?? -1 }
             self.handle = handle
             self.toManyTables = toManyTables
@@ -282,7 +317,9 @@ struct StoreLayout: Sendable {
             let layout = entities[name]!
             names.insert(Self.rowsDatabase(root: layout.root))
             for entry in layout.indexes { names.insert(Self.indexDatabase(entity: entry.owner, index: entry.index.name)) }
-            for entry in layout.uniques { names.insert(Self.uniqueDatabase(entity: entry.owner, number: entry.number)) }
+            for (constraint, entry) in layout.uniques.enumerated() where layout.indexOfConstraint[constraint] < 0 {
+                names.insert(Self.uniqueDatabase(entity: entry.owner, number: entry.number))
+            }
             for relationship in layout.toOneRelationships {
                 names.insert(Self.toOneDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship.name))
             }
