@@ -17,12 +17,11 @@ extension LMDBIncrementalStore {
     /// (up to 512 shapes; not for predicates holding objects); the costs, which follow the data, are worked out
     /// every time.
     func plan(_ request: FetchRequest, state: OpenState, transaction: Transaction) -> QueryPlan {
-        // A predicate holding objects is never kept, so it is not looked for either: hashing one that names 50 000
-        // objects cost more than analysing it.
-        let shape = QueryPlanner.isCacheable(request.predicate)
-            ? PlanShape(entityName: request.entityName, includesSubentities: request.includesSubentities,
-                        predicate: request.predicate, sort: request.sortDescriptors)
-            : nil
+        // A predicate holding managed objects is kept under their IDs (a cache entry keeps no object alive), and
+        // only when it holds a few: hashing one that names 50 000 objects cost more than analysing it.
+        let key = QueryPlanner.isCacheable(request.predicate) ? request.predicate : request.predicate.flatMap { QueryPlanner.keyingObjectsByID($0) }
+        let shape = key == nil && request.predicate != nil ? nil
+            : PlanShape(entityName: request.entityName, includesSubentities: request.includesSubentities, predicate: key, sort: request.sortDescriptors)
         var analysis = shape.flatMap { shape in
             lock.withLock { () -> QueryPlanner.Analysis? in
                 let cached = planShapes[shape]
@@ -32,7 +31,8 @@ extension LMDBIncrementalStore {
         }
         if analysis == nil, let fresh = QueryPlanner.analyze(request, layout: layout, model: model, storeIdentifier: state.storeIdentifier) {
             analysis = fresh
-            if let shape { lock.withLock {
+            // An analysis holds the objects' keys, not the objects — except the rest of a `SELF IN` conjunction.
+            if let shape, QueryPlanner.isCacheable(fresh.keysResidual) { lock.withLock {
                 if planShapes.count >= 512 { planShapes.removeAll(keepingCapacity: true) }
                 planShapes[shape] = fresh
             } }

@@ -65,7 +65,7 @@ import Testing
     }
 
     /// A request shape's candidate paths are worked out once; which one wins is costed on every fetch, so the plan
-    /// follows the data. Predicates holding objects are not kept.
+    /// follows the data. A predicate holding a few objects is kept under their IDs, never the objects themselves.
     @Test func cachedShapesAreCostedAgainstTheCurrentData() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(plannerModel)
@@ -80,7 +80,27 @@ import Testing
         let withObject = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "SELF == %@ OR age == 3", someone))
         _ = try context.fetch(withObject)
         _ = try context.fetch(withObject)
-        #expect(store.lock.withLock { store.planShapes.keys.contains { $0.predicate == withObject.predicate } } == false)
+        let original = try #require(withObject.predicate)
+        let keyed = try #require(QueryPlanner.keyingObjectsByID(original))
+        #expect(keyed == (try FetchPredicate(format: "SELF == %@ OR age == 3", someone.objectID)), "the object's ID in its place")
+        #expect(store.lock.withLock { store.planShapes.keys.contains { $0.predicate == keyed } }, "kept under the ID")
+        #expect(store.lock.withLock { store.planShapes.keys.allSatisfy { QueryPlanner.isCacheable($0.predicate) } }, "no object is kept")
+        // A fetch with another object of the same ID reuses the analysis; a new shape's entry keeps no object alive.
+        weak var released: ManagedObject?
+        do {
+            let other = ManagedObjectContext(coordinator: coordinator)
+            let same = other.object(with: someone.objectID)
+            released = same
+            let hitsBefore = store.lock.withLock { store.planShapeHits }
+            _ = try other.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "SELF == %@ OR age == 3", same)))
+            #expect(store.lock.withLock { store.planShapeHits } == hitsBefore + 1)
+            _ = try other.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "SELF == %@ OR age == 4", same)))
+        }
+        #expect(released == nil, "the plan cache keeps no object alive")
+        // More objects than are worth hashing, or one inside a subquery, are not kept at all.
+        let many = try context.fetch(FetchRequest(entityName: "Person")).prefix(20)
+        #expect(QueryPlanner.keyingObjectsByID(try FetchPredicate(format: "SELF IN %@", Array(many))) == nil)
+        #expect(!QueryPlanner.isCacheable(try FetchPredicate(format: "SUBQUERY(friends, $f, $f == %@).@count > 0", someone)))
     }
 
     /// Ties on the sort key come in key order, as a scan then a stable sort gives them, also when the index is

@@ -175,6 +175,8 @@ import Testing
             largest.sortDescriptors = [FetchSortDescriptor(keyPath: "size", ascending: ascending)]
             largest.fetchLimit = 20
             #expect(store.explain(largest).hasPrefix("IndexRange(Package.bySectionSize [\(key)]"), "\(store.explain(largest))")
+            // The prefix answers `section == %@` exactly (the index holds the section's key): no row is read to check it.
+            #expect(!store.explain(largest).contains("Filter"), "\(store.explain(largest))")
             // The oracle: every package of the section, sorted by size, ties in key order, as a sorted scan orders them.
             let expected = try oracle(coordinator, "Package") { ($0["section"] as? ManagedObject)?.objectID == section.objectID }
                 .map { (id: $0, size: setup.object(with: $0)["size"] as! Int64) }
@@ -203,5 +205,16 @@ import Testing
         }
         #expect(Set(try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(between)) == Set(inRange))
         #expect(!inRange.isEmpty)
+        // A term the prefix does not answer is still checked on the rows; a count from the prefix alone is LMDB's.
+        var named = try request("Package", "section == %@ AND name ENDSWITH '7'", [section])
+        named.sortDescriptors = [FetchSortDescriptor(keyPath: "size", ascending: false)]
+        #expect(store.explain(named).contains("Filter"), "\(store.explain(named))")
+        let endsWith7 = try oracle(coordinator, "Package") {
+            ($0["section"] as? ManagedObject)?.objectID == section.objectID && ($0["name"] as! String).hasSuffix("7")
+        }
+        #expect(Set(try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(named)) == Set(endsWith7) && !endsWith7.isEmpty)
+        let all = try request("Package", "section == %@", [section])
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: all)
+                == (try oracle(coordinator, "Package") { ($0["section"] as? ManagedObject)?.objectID == section.objectID }).count)
     }
 }

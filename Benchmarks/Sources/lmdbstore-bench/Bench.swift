@@ -96,7 +96,7 @@ struct Run: ParsableCommand {
     @Option(help: "Write a Markdown report with an SVG chart to this folder.")
     var report: String?
 
-    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, to-many membership, key lookup of many, to-many traversal, group-by, update batch, delete batch, mixed).")
+    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, top of a to-one, to-many membership, key lookup of many, to-many traversal, group-by, update batch, delete batch, mixed).")
     var only: String?
 
     func validate() throws {
@@ -107,7 +107,7 @@ struct Run: ParsableCommand {
     }
 
     static let stepNames = ["cold point faults", "point faults", "indexed equality", "loaded fetch", "range + sort + limit", "count", "unindexed filter", "unindexed contains", "relationship equality",
-                            "to-many membership", "key lookup of many", "to-many traversal", "group-by", "update batch", "delete batch", "mixed"]
+                            "top of a to-one", "to-many membership", "key lookup of many", "to-many traversal", "group-by", "update batch", "delete batch", "mixed"]
 
     var selectedSteps: [String]? {
         only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
@@ -128,7 +128,8 @@ struct Run: ParsableCommand {
                 ("loaded fetch", { try $0.loadedFetch() }),
                 ("range + sort + limit", { try $0.rangeSortLimit() }), ("count", { try $0.countRange() }),
                 ("unindexed filter", { try $0.unindexedFilter() }), ("unindexed contains", { try $0.unindexedContains() }),
-                ("relationship equality", { try $0.relationshipEquality() }), ("to-many membership", { try $0.toManyMembership() }),
+                ("relationship equality", { try $0.relationshipEquality() }), ("top of a to-one", { try $0.topOfToOne() }),
+                ("to-many membership", { try $0.toManyMembership() }),
                 ("key lookup of many", { try $0.keyLookupOfMany() }),
                 ("to-many traversal", { try $0.toManyTraversal() }),
                 ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
@@ -181,7 +182,7 @@ struct Preparation {
     /// a cold cache before opening both systems for the other workloads.
     static func prepare(size: Int, options: CommonOptions, coldFaults: Double? = nil) throws -> Preparation {
         let dataset = Dataset(employees: size, seed: options.seed)
-        let folder = URL(fileURLWithPath: options.data).appendingPathComponent("\(size)-\(options.seed)-\(options.durability)")
+        let folder = URL(fileURLWithPath: options.data).appendingPathComponent("\(size)-\(options.seed)-\(options.durability)-v\(Dataset.version)")
         let marker = folder.appendingPathComponent("complete")
         let reuse = FileManager.default.fileExists(atPath: marker.path)
         if !reuse {
@@ -202,7 +203,7 @@ struct Preparation {
                 try load { done in Progress.show("\(size) objects: loading \(system)", fraction: Double(min(done, size)) / Double(size)) }
                 let elapsed = clock.now - start
                 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-                measurements.append(Measurement(workload: "bulk load (batches of \(options.batch), two indexes)", system: system,
+                measurements.append(Measurement(workload: "bulk load (batches of \(options.batch), three indexes)", system: system,
                                                 objects: size, operations: total, seconds: seconds, p50: nil, p99: nil, p999: nil))
             }
             Progress.finish()

@@ -258,6 +258,34 @@ struct Workloads {
                              count: dataset.departments, sql: "SELECT id FROM employee WHERE departmentId = ?", column: "id")
     }
 
+    /// The 20 best-paid employees of one department: `department == %@` sorted by salary (descending), limit 20 —
+    /// a compound index led by a to-one (`byDepartmentSalary`), walked backwards from the department's last entry,
+    /// against GRDB's `(departmentId, salary)` index.
+    mutating func topOfToOne() throws {
+        let name = "top 20 of a to-one (department == %@ by salary)"
+        let count = dataset.departments
+        let sql = "SELECT id FROM employee WHERE departmentId = ? ORDER BY salary DESC, id LIMIT 20"
+        func request(_ n: Int) throws -> ObjectFetchRequest {
+            var request = ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "department == %@", lmdb.id("Department", n)),
+                                             sortDescriptors: [FetchSortDescriptor(keyPath: "salary", ascending: false)])
+            request.fetchLimit = 20
+            return request
+        }
+        for n in [1, count / 2 + 1, count] {
+            let mine = try lmdbIDs(try request(n))
+            let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: sql, arguments: [n]) }
+            try check(name, mine == theirs && !mine.isEmpty, "department \(n): LMDBStore \(mine.prefix(5)), GRDB \(theirs.prefix(5))")
+        }
+        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            _ = try lmdb.context.fetchObjectIDs(try request(1 + n % count))
+        }, plannedFor: try request(1))
+        record(try grdb.queue.read { db in
+            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try Int.fetchAll(db, sql: sql, arguments: [1 + n % count])
+            }
+        })
+    }
+
     /// Membership of a many-to-many, the predicate Core Data apps write for "the employees on this project":
     /// `ANY projects == %@` (IDs), against GRDB's indexed link table.
     mutating func toManyMembership() throws {

@@ -56,17 +56,21 @@ extension QueryPlanner {
     }
 
     /// A range over a compound index that constrains two or more of its elements: equalities on a prefix of its
-    /// elements, then (optionally) a range on the next one — the index with the most constrained elements wins. The
-    /// whole predicate is still checked on each row.
+    /// elements, then (optionally) a range on the next one — the index with the most constrained elements wins; or
+    /// one that yields the sort order after an equality prefix. `equalities` are the terms the prefix answers
+    /// exactly — the range holds exactly the rows of the index's entity and its sub-entities for which they are
+    /// true — when it has no range element and every prefix element's keys are never cut (numbers, dates, to-ones…);
+    /// otherwise empty, and the caller checks the whole predicate on each row.
     static func compoundPlan(_ terms: [Term], entity: StoreLayout.EntityLayout, request: FetchRequest, model: ManagedObjectModel)
-        -> (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection)?
+        -> (index: QueryPlan.IndexRange, owner: String, streams: Bool, direction: ScanDirection, equalities: [Term])?
     {
-        var best: (score: Int, plan: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection)?
+        var best: (score: Int, plan: QueryPlan.IndexRange, owner: String, streams: Bool, direction: ScanDirection, equalities: [Term])?
         for (owner, index) in entity.indexes where index.elements.count >= 2 {
             // Keys longer than the limit are cut per element at this share: only shorter values can be matched exactly.
             let share = IndexEntries.maxTupleBytes / index.elements.count
             var prefix: [UInt8] = []
             var texts: [String] = []
+            var equalities: [Term] = []
             var position = 0
             while position < index.elements.count {
                 let element = index.elements[position]
@@ -78,6 +82,7 @@ extension QueryPlanner {
                 guard bytes.count < share else { break }
                 prefix += element.isAscending ? bytes : bytes.map { ~$0 }
                 texts.append(PredicateValue(equality.values[0]).format)
+                equalities.append(equality)
                 position += 1
             }
             guard position >= 1 else { continue }
@@ -117,10 +122,15 @@ extension QueryPlanner {
                                                       ranges: [range], bounds: "[" + bounds + "]")
                 indexRange.isEquality = constrained == position
                 indexRange.elements = index.elements
-                best = (score, indexRange, streams, direction)
+                // A to-one element holds its destination's key (an integer); an attribute's keys may be cut.
+                let exact = constrained == position && index.elements[..<position].allSatisfy { element in
+                    guard let field = entity.fieldIndex[element.propertyName] else { return false }
+                    return entity.attributeTypes[field].map { keysAreNeverCut($0) } ?? true
+                }
+                best = (score, indexRange, owner, streams, direction, exact ? equalities : [])
             }
         }
-        return best.map { ($0.plan, $0.streams, $0.direction) }
+        return best.map { ($0.plan, $0.owner, $0.streams, $0.direction, $0.equalities) }
     }
 
     /// A union for an OR whose operands each have an index range (an OR on one attribute is an `IN` range, not a

@@ -57,7 +57,7 @@ enum QueryPlanner {
         /// What is left to check on the rows a key lookup reads: the predicate's other AND-operands (`nil`: the whole
         /// predicate), so twelve thousand objects are not compared with every row read.
         var keysResidual: FetchPredicate?
-        var compound: (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, checkedOnEntries: Bool)?
+        var compound: (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, checkedOnEntries: Bool, covered: Bool)?
         var singles: [Single] = []
         var join: QueryPlan.Join?
         var toMany: QueryPlan.ToManyJoin?
@@ -114,7 +114,20 @@ enum QueryPlanner {
         }
         // A compound fetch index may start with a to-one: its equality with an object constrains that element.
         if let compound = compoundPlan(terms + lookups.compactMap(\.toOneEquality), entity: entity, request: request, model: model) {
-            analysis.compound = (compound.index, compound.streams, compound.direction, checkedOnEntries(compound.index))
+            // It answers the predicate when every AND-operand is one of the equalities its prefix answers exactly (an
+            // attribute's term, or a to-one's equality with an object) and the fetched entities are the index's.
+            func answered(_ term: Term?) -> Bool {
+                guard let term, term.op == .equal, term.collation == .binary else { return false }
+                return compound.equalities.contains { $0.keyPath == term.keyPath && $0.values == term.values }
+            }
+            let covered = !compound.equalities.isEmpty
+                && request.entityName == compound.owner
+                && (request.includesSubentities || model.directSubentities(of: compound.owner).isEmpty)
+                && conjuncts.allSatisfy { conjunct in
+                    answered(term(conjunct, entity: request.entityName, model: model))
+                        || answered(relationshipLookup(conjunct, request: request, layout: layout, model: model, storeIdentifier: storeIdentifier)?.toOneEquality)
+                }
+            analysis.compound = (compound.index, compound.streams, compound.direction, !covered && checkedOnEntries(compound.index), covered)
         }
         // One range per indexed attribute (and collation) the terms compare.
         var attributes: [(String, FetchIndexElementDescription.Collation)] = []
@@ -206,8 +219,8 @@ enum QueryPlanner {
         }
         var candidates: [Candidate] = []
         if let compound = analysis.compound {
-            candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction, covered: false,
-                                              entryChecked: compound.checkedOnEntries))
+            candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction,
+                                              covered: compound.covered, entryChecked: compound.checkedOnEntries))
         }
         let sized = analysis.singles.map { single in
             (candidate: estimator.index(single.range, rank: single.range.isEquality ? 1 : 2, streams: single.streams,
@@ -234,23 +247,69 @@ enum QueryPlanner {
         return chosen(candidates.min { ($0.cost, $0.rank) < ($1.cost, $1.rank) }!)
     }
 
-    /// Calls `body` with every expression of `node`, nested ones included (a subquery's collection, not its own
-    /// predicate, whose key paths start at its variable).
-    static func forEachExpression(in node: PredicateNode, _ body: (ExpressionNode) -> Void) {
-        func visit(_ expression: ExpressionNode) {
-            body(expression)
-            switch expression {
-            case .member(let base, _), .negate(let base), .index(let base, _), .subquery(let base, _, _), .assignment(_, let base): visit(base)
-            case .aggregate(let items), .function(_, let items): items.forEach(visit)
-            case .method(let base, _, let arguments): visit(base); arguments.forEach(visit)
-            case .arithmetic(_, let left, let right): visit(left); visit(right)
-            case .ternary(let condition, let yes, let no): visit(condition); visit(yes); visit(no)
-            case .constant, .evaluatedObject, .variable, .keyPath: break
+    /// `predicate` with each managed object that a comparison compares with (alone or in a collection) replaced by its
+    /// object ID — what keys a plan-shape cache entry for it, so that `department == %@` is analysed once per
+    /// department and the cache keeps no object alive (an analysis depends only on the objects' IDs). `nil` when it
+    /// holds more than `limit` objects (hashing `SELF IN` 50 000 objects costs more than analysing it) or an object
+    /// anywhere else.
+    static func keyingObjectsByID(_ predicate: FetchPredicate, limit: Int = 16) -> FetchPredicate? {
+        var count = 0
+        func keyed(_ value: PredicateValue) -> PredicateValue? {
+            switch value {
+            case .object(let object) where object.wrappedObjectID == nil:
+                count += 1
+                guard count <= limit, let managed = object.base as? ManagedObject else { return nil }
+                return .object(PredicateObject(managed.objectID))
+            case .array(let items):
+                var mapped: [PredicateValue] = []
+                mapped.reserveCapacity(items.count)
+                for item in items {
+                    guard let item = keyed(item) else { return nil }
+                    mapped.append(item)
+                }
+                return .array(mapped)
+            case .dictionary:
+                return holdsObjects(value) ? nil : value
+            default:
+                return value
             }
         }
+        func keyed(_ expression: ExpressionNode) -> ExpressionNode? {
+            if case .constant(let value) = expression { return keyed(value).map(ExpressionNode.constant) }
+            // Anywhere else (inside a function, an aggregate, a subquery) an object is not looked for: not keyed.
+            var holds = false
+            forEachExpression(in: expression, intoSubqueries: true) { if case .constant(let value) = $0, holdsObjects(value) { holds = true } }
+            return holds ? nil : expression
+        }
+        func keyed(_ node: PredicateNode) -> PredicateNode? {
+            switch node {
+            case .constant: return node
+            case .comparison(var comparison):
+                guard let lhs = keyed(comparison.lhs), let rhs = keyed(comparison.rhs) else { return nil }
+                (comparison.lhs, comparison.rhs) = (lhs, rhs)
+                return .comparison(comparison)
+            case .and(let operands), .or(let operands):
+                var mapped: [PredicateNode] = []
+                for operand in operands {
+                    guard let operand = keyed(operand) else { return nil }
+                    mapped.append(operand)
+                }
+                if case .and = node { return .and(mapped) } else { return .or(mapped) }
+            case .not(let operand):
+                return keyed(operand).map(PredicateNode.not)
+            }
+        }
+        return keyed(predicate.node).map { FetchPredicate(node: $0) }
+    }
+
+    /// Calls `body` with every expression of `node`, nested ones included (a subquery's collection, and its own
+    /// predicate — whose key paths start at its variable — only `intoSubqueries`).
+    static func forEachExpression(in node: PredicateNode, intoSubqueries: Bool = false, _ body: (ExpressionNode) -> Void) {
         func visit(_ node: PredicateNode) {
             switch node {
-            case .comparison(let comparison): visit(comparison.lhs); visit(comparison.rhs)
+            case .comparison(let comparison):
+                forEachExpression(in: comparison.lhs, intoSubqueries: intoSubqueries, body)
+                forEachExpression(in: comparison.rhs, intoSubqueries: intoSubqueries, body)
             case .and(let operands), .or(let operands): operands.forEach(visit)
             case .not(let operand): visit(operand)
             case .constant: break
@@ -259,24 +318,50 @@ enum QueryPlanner {
         visit(node)
     }
 
-    /// Whether a request's analysis may be kept: not when its predicate holds objects (a cache must not keep
-    /// managed objects, and their contexts, alive).
-    static func isCacheable(_ predicate: FetchPredicate?) -> Bool {
-        guard let predicate else { return true }
-        func holdsObjects(_ value: PredicateValue) -> Bool {
-            switch value {
-            case .object: true
-            case .array(let items): items.contains(where: holdsObjects)
-            case .dictionary(let items): items.values.contains(where: holdsObjects)
-            default: false
+    /// Calls `body` with `expression` and every expression nested in it (a subquery's collection, and its own
+    /// predicate only `intoSubqueries`).
+    static func forEachExpression(in expression: ExpressionNode, intoSubqueries: Bool = false, _ body: (ExpressionNode) -> Void) {
+        func visit(_ expression: ExpressionNode) {
+            body(expression)
+            switch expression {
+            case .subquery(let base, _, let condition):
+                visit(base)
+                if intoSubqueries { forEachExpression(in: condition, intoSubqueries: true, body) }
+            case .member(let base, _), .negate(let base), .index(let base, _), .assignment(_, let base): visit(base)
+            case .aggregate(let items), .function(_, let items): items.forEach(visit)
+            case .method(let base, _, let arguments): visit(base); arguments.forEach(visit)
+            case .arithmetic(_, let left, let right): visit(left); visit(right)
+            case .ternary(let condition, let yes, let no):
+                forEachExpression(in: condition, intoSubqueries: intoSubqueries, body)
+                visit(yes)
+                visit(no)
+            case .constant, .evaluatedObject, .variable, .keyPath: break
             }
         }
+        visit(expression)
+    }
+
+    /// Whether a request's analysis may be kept: not when its predicate holds objects other than object IDs (a cache
+    /// must not keep managed objects, and their contexts, alive).
+    static func isCacheable(_ predicate: FetchPredicate?) -> Bool {
+        guard let predicate else { return true }
         var cacheable = true
-        forEachExpression(in: predicate.node) { expression in
+        forEachExpression(in: predicate.node, intoSubqueries: true) { expression in
             if case .constant(let value) = expression, holdsObjects(value) { cacheable = false }
         }
         return cacheable
     }
+
+    /// Whether `value` holds an object other than an object ID (alone or in a collection).
+    static func holdsObjects(_ value: PredicateValue) -> Bool {
+        switch value {
+        case .object(let object): object.wrappedObjectID == nil
+        case .array(let items): items.contains(where: holdsObjects)
+        case .dictionary(let items): items.values.contains(where: holdsObjects)
+        default: false
+        }
+    }
+
 
     /// The rows evaluating `node` reads per row, in ``CostEstimator/rowRead`` units: one per to-one it follows,
     /// and for each to-many the relationship's average size (its link or to-one table's entries per row).
