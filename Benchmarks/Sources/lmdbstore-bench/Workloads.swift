@@ -276,14 +276,25 @@ struct Workloads {
             let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: sql, arguments: [n]) }
             try check(name, mine == theirs && !mine.isEmpty, "department \(n): LMDBStore \(mine.prefix(5)), GRDB \(theirs.prefix(5))")
         }
-        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+        let measured = try measureIDFetches(name, count: count, request: request, sql: sql)
+        record(measured.lmdb, plannedFor: measured.planned)
+        record(measured.grdb)
+    }
+
+    /// Measures `request(n)` fetched as object IDs against GRDB's `sql` (one `?`) bound to `n`, with `n` going round
+    /// 1…`count`; `planned` is the request whose plan the report prints.
+    private func measureIDFetches(_ name: String, count: Int, request: (Int) throws -> ObjectFetchRequest, sql: String) throws
+        -> (lmdb: Measurement, grdb: Measurement, planned: ObjectFetchRequest)
+    {
+        let mine = try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
             _ = try lmdb.context.fetchObjectIDs(try request(1 + n % count))
-        }, plannedFor: try request(1))
-        record(try grdb.queue.read { db in
+        }
+        let theirs = try grdb.queue.read { db in
             try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
                 _ = try Int.fetchAll(db, sql: sql, arguments: [1 + n % count])
             }
-        })
+        }
+        return (mine, theirs, try request(1))
     }
 
     /// Membership of a many-to-many, the predicate Core Data apps write for "the employees on this project":
@@ -305,14 +316,9 @@ struct Workloads {
             let theirs = try grdb.queue.read { try Int.fetchAll($0, sql: sql + " ORDER BY \(column)", arguments: [n]) }
             try check(name, mine == theirs && !mine.isEmpty, "\(destination) \(n): \(mine.count) vs \(theirs.count)")
         }
-        record(try measure(name, "LMDBStore", objects: dataset.employees, budget: budget) { n in
-            _ = try lmdb.context.fetchObjectIDs(try request(1 + n % count))
-        }, plannedFor: try request(1))
-        record(try grdb.queue.read { db in
-            try measure(name, "GRDB", objects: dataset.employees, budget: budget) { n in
-                _ = try Int.fetchAll(db, sql: sql, arguments: [1 + n % count])
-            }
-        })
+        let measured = try measureIDFetches(name, count: count, request: request, sql: sql)
+        record(measured.lmdb, plannedFor: measured.planned)
+        record(measured.grdb)
     }
 
     /// Half the employees (at most 50 000) by ID: `SELF IN %@`, against GRDB's `id IN (SELECT value FROM
