@@ -13,9 +13,9 @@ extension LMDBIncrementalStore {
     }
 
     /// The ``QueryPlanner``'s plan for `request`, costed with bounded probes of the candidate ranges and LMDB's
-    /// table sizes, read in `transaction`. The candidate paths of a request shape are worked out once and kept
-    /// (up to 512 shapes; a predicate holding managed objects under their IDs, and only when it holds at most 16); the costs, which follow the data, are worked out
-    /// every time.
+    /// table sizes, read in `transaction`. The candidate paths of a request shape are worked out once and kept (up
+    /// to 512 shapes; a predicate holding managed objects under their IDs, and only when it holds at most 16); the
+    /// costs, which follow the data, are worked out every time.
     func plan(_ request: FetchRequest, state: OpenState, transaction: Transaction) -> QueryPlan {
         // A predicate holding managed objects is kept under their IDs (a cache entry keeps no object alive), and
         // only when it holds a few: hashing one that names 50 000 objects cost more than analysing it.
