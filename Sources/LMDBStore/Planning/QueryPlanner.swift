@@ -100,18 +100,19 @@ enum QueryPlanner {
                 return analysis
             }
         }
-        var allUsable = true
-        for conjunct in conjuncts {
-            if let term = term(conjunct, entity: request.entityName, model: model) { analysis.terms.append(term) } else { allUsable = false }
-        }
+        // Each AND-operand's term and relationship lookup (either may be missing), worked out once.
+        let conjunctTerms = conjuncts.map { term($0, entity: request.entityName, model: model) }
+        analysis.terms = conjunctTerms.compactMap { $0 }
+        let allUsable = analysis.terms.count == conjuncts.count
         let terms = analysis.terms
         func checkedOnEntries(_ range: QueryPlan.IndexRange) -> Bool {
             entryElements(range, predicate: predicate.node, entity: request.entityName, model: model) != nil
         }
         // `department == object`, `ANY tags == object`: the relationship's table from the objects' side.
-        let lookups = conjuncts.compactMap {
+        let conjunctLookups = conjuncts.map {
             relationshipLookup($0, request: request, layout: layout, model: model, storeIdentifier: storeIdentifier)
         }
+        let lookups = conjunctLookups.compactMap { $0 }
         // A compound fetch index may start with a to-one: its equality with an object constrains that element.
         if let compound = compoundPlan(terms + lookups.compactMap(\.toOneEquality), entity: entity, request: request, model: model) {
             // It answers the predicate when every AND-operand is one of the equalities its prefix answers exactly (an
@@ -123,10 +124,7 @@ enum QueryPlanner {
             let covered = !compound.equalities.isEmpty
                 && request.entityName == compound.owner
                 && (request.includesSubentities || model.directSubentities(of: compound.owner).isEmpty)
-                && conjuncts.allSatisfy { conjunct in
-                    answered(term(conjunct, entity: request.entityName, model: model))
-                        || answered(relationshipLookup(conjunct, request: request, layout: layout, model: model, storeIdentifier: storeIdentifier)?.toOneEquality)
-                }
+                && zip(conjunctTerms, conjunctLookups).allSatisfy { term, lookup in answered(term) || answered(lookup?.toOneEquality) }
             analysis.compound = (compound.index, compound.streams, compound.direction, !covered && checkedOnEntries(compound.index), covered)
         }
         // One range per indexed attribute (and collation) the terms compare.
