@@ -141,45 +141,35 @@ final class PlanRun {
     /// (top-K with a limit) unless the index yields it. Not windowed. The views borrow the rows from the map: they
     /// must not outlive the transaction.
     func views() throws -> [RowView] {
-        let filter = RowCheck(self)
-        var matches: [RowView] = []
+        let check = RowCheck(self)
         if case .index(let index) = plan.access, plan.streamsInSortOrder {
             // The index yields the requested order: rows read as their entries come, runs of cut text keys put in
             // order by the rows' values, the walk stopped once the window is full.
-            matches = try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
-                entryMayMatch(entry) ? try filter.view(of: candidate) : nil
-            }
-        } else if yieldsKeyOrder || readsRows {
-            // Rows read as the candidates come (a key lookup's and a scan's by the source itself; others with one
-            // cursor moving forward), then put in key order if the source's was another; the walk stops once the
-            // window is full when the source yields the results' order.
-            let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
-            try rows.withCursor(in: transaction) { cursor in
-                try forEachCandidate { candidate, entry in
-                    if entryMayMatch(entry), let view = try filter.view(of: candidate, row: rowEntry(entry), cursor: cursor) {
-                        matches.append(view)
-                    }
-                    return matches.count < wanted
-                }
-            }
-            if !yieldsKeyOrder { putInKeyOrder(&matches) }
-        } else {
-            // Neither key order nor the requested one: the candidates' keys gathered and sorted first, then their rows
-            // read with one cursor moving forward — most lookups land on the leaf page of the one before, which LMDB
-            // searches without descending from the root.
-            var candidates: [Candidate] = []
-            try forEachCandidate { candidate, entry in
-                if entryMayMatch(entry) { candidates.append(candidate) }
-                return true
-            }
-            putInKeyOrder(&candidates)
-            try rows.withCursor(in: transaction) { cursor in
-                for candidate in candidates {
-                    if let view = try filter.view(of: candidate, cursor: cursor) { matches.append(view) }
-                }
+            return try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
+                entryMayMatch(entry) ? try check.view(of: candidate) : nil
             }
         }
-        if !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder {
+        let sorts = !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder
+        if sorts, let wanted = request.windowEnd, let sort = RowSort(request.sortDescriptors, family: family, layout: store.layout) {
+            // The first offset + limit by a sort the row bytes settle: one field per row read into a bounded heap, a
+            // view made only of the rows kept.
+            var top = TopRows(sort, capacity: wanted)
+            try forEachMatch(check) { candidate, row, _ in
+                do throws(RowDecodingError) { try top.offer(candidate, row) } catch { throw corruptedRow(candidate.key, error) }
+                return true
+            }
+            return top.sorted().map { check.view(of: $0.candidate, $0.row) }
+        }
+        var matches: [RowView] = []
+        let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
+        if wanted > 0 {
+            try forEachMatch(check) { candidate, row, view in
+                matches.append(view ?? check.view(of: candidate, row))
+                return matches.count < wanted
+            }
+        }
+        putInKeyOrder(&matches)
+        if sorts {
             // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
             let sorted = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
             // A sort value that could not be decoded (in any row, kept or not) is a corrupted store, not a NULL.
@@ -189,6 +179,35 @@ final class PlanRun {
             matches = sorted
         }
         return matches
+    }
+
+    /// Calls `body` with each candidate whose row matches, its row, and the view the evaluator checked it through
+    /// (`nil` when the row's bytes settled it), until `body` returns false: rows read as the candidates come when
+    /// the source yields key order or reads the rows itself; otherwise the candidates' keys gathered and sorted first,
+    /// then their rows read with one cursor moving forward — most lookups land on the leaf page of the one before,
+    /// which LMDB searches without descending from the root.
+    private func forEachMatch(_ check: RowCheck, _ body: (Candidate, EncodedRow, RowView?) throws -> Bool) throws {
+        if yieldsKeyOrder || readsRows {
+            try rows.withCursor(in: transaction) { cursor in
+                try forEachCandidate { candidate, entry in
+                    guard entryMayMatch(entry), let (row, view) = try check.match(candidate, row: rowEntry(entry), cursor: cursor) else { return true }
+                    return try body(candidate, row, view)
+                }
+            }
+            return
+        }
+        var candidates: [Candidate] = []
+        try forEachCandidate { candidate, entry in
+            if entryMayMatch(entry) { candidates.append(candidate) }
+            return true
+        }
+        putInKeyOrder(&candidates)
+        try rows.withCursor(in: transaction) { cursor in
+            for candidate in candidates {
+                guard let (row, view) = try check.match(candidate, cursor: cursor) else { continue }
+                guard try body(candidate, row, view) else { return }
+            }
+        }
     }
 
     // MARK: - Order
@@ -492,9 +511,12 @@ struct RowCheck {
     private let root: String
 
     init(_ run: PlanRun) {
-        // A key lookup may have answered part of the predicate: the plan keeps the rest. Other sources check the
-        // whole predicate on every row they yield.
-        if case .keys = run.plan.access { predicate = run.plan.predicate } else { predicate = run.request.predicate }
+        // A key lookup may have answered part of the predicate: the plan keeps the rest. Index ranges that answer it
+        // exactly leave nothing to check (as counts and IDs trust them); other sources check the whole predicate on
+        // every row they yield.
+        if case .keys = run.plan.access { predicate = run.plan.predicate }
+        else if run.plan.coveredByIndex { predicate = nil }
+        else { predicate = run.request.predicate }
         filter = predicate.flatMap { RowFilter($0, entity: run.request.entityName, model: run.store.model, layout: run.store.layout) }
         store = run.store
         state = run.state
@@ -504,10 +526,23 @@ struct RowCheck {
         root = run.entity.root
     }
 
-    /// The candidate's row as a view if it matches (`row`, when the source read it, else read with `cursor` or
-    /// looked up); a row that cannot be decoded stops the fetch with its key. (Thrown at once rather than recorded: a
-    /// flag the loops would test per row costs a runtime exclusivity check per row.)
+    /// The candidate's row as a view if it matches (``match(_:row:cursor:)``).
     func view(of candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: Cursor? = nil) throws -> RowView? {
+        guard let (row, view) = try match(candidate, row: read, cursor: cursor) else { return nil }
+        return view ?? self.view(of: candidate, row)
+    }
+
+    /// A view of a candidate's row.
+    func view(of candidate: Candidate, _ row: EncodedRow) -> RowView {
+        RowView(store: store, state: state, transaction: transaction,
+                id: state.identities.objectID(entityTag: candidate.tag, key: candidate.key), row: row)
+    }
+
+    /// The candidate's row if it matches (`row`, when the source read it, else read with `cursor` or looked up),
+    /// with the view the evaluator checked it through — `nil` when the row's bytes settled it, so a row is made a
+    /// view only when something needs one. A row that cannot be decoded stops the fetch with its key. (Thrown at once
+    /// rather than recorded: a flag the loops would test per row costs a runtime exclusivity check per row.)
+    func match(_ candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: Cursor? = nil) throws -> (EncodedRow, RowView?)? {
         let bytes: UnsafeRawBufferPointer
         if let read {
             bytes = read
@@ -522,13 +557,12 @@ struct RowCheck {
         let row: EncodedRow
         // The checksum is checked here; each field's extent as the filter or the evaluator walks to it.
         do { row = try EncodedRow(bytes, layout: layout, checkingFields: false) } catch { throw store.corruptedRow(candidate.key, in: root, error) }
-        let settled = filter?.matches(row)
-        if settled == false { return nil }
-        let view = RowView(store: store, state: state, transaction: transaction,
-                           id: state.identities.objectID(entityTag: candidate.tag, key: candidate.key), row: row)
-        let matched = try settled ?? predicate?.evaluate(with: view) ?? true
+        guard let predicate else { return (row, nil) }
+        if let settled = filter?.matches(row) { return settled ? (row, nil) : nil }
+        let view = view(of: candidate, row)
+        let matched = try predicate.evaluate(with: view)
         if let failure = view.failure { throw store.corruptedRow(candidate.key, in: root, failure) }
-        return matched ? view : nil
+        return matched ? (row, view) : nil
     }
 }
 
