@@ -227,8 +227,8 @@ struct EncodedRow {
         return try Self.read(located.type, field: entity.fields[id].name, &reader)
     }
 
-    /// The value of field `id` without decoding it (numbers read, strings as their bytes), or `nil` when the row
-    /// does not hold it.
+    /// The value of field `id` without decoding it (numbers read, strings as their bytes, a to-one's target as its
+    /// reference), or `nil` when the row does not hold it.
     func rawField(_ id: Int) throws(RowDecodingError) -> RawField? {
         guard let located = try locate(id) else { return nil }
         var reader = located.reader
@@ -242,6 +242,7 @@ struct EncodedRow {
         case RowCodec.ValueType.date: return .date(Double(bitPattern: try reader.uint64()))
         case RowCodec.ValueType.falseValue: return .boolean(false)
         case RowCodec.ValueType.trueValue: return .boolean(true)
+        case RowCodec.ValueType.reference: return .reference(try Self.readReference(&reader))
         default: return .other
         }
     }
@@ -410,5 +411,7 @@ enum RawField {
     /// Seconds since the reference date.
     case date(Double)
     case boolean(Bool)
+    /// A to-one's target: its entity tag and row key.
+    case reference(StoredRow.Reference)
     case other
 }

@@ -186,6 +186,7 @@ final class PlanRun {
     /// the source yields key order or reads the rows itself; otherwise the candidates' keys gathered and sorted first,
     /// then their rows read with one cursor moving forward — most lookups land on the leaf page of the one before,
     /// which LMDB searches without descending from the root.
+    @inline(__always)
     private func forEachMatch(_ check: RowCheck, _ body: (Candidate, EncodedRow, RowView?) throws -> Bool) throws {
         if yieldsKeyOrder || readsRows {
             try rows.withCursor(in: transaction) { cursor in
@@ -503,6 +504,8 @@ final class PlanRun {
 struct RowCheck {
     let predicate: FetchPredicate?
     let filter: RowFilter?
+    /// Whether there is a ``predicate`` (tested per row without copying it).
+    private let checksRows: Bool
     private let store: LMDBIncrementalStore
     private let state: LMDBIncrementalStore.OpenState
     private let transaction: Transaction
@@ -517,7 +520,10 @@ struct RowCheck {
         if case .keys = run.plan.access { predicate = run.plan.predicate }
         else if run.plan.coveredByIndex { predicate = nil }
         else { predicate = run.request.predicate }
-        filter = predicate.flatMap { RowFilter($0, entity: run.request.entityName, model: run.store.model, layout: run.store.layout) }
+        checksRows = predicate != nil
+        filter = predicate.flatMap {
+            RowFilter($0, entity: run.request.entityName, model: run.store.model, layout: run.store.layout, storeIdentifier: run.state.storeIdentifier)
+        }
         store = run.store
         state = run.state
         transaction = run.transaction
@@ -542,6 +548,7 @@ struct RowCheck {
     /// with the view the evaluator checked it through — `nil` when the row's bytes settled it, so a row is made a
     /// view only when something needs one. A row that cannot be decoded stops the fetch with its key. (Thrown at once
     /// rather than recorded: a flag the loops would test per row costs a runtime exclusivity check per row.)
+    @inline(__always)
     func match(_ candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: Cursor? = nil) throws -> (EncodedRow, RowView?)? {
         let bytes: UnsafeRawBufferPointer
         if let read {
@@ -557,10 +564,10 @@ struct RowCheck {
         let row: EncodedRow
         // The checksum is checked here; each field's extent as the filter or the evaluator walks to it.
         do { row = try EncodedRow(bytes, layout: layout, checkingFields: false) } catch { throw store.corruptedRow(candidate.key, in: root, error) }
-        guard let predicate else { return (row, nil) }
+        guard checksRows else { return (row, nil) }
         if let settled = filter?.matches(row) { return settled ? (row, nil) : nil }
         let view = view(of: candidate, row)
-        let matched = try predicate.evaluate(with: view)
+        let matched = try predicate?.evaluate(with: view) ?? true
         if let failure = view.failure { throw store.corruptedRow(candidate.key, in: root, failure) }
         return matched ? (row, view) : nil
     }

@@ -1,10 +1,12 @@
 import ObjectGraph
 
 /// A predicate compiled against the row format: comparisons of an entity's own numeric and string attributes with
-/// constants are answered from the field's bytes — no value decoded, no string made, no row view — and AND, OR and
-/// NOT combine them. A comparison the bytes cannot settle exactly (a NULL constant in an ordering, non-ASCII text
-/// where Unicode equivalence could matter, a value that does not decode) answers "undecided", and the row is then
-/// checked by the predicate evaluator as before, so the filter never changes a result, only its cost.
+/// constants, and of its to-ones with objects, are answered from the field's bytes — no value decoded, no string
+/// made, no row view — and AND, OR and NOT combine them. Any other part of the predicate, and a comparison the bytes
+/// cannot settle exactly (a NULL constant in an ordering, non-ASCII text where Unicode equivalence could matter, a
+/// value that does not decode), answers "undecided": an AND with a false operand or an OR with a true one is still
+/// settled, and otherwise the row is checked by the predicate evaluator as before, so the filter never changes a
+/// result, only its cost.
 struct RowFilter {
     private indirect enum Node {
         case constant(Bool)
@@ -16,6 +18,12 @@ struct RowFilter {
         case compare(slot: Int, op: ComparisonOperator, constant: Constant)
         /// CONTAINS, BEGINSWITH or ENDSWITH of ASCII text (`[c]`: with A–Z folded to a–z, `needle` folded already).
         case match(slot: Int, op: ComparisonOperator, needle: [UInt8], foldsCase: Bool)
+        /// A part of the predicate the bytes do not answer: the evaluator decides.
+        case undecided
+
+        var isUndecided: Bool {
+            if case .undecided = self { true } else { false }
+        }
     }
 
     private enum Constant {
@@ -32,6 +40,9 @@ struct RowFilter {
         case integers(Set<Int64>)
         case doubles(Set<Double>)
         case texts(TextSet)
+        /// The rows an object constant is, as a to-one field refers to them (none for an object of another store or
+        /// one not yet saved: no stored reference is to it).
+        case references(Set<StoredRow.Reference>)
     }
 
     /// ASCII texts looked up by their bytes, borrowed from a row without making a string.
@@ -62,70 +73,124 @@ struct RowFilter {
     /// `tag * comparisons + slot` (fields are numbered per entity): names are resolved once, not per row.
     private let fields: [Int]
 
-    /// The compiled predicate, or `nil` when some part of it is not a comparison of an attribute of `entity` with a
-    /// constant of a kind the bytes can answer.
-    init?(_ predicate: FetchPredicate, entity: String, model: ManagedObjectModel, layout: StoreLayout) {
-        var names: [String] = []
-        guard let root = Self.compile(predicate.node, entity: entity, model: model, &names) else { return nil }
+    /// The compiled predicate, or `nil` when the bytes answer no part of it. Objects compared with to-ones are
+    /// found in `layout` when their IDs are of the store named `storeIdentifier`.
+    init?(_ predicate: FetchPredicate, entity: String, model: ManagedObjectModel, layout: StoreLayout, storeIdentifier: String) {
+        var compiler = Compiler(entity: entity, model: model, layout: layout, storeIdentifier: storeIdentifier)
+        let root = compiler.compile(predicate.node)
+        if case .undecided = root { return nil }
+        let names = compiler.names
         self.root = root
         comparisons = names.count
         fields = layout.entitiesByTag.flatMap { entity in names.map { name in entity?.fieldIndex[name] ?? -1 } }
     }
 
-    private static func compile(_ node: PredicateNode, entity: String, model: ManagedObjectModel, _ names: inout [String]) -> Node? {
-        switch node {
-        case .constant(let value): return .constant(value)
-        case .not(let operand): return compile(operand, entity: entity, model: model, &names).map(Node.not)
-        case .and(let operands):
-            var compiled: [Node] = []
-            for operand in operands {
-                guard let node = compile(operand, entity: entity, model: model, &names) else { return nil }
-                compiled.append(node)
+    /// What compiling a predicate needs, and the attribute names its comparisons read, in slot order.
+    private struct Compiler {
+        let entity: String
+        let model: ManagedObjectModel
+        let layout: StoreLayout
+        let storeIdentifier: String
+        var names: [String] = []
+
+        init(entity: String, model: ManagedObjectModel, layout: StoreLayout, storeIdentifier: String) {
+            self.entity = entity
+            self.model = model
+            self.layout = layout
+            self.storeIdentifier = storeIdentifier
+        }
+
+        /// `node` compiled; an AND or OR of undecided parts, and NOT of one, is undecided as a whole.
+        mutating func compile(_ node: PredicateNode) -> Node {
+            switch node {
+            case .constant(let value): return .constant(value)
+            case .not(let operand):
+                let compiled = compile(operand)
+                if case .undecided = compiled { return .undecided }
+                return .not(compiled)
+            case .and(let operands):
+                let compiled = operands.map { compile($0) }
+                return compiled.allSatisfy(\.isUndecided) ? .undecided : .and(compiled)
+            case .or(let operands):
+                let compiled = operands.map { compile($0) }
+                return compiled.allSatisfy(\.isUndecided) ? .undecided : .or(compiled)
+            case .comparison(let comparison):
+                return self.comparison(comparison) ?? .undecided
             }
-            return .and(compiled)
-        case .or(let operands):
-            var compiled: [Node] = []
-            for operand in operands {
-                guard let node = compile(operand, entity: entity, model: model, &names) else { return nil }
-                compiled.append(node)
-            }
-            return .or(compiled)
-        case .comparison(let comparison):
-            guard comparison.modifier == .direct,
-                  case .keyPath(let name) = comparison.lhs, case .constant(let value) = comparison.rhs,
-                  !name.contains("."), let attribute = model.attribute(named: name, in: entity), !attribute.isTransient else { return nil }
+        }
+
+        /// A comparison of one of the entity's attributes or to-ones with a constant, or `nil` for the evaluator.
+        private mutating func comparison(_ comparison: ComparisonNode) -> Node? {
+            guard comparison.modifier == .direct, case .keyPath(let name) = comparison.lhs, case .constant(let value) = comparison.rhs,
+                  !name.contains(".") else { return nil }
+            guard let attribute = model.attribute(named: name, in: entity) else { return toOne(name, comparison.op, comparison.options, value) }
+            guard !attribute.isTransient else { return nil }
             let op = comparison.op
             if op == .contains || op == .endsWith || (op == .beginsWith && !comparison.options.isEmpty) {
                 // [d] and [n] change nothing in ASCII text; [c] folds A–Z.
                 guard attribute.type == .string, case .string(let needle) = value, needle.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
                 let foldsCase = comparison.options.contains(.caseInsensitive)
-                names.append(name)
-                return .match(slot: names.count - 1, op: op, needle: needle.utf8.map { foldsCase ? Self.lowered($0) : $0 }, foldsCase: foldsCase)
+                return .match(slot: slot(name), op: op, needle: needle.utf8.map { foldsCase ? RowFilter.lowered($0) : $0 }, foldsCase: foldsCase)
             }
             guard comparison.options.isEmpty else { return nil }
             if comparison.op == .between {
                 // lower <= value <= upper, as two comparisons (a NULL value is between nothing).
                 guard case .array(let bounds) = value, bounds.count == 2, !bounds.contains(where: \.isNull),
                       attribute.type != .boolean,
-                      let lower = constant(bounds[0], for: attribute.type), let upper = constant(bounds[1], for: attribute.type) else { return nil }
-                names.append(name)
-                let slot = names.count - 1
+                      let lower = RowFilter.constant(bounds[0], for: attribute.type), let upper = RowFilter.constant(bounds[1], for: attribute.type)
+                else { return nil }
+                let slot = slot(name)
                 return .and([.compare(slot: slot, op: .greaterThanOrEqual, constant: lower), .compare(slot: slot, op: .lessThanOrEqual, constant: upper)])
             }
             if comparison.op == .in {
-                guard case .array(let elements) = value, let members = members(elements, of: attribute.type) else { return nil }
-                names.append(name)
-                return .compare(slot: names.count - 1, op: .in, constant: members)
+                guard case .array(let elements) = value, let members = RowFilter.members(elements, of: attribute.type) else { return nil }
+                return .compare(slot: slot(name), op: .in, constant: members)
             }
-            guard let constant = value.isNull ? .null : constant(value, for: attribute.type) else { return nil }
+            guard let constant = value.isNull ? .null : RowFilter.constant(value, for: attribute.type) else { return nil }
             switch comparison.op {
             case .equal, .notEqual: break
             case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: if case .boolean = constant { return nil }
             case .beginsWith: guard case .ascii = constant else { return nil }
             default: return nil
             }
+            return .compare(slot: slot(name), op: comparison.op, constant: constant)
+        }
+
+        /// `toOne == object`, `!=`, `== nil` and `IN` a collection of objects, compared with the field's reference
+        /// (entity tag and row key). A reference is trusted to name a row (`verify()` checks that each does).
+        private mutating func toOne(_ name: String, _ op: ComparisonOperator, _ options: ComparisonOptions, _ value: PredicateValue) -> Node? {
+            guard options.isEmpty, let relationship = model.relationship(named: name, in: entity), !relationship.isToMany,
+                  !relationship.isTransient else { return nil }
+            switch op {
+            case .equal, .notEqual:
+                if value.isNull { return .compare(slot: slot(name), op: op, constant: .null) }
+                guard let references = references([value]) else { return nil }
+                return .compare(slot: slot(name), op: op, constant: .references(references))
+            case .in:
+                guard case .array(let elements) = value, let references = references(elements) else { return nil }
+                return .compare(slot: slot(name), op: .in, constant: .references(references))
+            default:
+                return nil
+            }
+        }
+
+        /// The references a to-one holds to each object of `values`; `nil` when one is not an object.
+        private func references(_ values: [PredicateValue]) -> Set<StoredRow.Reference>? {
+            var references = Set<StoredRow.Reference>()
+            for value in values {
+                guard let id = QueryPlanner.objectID(value) else { return nil }
+                if id.storeIdentifier == storeIdentifier, let entity = layout.entity(id.entityName),
+                   case .integer(let key) = id.referenceObject, key > 0 {
+                    references.insert(StoredRow.Reference(entityTag: entity.tag, key: UInt64(key)))
+                }
+            }
+            return references
+        }
+
+        /// A new slot reading the field of `name`.
+        private mutating func slot(_ name: String) -> Int {
             names.append(name)
-            return .compare(slot: names.count - 1, op: comparison.op, constant: constant)
+            return names.count - 1
         }
     }
 
@@ -195,6 +260,8 @@ struct RowFilter {
             let value: RawField?  // nil: the field is NULL
             do { value = try row.rawField(field) } catch { return nil }
             return Self.compare(value, op, constant)
+        case .undecided:
+            return nil
         }
     }
 
@@ -256,6 +323,12 @@ struct RowFilter {
             guard !a.isNaN else { return nil }
             order = a == b ? 0 : a < b ? -1 : 1
         case (.boolean(let a), .boolean(let b)): order = a == b ? 0 : a ? 1 : -1
+        case (.reference(let reference), .references(let targets)):
+            switch op {
+            case .equal: return targets.contains(reference)
+            case .notEqual: return !targets.contains(reference)
+            default: return nil
+            }
         case (.string(let text), .ascii(let bytes)):
             return compare(text, op, bytes)
         default:
@@ -272,6 +345,7 @@ struct RowFilter {
         case (.double(let a), .integers(let set)): return Int64(exactly: a).map(set.contains) ?? false
         case (.integer(let a), .doubles(let set)): return a.magnitude <= 1 << 53 ? set.contains(Double(a)) : nil
         case (.double(let a), .doubles(let set)): return set.contains(a)
+        case (.reference(let reference), .references(let targets)): return targets.contains(reference)
         case (.string(let text), .texts(let set)):
             for byte in text where byte >= 0x80 { return nil }
             return set.contains(text)
