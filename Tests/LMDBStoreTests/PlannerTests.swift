@@ -121,15 +121,6 @@ let longName = String(repeating: "L", count: 600)
         }
     }
 
-    func load(_ coordinator: PersistentStoreCoordinator, _ rows: [[String: Any]]) throws {
-        let context = ManagedObjectContext(coordinator: coordinator)
-        for row in rows {
-            let object = try context.insertNewObject(forEntityName: row["entity"] as! String)
-            for (key, value) in row where key != "entity" { try object.setValue(value, forKey: key) }
-        }
-        try context.save()
-    }
-
     @Test func commonShapesGetTheirPlans() throws {
         let folder = StoreFolder()
         let (_, store) = try folder.coordinator(plannerModel)
@@ -187,7 +178,7 @@ let longName = String(repeating: "L", count: 600)
     @Test func aCountOverAnIndexRangeReadsNoRow() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(plannerModel)
-        try load(coordinator, people(500, seed: 1))
+        try insertRows(into: coordinator, people(500, seed: 1))
         let context = ManagedObjectContext(coordinator: coordinator)
         let request = FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "age >= 20 AND age <= 29"))
         let counted = try context.count(for: request)
@@ -199,7 +190,7 @@ let longName = String(repeating: "L", count: 600)
     @Test func randomPredicatesGiveTheInMemoryStoresResults() throws {
         let folder = StoreFolder()
         let rows = people(400, seed: 99)
-        let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(plannerModel) { try load($0, rows) }
+        let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(plannerModel) { try insertRows(into: $0, rows) }
         let plans = try compareRandomFetches(lmdb: lmdbCoordinator, memory: memoryCoordinator, store: store, seed: 7, trials: 1000,
                                              entities: ["Person", "Person", "Student"], sortKeys: ["age", "score", "name", "city"]) { random in
             switch random.next() % 8 {
@@ -276,7 +267,7 @@ let longName = String(repeating: "L", count: 600)
     @Test func selfComparisonsBecomeKeyLookups() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(plannerModel)
-        try load(coordinator, people(60, seed: 4))
+        try insertRows(into: coordinator, people(60, seed: 4))
         let context = ManagedObjectContext(coordinator: coordinator)
         let all = try context.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor(keyPath: "name")]))
         let student = try #require(all.first { $0.entity.name == "Student" })

@@ -48,18 +48,9 @@ import Testing
         }
     }
 
-    func load(_ coordinator: PersistentStoreCoordinator, _ rows: [[String: Any]]) throws {
-        let context = ManagedObjectContext(coordinator: coordinator)
-        for row in rows {
-            let object = try context.insertNewObject(forEntityName: row["entity"] as! String)
-            for (key, value) in row where key != "entity" { try object.setValue(value, forKey: key) }
-        }
-        try context.save()
-    }
-
     @Test func limitedSortsAgreeWithTheInMemoryStore() throws {
         let folder = StoreFolder()
-        let (lmdb, store, memory) = try folder.twinStores(model) { try load($0, items(500, seed: 11)) }
+        let (lmdb, store, memory) = try folder.twinStores(model) { try insertRows(into: $0, items(500, seed: 11)) }
         var random = SplitMix64(seed: 5)
         let keys = ["flag", "count", "small", "ratio", "single", "when", "label", "label", "amount"]
         let predicates = [nil, "count > 0", "count BETWEEN {-1, 7}", "label BEGINSWITH 'e'", "ratio < 2 OR flag == YES", "SELF IN %@"]
@@ -118,7 +109,7 @@ import Testing
     @Test func aFieldOfTheWrongTypeIsAnErrorNamingTheRow() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(model)
-        try load(coordinator, (0..<20).map { ["entity": "Item", "count": Int64($0), "label": "n\($0)"] })
+        try insertRows(into: coordinator, (0..<20).map { ["entity": "Item", "count": Int64($0), "label": "n\($0)"] })
         let victim = ManagedObjectID(entityName: "Item", storeIdentifier: store.identifier, referenceObject: .integer(7))
         let field = store.layout.entity("Item")!.fieldIndex["label"]!
         try damageRow(of: victim, in: "Item", of: store) { row in

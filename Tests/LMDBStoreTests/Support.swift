@@ -39,6 +39,16 @@ extension StoreFolder {
     }
 }
 
+/// Inserts an object per row — of the entity its `"entity"` value names, with its other values by key — and saves.
+func insertRows(into coordinator: PersistentStoreCoordinator, _ rows: [[String: Any]]) throws {
+    let context = ManagedObjectContext(coordinator: coordinator)
+    for row in rows {
+        let object = try context.insertNewObject(forEntityName: row["entity"] as! String)
+        for (key, value) in row where key != "entity" { try object.setValue(value, forKey: key) }
+    }
+    try context.save()
+}
+
 /// Flips the last byte (part of the checksum) of every row in `root`'s table: any read of a row now fails, so a
 /// fetch that still answers has read none.
 func breakEveryRow(of root: String, in store: LMDBIncrementalStore) throws {

@@ -96,7 +96,7 @@ struct Run: ParsableCommand {
     @Option(help: "Write a Markdown report with an SVG chart to this folder.")
     var report: String?
 
-    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, top of a to-one, to-many membership, key lookup of many, to-many traversal, group-by, update batch, delete batch, mixed).")
+    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, top of a to-one, search within a to-one, to-many membership, key lookup of many, to-many traversal, group-by, update batch, delete batch, mixed).")
     var only: String?
 
     func validate() throws {
@@ -107,7 +107,7 @@ struct Run: ParsableCommand {
     }
 
     static let stepNames = ["cold point faults", "point faults", "indexed equality", "loaded fetch", "range + sort + limit", "count", "unindexed filter", "unindexed contains", "relationship equality",
-                            "top of a to-one", "to-many membership", "key lookup of many", "to-many traversal", "group-by", "update batch", "delete batch", "mixed"]
+                            "top of a to-one", "search within a to-one", "to-many membership", "key lookup of many", "to-many traversal", "group-by", "update batch", "delete batch", "mixed"]
 
     var selectedSteps: [String]? {
         only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
@@ -129,6 +129,7 @@ struct Run: ParsableCommand {
                 ("range + sort + limit", { try $0.rangeSortLimit() }), ("count", { try $0.countRange() }),
                 ("unindexed filter", { try $0.unindexedFilter() }), ("unindexed contains", { try $0.unindexedContains() }),
                 ("relationship equality", { try $0.relationshipEquality() }), ("top of a to-one", { try $0.topOfToOne() }),
+                ("search within a to-one", { try $0.searchWithinToOne() }),
                 ("to-many membership", { try $0.toManyMembership() }),
                 ("key lookup of many", { try $0.keyLookupOfMany() }),
                 ("to-many traversal", { try $0.toManyTraversal() }),

@@ -281,6 +281,15 @@ struct Workloads {
         record(measured.grdb)
     }
 
+    /// A search inside one department — `department == %@ AND name CONTAINS[c] %@`, what the search field of a
+    /// master–detail screen asks — against GRDB's `departmentId = ? AND name LIKE ?` on its foreign-key index (`LIKE`
+    /// folds ASCII case, as `[c]` does on the dataset's ASCII names).
+    mutating func searchWithinToOne() throws {
+        try relatedEmployees("search within a to-one (department == %@ AND name CONTAINS[c])", format: "department == %@ AND name CONTAINS[c] 'AN'",
+                             of: "Department", count: dataset.departments,
+                             sql: "SELECT id FROM employee WHERE departmentId = ? AND name LIKE '%an%'", column: "id")
+    }
+
     /// Measures `request(n)` fetched as object IDs against GRDB's `sql` (one `?`) bound to `n`, with `n` going round
     /// 1…`count`; `planned` is the request whose plan the report prints.
     private func measureIDFetches(_ name: String, count: Int, request: (Int) throws -> ObjectFetchRequest, sql: String) throws

@@ -143,53 +143,59 @@ struct RowSort {
 /// puts first, in the same order.
 struct TopRows {
     let sort: RowSort
-    let capacity: Int
+    /// The kept rows' slots.
+    private var heap: BoundedMaxHeap
     /// The values of the row being offered (the first `sort.width`), then those of each kept row by slot.
     private var values: [RowSort.Value]
     private var rows: [(candidate: Candidate, row: EncodedRow)] = []
-    /// Slots as a max-heap: `heap[0]` is the kept row that sorts last.
-    private var heap: [Int] = []
     /// The row key of the row being offered.
     private var offeredKey: UInt64 = 0
 
     init(_ sort: RowSort, capacity: Int) {
         self.sort = sort
-        self.capacity = capacity
+        heap = BoundedMaxHeap(capacity: capacity)
         values = Array(repeating: RowSort.Value(), count: sort.width)
     }
 
     /// Keeps the row if it is among the first `capacity` so far.
     mutating func offer(_ candidate: Candidate, _ row: EncodedRow) throws(RowDecodingError) {
-        guard capacity > 0 else { return }
+        guard heap.capacity > 0 else { return }
         try sort.values(of: row, into: &values)
         offeredKey = candidate.key
-        let width = sort.width
-        if rows.count < capacity {
-            let slot = rows.count
+        let width = sort.width, slot: Int
+        if !heap.isFull {
+            slot = rows.count
             rows.append((candidate, row))
             for position in 0..<width { values.append(values[position]) }
-            heap.append(slot)
-            siftUp(heap.count - 1)
-        } else if precedes(-1, heap[0]) {
-            let slot = heap[0]
+        } else if precedes(-1, heap.items[0]) {
+            // The offered row takes the slot of the kept row that sorts last.
+            slot = heap.items[0]
             rows[slot] = (candidate, row)
             for position in 0..<width { values[(slot + 1) * width + position] = values[position] }
-            siftDown(0)
+        } else {
+            return
         }
+        reorder { heap, precedes in heap.isFull ? heap.replaceLast(with: slot, by: precedes) : heap.insert(slot, by: precedes) }
     }
 
     /// The kept rows, first to last.
     mutating func sorted() -> [(candidate: Candidate, row: EncodedRow)] {
-        var order = heap
+        var order = heap.items
         order.sort { precedes($0, $1) }
         return order.map { rows[$0] }
     }
 
-    // MARK: - Heap
+    /// Calls `change` with the heap, taken out of `self` so that its order can read the rows in place.
+    private mutating func reorder(_ change: (inout BoundedMaxHeap, (Int, Int) -> Bool) -> Void) {
+        var taken = BoundedMaxHeap(capacity: 0)
+        swap(&taken, &heap)
+        change(&taken) { precedes($0, $1) }
+        swap(&taken, &heap)
+    }
 
     /// Whether the row in slot `a` sorts before the one in slot `b` (slot -1: the row being offered), ties by row key.
-    /// (`mutating` though it changes nothing: it then reads the heap in place, where a non-mutating call from the
-    /// mutating ones copied it — retaining each of its arrays — once per row offered.)
+    /// (`mutating` though it changes nothing: it then reads the rows in place, where a non-mutating call from the
+    /// mutating ones copied `self` — retaining each of its arrays — once per row offered.)
     @inline(__always)
     private mutating func precedes(_ a: Int, _ b: Int) -> Bool {
         let width = sort.width
@@ -198,28 +204,5 @@ struct TopRows {
                        UnsafeBufferPointer(rebasing: all[(b + 1) * width ..< (b + 2) * width]))
         }
         return order != 0 ? order < 0 : (a < 0 ? offeredKey : rows[a].candidate.key) < rows[b].candidate.key
-    }
-
-    private mutating func siftUp(_ start: Int) {
-        var child = start
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard precedes(heap[parent], heap[child]) else { return }
-            heap.swapAt(parent, child)
-            child = parent
-        }
-    }
-
-    private mutating func siftDown(_ start: Int) {
-        var parent = start
-        while true {
-            var largest = parent
-            let left = 2 * parent + 1, right = left + 1
-            if left < heap.count && precedes(heap[largest], heap[left]) { largest = left }
-            if right < heap.count && precedes(heap[largest], heap[right]) { largest = right }
-            guard largest != parent else { return }
-            heap.swapAt(parent, largest)
-            parent = largest
-        }
     }
 }

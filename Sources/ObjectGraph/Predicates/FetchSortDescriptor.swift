@@ -188,40 +188,64 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
 /// The `k` smallest of `count` positions under a strict total order, smallest first, with a bounded max-heap.
 enum TopK {
     static func smallest(_ k: Int, of count: Int, by precedes: (Int, Int) -> Bool) -> [Int] {
-        guard k > 0 else { return [] }
-        var heap: [Int] = []  // a max-heap: heap[0] is the largest position kept
-        heap.reserveCapacity(k)
-        func siftUp(_ start: Int) {
-            var child = start
-            while child > 0 {
-                let parent = (child - 1) / 2
-                guard precedes(heap[parent], heap[child]) else { return }
-                heap.swapAt(parent, child)
-                child = parent
-            }
+        var heap = BoundedMaxHeap(capacity: k)
+        for position in 0..<count { heap.offer(position, by: precedes) }
+        var smallest = heap.items
+        smallest.sort(by: precedes)
+        return smallest
+    }
+}
+
+/// The smallest items seen so far under a strict total order, at most `capacity` of them, as a max-heap of item
+/// numbers: the one that sorts last is on top, so a new item is compared with it once and either takes its place or
+/// is dropped — O(n log k) comparisons for the first k of n. The caller keeps the items; `precedes` orders their
+/// numbers.
+package struct BoundedMaxHeap {
+    package let capacity: Int
+    /// The numbers kept, in heap order: `items[0]` sorts last.
+    package private(set) var items: [Int] = []
+
+    package init(capacity: Int) {
+        self.capacity = max(capacity, 0)
+    }
+
+    /// Whether `capacity` items are kept, so a new one must sort before ``items``[0] to be kept.
+    package var isFull: Bool { items.count >= capacity }
+
+    /// Keeps `item` if it is among the first `capacity` so far, dropping the one that sorts last when full.
+    package mutating func offer(_ item: Int, by precedes: (Int, Int) -> Bool) {
+        if !isFull {
+            insert(item, by: precedes)
+        } else if capacity > 0 && precedes(item, items[0]) {
+            replaceLast(with: item, by: precedes)
         }
-        func siftDown() {
-            var parent = 0
-            while true {
-                let left = 2 * parent + 1, right = left + 1
-                var largest = parent
-                if left < heap.count && precedes(heap[largest], heap[left]) { largest = left }
-                if right < heap.count && precedes(heap[largest], heap[right]) { largest = right }
-                if largest == parent { return }
-                heap.swapAt(parent, largest)
-                parent = largest
-            }
+    }
+
+    /// Adds `item` (the heap must not be full).
+    package mutating func insert(_ item: Int, by precedes: (Int, Int) -> Bool) {
+        items.append(item)
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard precedes(items[parent], items[child]) else { return }
+            items.swapAt(parent, child)
+            child = parent
         }
-        for position in 0..<count {
-            if heap.count < k {
-                heap.append(position)
-                siftUp(heap.count - 1)
-            } else if precedes(position, heap[0]) {
-                heap[0] = position
-                siftDown()
-            }
+    }
+
+    /// Puts `item` in place of the item that sorts last (the heap must not be empty) — or, when `item` is that
+    /// item's number with new contents, puts it where it now belongs.
+    package mutating func replaceLast(with item: Int, by precedes: (Int, Int) -> Bool) {
+        items[0] = item
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var largest = parent
+            if left < items.count && precedes(items[largest], items[left]) { largest = left }
+            if right < items.count && precedes(items[largest], items[right]) { largest = right }
+            if largest == parent { return }
+            items.swapAt(parent, largest)
+            parent = largest
         }
-        heap.sort(by: precedes)
-        return heap
     }
 }
