@@ -26,6 +26,12 @@ public struct CursorEntry {
         self.key = UnsafeRawBufferPointer(key)
         self.value = UnsafeRawBufferPointer(value)
     }
+
+    @inline(__always)
+    init(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        self.key = key
+        self.value = value
+    }
 }
 
 /// A position in a database, for walking its keys in order and for writing where it stands.

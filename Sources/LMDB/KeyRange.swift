@@ -71,11 +71,15 @@ public struct CursorRangeIterator {
     public let direction: ScanDirection
     private var started = false
     private var finished = false
+    /// Whether keys hold several values (``DatabaseOptions/dupSort``): the walk then steps through a key's values
+    /// without comparing the key with the far bound again.
+    private let stepsByValue: Bool
 
     init(cursor: Cursor, range: KeyRange, direction: ScanDirection) {
         self.cursor = cursor
         self.range = range
         self.direction = direction
+        stepsByValue = cursor.database.options.contains(.dupSort)
     }
 
     /// The next entry in the range, or `nil` once the range is exhausted.
@@ -85,7 +89,14 @@ public struct CursorRangeIterator {
         guard !finished else { return nil }
         let entry: CursorEntry?
         if started {
-            entry = direction == .forward ? try cursor.get(MDB_NEXT) : try cursor.get(MDB_PREV)
+            if stepsByValue {
+                // Another value of the key already found within the range; else the next entry, checked below (also
+                // right after a deletion, where LMDB answers `MDB_NEXT_DUP` with "not found").
+                if let value = direction == .forward ? try cursor.get(MDB_NEXT_DUP) : try cursor.get(MDB_PREV_DUP) { return value }
+                entry = direction == .forward ? try cursor.get(MDB_NEXT) : try cursor.get(MDB_PREV)
+            } else {
+                entry = direction == .forward ? try cursor.get(MDB_NEXT) : try cursor.get(MDB_PREV)
+            }
         } else {
             started = true
             entry = direction == .forward ? try positionAtLowerBound() : try positionAtUpperBound()
@@ -216,5 +227,45 @@ extension Cursor {
         while let entry = try iterator.next() {
             guard try body(entry) else { return }
         }
+    }
+
+    /// ``forEach(in:direction:_:)`` walking forward, faster in a ``DatabaseOptions/dupFixed`` database: a key's
+    /// values come a page at a time (`MDB_GET_MULTIPLE`, then `MDB_NEXT_MULTIPLE`) and are handed to `body` one by
+    /// one without a call into LMDB each. `body` must not move the cursor or write through it: during the call the
+    /// cursor stands on the last value of the page, not on the entry.
+    ///
+    /// - Throws: What `body` throws, or ``LMDBError`` if LMDB fails.
+    public func forEachValue(in range: KeyRange = .all, _ body: (CursorEntry) throws -> Bool) throws {
+        guard database.options.contains(.dupFixed) else { return try forEach(in: range, body) }
+        var keys = entries(in: range)
+        while let (first, count) = try keys.nextKey() {
+            // A key holding one value has no page of values to hand out.
+            guard count > 1 else {
+                guard try body(first) else { return }
+                continue
+            }
+            let width = first.value.count
+            guard width > 0 else { throw LMDBError(.corrupted, database: database.name, message: "a key's values are of no bytes in a table of fixed-size values") }
+            var page = try values(MDB_GET_MULTIPLE)
+            var handed = 0
+            while let values = page {
+                for start in stride(from: 0, to: values.count - width + 1, by: width) {
+                    guard try body(CursorEntry(key: first.key, value: UnsafeRawBufferPointer(rebasing: values[start..<start + width]))) else { return }
+                    handed += 1
+                }
+                page = handed < count ? try self.values(MDB_NEXT_MULTIPLE) : nil
+            }
+        }
+    }
+
+    /// The page of values `operation` (`MDB_GET_MULTIPLE` or `MDB_NEXT_MULTIPLE`) returns, or `nil` when there are
+    /// no more.
+    private func values(_ operation: MDB_cursor_op) throws(LMDBError) -> UnsafeRawBufferPointer? {
+        var key = MDB_val()
+        var value = MDB_val()
+        let code = mdb_cursor_get(handle, &key, &value, operation)
+        if code == MDB_NOTFOUND { return nil }
+        try transaction.check(code, database: database)
+        return value.mv_data == nil || value.mv_size == 0 ? nil : UnsafeRawBufferPointer(value)
     }
 }

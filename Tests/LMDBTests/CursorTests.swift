@@ -161,6 +161,68 @@ import Testing
         #expect(remaining == [[0, 1, 1], [0, 3, 3], [0, 4, 40]])
     }
 
+    /// A range walk over keys holding several values steps through a key's values without re-checking the key
+    /// (`MDB_NEXT_DUP`): every value in range is still visited once, in either direction, bounds honoured.
+    @Test func rangeWalksOverDuplicatesVisitEveryValueOnce() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d", options: [.dupSort, .dupFixed])
+        let keys: [UInt8] = [1, 2, 3, 4, 5]
+        func values(of key: UInt8) -> [UInt8] { key == 3 ? [1] : Array(0..<40) }
+        try environment.write { txn throws in
+            for key in keys { for value in values(of: key) { try db.put([value], forKey: [key], in: txn) } }
+        }
+        func walk(_ range: KeyRange, _ direction: ScanDirection) throws -> [[UInt8]] {
+            try environment.read { txn throws in
+                try db.withCursor(in: txn) { cursor throws in
+                    var seen: [[UInt8]] = []
+                    try cursor.forEach(in: range, direction: direction) { seen.append($0.keyBytes + $0.valueBytes); return true }
+                    return seen
+                }
+            }
+        }
+        let everything = keys.flatMap { key in values(of: key).map { [key, $0] } }
+        let inner = KeyRange(lower: .inclusive([2]), upper: .inclusive([4]))
+        #expect(try walk(inner, .forward) == everything.filter { (2...4).contains($0[0]) })
+        #expect(try walk(inner, .reverse) == everything.filter { (2...4).contains($0[0]) }.reversed())
+        #expect(try walk(KeyRange(lower: .exclusive([1]), upper: .exclusive([3])), .forward) == everything.filter { $0[0] == 2 })
+        #expect(try walk(KeyRange(lower: .exclusive([3]), upper: .exclusive([5])), .reverse) == everything.filter { $0[0] == 4 }.reversed())
+        #expect(try walk(KeyRange(lower: .inclusive([2]), upper: .inclusive([2])), .reverse) == everything.filter { $0[0] == 2 }.reversed())
+    }
+
+    /// A walk a page of values at a time (`MDB_GET_MULTIPLE`) hands out exactly the entries a walk entry by entry
+    /// does, in order: keys holding one value, a few, and pages' worth; bounds; stopping early.
+    @Test func walksAPageOfValuesAtATimeMatchEntryByEntryWalks() throws {
+        let environment = try directory.openStore()
+        let fixed = try environment.openDatabase(named: "fixed", options: [.dupSort, .dupFixed])
+        let plain = try environment.openDatabase(named: "plain")
+        let counts: [UInt8: Int] = [1: 1, 2: 3, 3: 1500, 4: 1, 5: 700, 6: 2]
+        try environment.write { txn throws in
+            for (key, count) in counts {
+                for value in 0..<count { try withUnsafeBytes(of: UInt64(value * 7).bigEndian) { try fixed.put($0, forKey: [key], in: txn) } }
+            }
+            for key: UInt8 in 1...5 { try plain.put([key, key], forKey: [key], in: txn) }
+        }
+        func walk(_ db: Database, _ range: KeyRange, pages: Bool, stopAfter limit: Int = .max) throws -> [[UInt8]] {
+            try environment.read { txn throws in
+                try db.withCursor(in: txn) { cursor throws in
+                    var seen: [[UInt8]] = []
+                    let take = { (entry: CursorEntry) -> Bool in seen.append(entry.keyBytes + entry.valueBytes); return seen.count < limit }
+                    if pages { try cursor.forEachValue(in: range, take) } else { try cursor.forEach(in: range, take) }
+                    return seen
+                }
+            }
+        }
+        let ranges = [KeyRange(), KeyRange(lower: .inclusive([3]), upper: .inclusive([3])), KeyRange(lower: .exclusive([2]), upper: .exclusive([6])),
+                      KeyRange(lower: .inclusive([4]), upper: .inclusive([6])), KeyRange(lower: .inclusive([7]))]
+        for range in ranges {
+            let expected = try walk(fixed, range, pages: false)
+            #expect(try walk(fixed, range, pages: true) == expected)
+            for limit in [1, 2, 511, 1503] { #expect(try walk(fixed, range, pages: true, stopAfter: limit) == Array(expected.prefix(limit))) }
+            #expect(try walk(plain, range, pages: true) == walk(plain, range, pages: false))
+        }
+        #expect(try walk(fixed, KeyRange(), pages: true).count == counts.values.reduce(0, +))
+    }
+
     @Test func dupSortNavigationVisitsKeysAndDuplicates() throws {
         let environment = try directory.openStore()
         let db = try environment.openDatabase(named: "d", options: .dupSort)

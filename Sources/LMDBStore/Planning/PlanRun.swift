@@ -370,12 +370,14 @@ final class PlanRun {
         try table.withCursor(in: transaction) { cursor in
             var going = true
             for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
-                try cursor.forEach(in: range, direction: direction) { entry in
+                func take(_ entry: CursorEntry) throws -> Bool {
                     // Each value: the row key, then its entity tag.
                     let row = try table.reference(in: entry)
                     going = try body(row.key, row.entityTag, entry)
                     return going
                 }
+                // Forward, a key's values come a page at a time.
+                if direction == .forward { try cursor.forEachValue(in: range, take) } else { try cursor.forEach(in: range, direction: direction, take) }
             }
         }
     }
