@@ -229,14 +229,14 @@ extension Cursor {
         }
     }
 
-    /// ``forEach(in:direction:_:)`` walking forward, faster in a ``DatabaseOptions/dupFixed`` database: a key's
+    /// ``forEach(in:direction:_:)``, faster walking forward in a ``DatabaseOptions/dupFixed`` database: a key's
     /// values come a page at a time (`MDB_GET_MULTIPLE`, then `MDB_NEXT_MULTIPLE`) and are handed to `body` one by
     /// one without a call into LMDB each. `body` must not move the cursor or write through it: during the call the
     /// cursor stands on the last value of the page, not on the entry.
     ///
     /// - Throws: What `body` throws, or ``LMDBError`` if LMDB fails.
-    public func forEachValue(in range: KeyRange = .all, _ body: (CursorEntry) throws -> Bool) throws {
-        guard database.options.contains(.dupFixed) else { return try forEach(in: range, body) }
+    public func forEachValue(in range: KeyRange = .all, direction: ScanDirection = .forward, _ body: (CursorEntry) throws -> Bool) throws {
+        guard direction == .forward, database.options.contains(.dupFixed) else { return try forEach(in: range, direction: direction, body) }
         var keys = entries(in: range)
         while let (first, count) = try keys.nextKey() {
             // A key holding one value has no page of values to hand out.

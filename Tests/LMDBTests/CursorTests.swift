@@ -219,6 +219,14 @@ import Testing
             #expect(try walk(fixed, range, pages: true) == expected)
             for limit in [1, 2, 511, 1503] { #expect(try walk(fixed, range, pages: true, stopAfter: limit) == Array(expected.prefix(limit))) }
             #expect(try walk(plain, range, pages: true) == walk(plain, range, pages: false))
+            let backwards: [[UInt8]] = try environment.read { txn throws in
+                try fixed.withCursor(in: txn) { cursor throws in
+                    var seen: [[UInt8]] = []
+                    try cursor.forEachValue(in: range, direction: .reverse) { seen.append($0.keyBytes + $0.valueBytes); return true }
+                    return seen
+                }
+            }
+            #expect(backwards == expected.reversed())
         }
         #expect(try walk(fixed, KeyRange(), pages: true).count == counts.values.reduce(0, +))
     }

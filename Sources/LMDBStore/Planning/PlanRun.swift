@@ -370,14 +370,13 @@ final class PlanRun {
         try table.withCursor(in: transaction) { cursor in
             var going = true
             for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
-                func take(_ entry: CursorEntry) throws -> Bool {
+                // Forward, a key's values come a page at a time.
+                try cursor.forEachValue(in: range, direction: direction) { entry in
                     // Each value: the row key, then its entity tag.
                     let row = try table.reference(in: entry)
                     going = try body(row.key, row.entityTag, entry)
                     return going
                 }
-                // Forward, a key's values come a page at a time.
-                if direction == .forward { try cursor.forEachValue(in: range, take) } else { try cursor.forEach(in: range, direction: direction, take) }
             }
         }
     }
