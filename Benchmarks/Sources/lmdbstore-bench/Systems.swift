@@ -120,13 +120,14 @@ struct RawSide {
         try store.decodeRowForBenchmark(rawKey: UInt64(key), root: "Employee")
     }
 
-    /// The row keys of the employees aged `low...high`, from the age index's entries in one read transaction.
+    /// The row keys of the employees aged `low...high`, from the age index's entries in one read transaction (a page
+    /// of an age's entries at a time, as the store walks them).
     func employeeKeys(agedFrom low: Int, through high: Int) throws -> [UInt64] {
         let (environment, index, range) = try store.integerIndexRangeForBenchmark(entity: "Employee", index: "byAge", from: Int64(low), through: Int64(high))
         return try environment.read { transaction in
             try index.withCursor(in: transaction) { cursor in
                 var keys: [UInt64] = []
-                try cursor.forEach(in: range) { entry in
+                try cursor.forEachValue(in: range) { entry in
                     keys.append(entry.value.loadUnaligned(as: UInt64.self).bigEndian)
                     return true
                 }
@@ -143,7 +144,7 @@ struct RawSide {
             var keys: [UInt64] = []
             keys.reserveCapacity(limit)
             try index.withCursor(in: transaction) { cursor in
-                try cursor.forEach(in: range) { entry in
+                try cursor.forEachValue(in: range) { entry in
                     keys.append(entry.value.loadUnaligned(as: UInt64.self).bigEndian)
                     return keys.count < limit
                 }

@@ -273,7 +273,7 @@ final class PlanRun {
                 try forEachEntry(of: join.destination) { destination, _, _ in
                     var going = true
                     let key = LMDBIncrementalStore.keyBytes(destination)
-                    try pointers.forEach(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
+                    try pointers.forEachValue(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
                         let source = try toOne.reference(in: entry)
                         if family.contains(source.entityTag) { going = try body(Candidate(key: source.key, tag: source.entityTag), nil) }
                         return going
@@ -338,7 +338,7 @@ final class PlanRun {
                 // The inverse's members of this destination: its owners, with their entity tags.
                 let links = store.database(name, in: state)
                 try links.withCursor(in: transaction) { cursor in
-                    try cursor.forEach(in: KeyRange.prefix(LMDBIncrementalStore.keyBytes(destinationKey))) { entry in
+                    try cursor.forEachValue(in: KeyRange.prefix(LMDBIncrementalStore.keyBytes(destinationKey))) { entry in
                         let owner = try links.reference(in: entry)
                         if family.contains(owner.entityTag) { owners.append(Candidate(key: owner.key, tag: owner.entityTag)) }
                         return true
