@@ -255,6 +255,10 @@ extension Cursor {
                 }
                 page = handed < count ? try self.values(MDB_NEXT_MULTIPLE) : nil
             }
+            // Never a key's values silently cut short.
+            guard handed == count else {
+                throw LMDBError(.corrupted, database: database.name, message: "a key holds \(count) values, but its pages hold \(handed)")
+            }
         }
     }
 

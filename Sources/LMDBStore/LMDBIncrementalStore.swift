@@ -298,8 +298,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         guard let entity = state.entity(of: objectID), let source = state.toManyTables[Int(entity.tag)][relationship.name] else { return [] }
         var result: [StoredRow.Reference] = []
         // Link values are target key (8 bytes) + target entity tag (2 bytes); a to-one index keeps one value per
-        // source under the destination's key, source key + entity tag: both read the same way (a page of values at a
-        // time, but from an ordered link table, keyed by owner and position).
+        // source under the destination's key, source key + entity tag: both read the same way, a page of values at a
+        // time (an ordered link table, keyed by owner and position, entry by entry).
         try withUnsafeBytes(of: key.bigEndian) { owner in
             try source.table.withCursor(in: transaction) { cursor in
                 try cursor.forEachValue(in: .prefix(Array(owner))) { entry in
