@@ -61,7 +61,9 @@ public enum ScanDirection: Sendable, Hashable {
 /// Walks the entries of a key range with a cursor, one ``next()`` at a time, allocating nothing per step.
 ///
 /// Each entry's bytes are valid until the next call to ``next()``. In a ``DatabaseOptions/dupSort`` database,
-/// every value of every key in the range is visited.
+/// every value of every key in the range is visited. Do not write through the cursor during a walk: after
+/// ``Cursor/deleteCurrent(allDuplicates:)`` removes a key's last value, LMDB's next step in a `dupSort` database can
+/// pass over entries. Collect what to delete, then delete it.
 public struct CursorRangeIterator {
     /// The cursor doing the walking.
     public let cursor: Cursor
