@@ -33,10 +33,14 @@ struct PredicateToken: Equatable {
         }
     }
 
-    /// Whether this is the keyword `word` (case-insensitive).
+    /// Whether this is the keyword `word` (upper-case; matched case-insensitively). ASCII names are compared byte by
+    /// byte with a–z folded, without making an upper-case copy; others as their `uppercased()`.
     func isKeyword(_ word: String) -> Bool {
-        if case .identifier(let name) = kind { return name.uppercased() == word }
-        return false
+        guard case .identifier(var name) = kind else { return false }
+        return name.withUTF8 { bytes in
+            guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
+            return bytes.elementsEqual(word.utf8) { $0 &- UInt8(ascii: "a") < 26 ? $0 &- 0x20 == $1 : $0 == $1 }
+        } ?? (name.uppercased() == word)
     }
 
     func isSymbol(_ symbol: String) -> Bool {
@@ -47,13 +51,39 @@ struct PredicateToken: Equatable {
 
 /// Splits predicate text into tokens. Throws ``PredicateSyntaxError`` for characters and literals it cannot read.
 struct PredicateLexer {
+    /// The text's characters — empty when every byte of the text is a character of its own (ASCII without a
+    /// carriage return, what format strings almost always are): ``codes`` are then the text, and splitting it into
+    /// characters, which costs a grapheme-break check per character, is skipped.
     private let characters: [Character]
+    /// Each character's ASCII code (`"\r\n"` as a line feed), or 0xFF for any other character: most characters are
+    /// classified by it, where asking for a character's Unicode properties (`isLetter`, `isWhitespace`) costs a table
+    /// search each.
+    private let codes: [UInt8]
+    private let count: Int
     private let text: String
     private var position = 0
 
     init(_ text: String) {
         self.text = text
-        self.characters = Array(text)
+        let bytes = Array(text.utf8)
+        if bytes.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "\r") }) {
+            characters = []
+            codes = bytes
+        } else {
+            characters = Array(text)
+            codes = characters.map { $0.asciiValue ?? 0xFF }
+        }
+        count = codes.count
+    }
+
+    /// The character at `index`.
+    private func character(_ index: Int) -> Character {
+        characters.isEmpty ? Character(Unicode.Scalar(codes[index])) : characters[index]
+    }
+
+    /// The characters of `range`, as a string.
+    private func string(_ range: Range<Int>) -> String {
+        characters.isEmpty ? String(decoding: codes[range], as: UTF8.self) : String(characters[range])
     }
 
     static func tokenize(_ text: String) throws(PredicateSyntaxError) -> [PredicateToken] {
@@ -71,18 +101,18 @@ struct PredicateLexer {
     }
 
     private func peek(_ ahead: Int = 0) -> Character? {
-        position + ahead < characters.count ? characters[position + ahead] : nil
+        position + ahead < count ? character(position + ahead) : nil
     }
 
     private mutating func next() throws(PredicateSyntaxError) -> PredicateToken {
-        while let c = peek(), c.isWhitespace { position += 1 }
+        while isWhitespace(at: position) { position += 1 }
         let start = position
         guard let c = peek() else { return PredicateToken(kind: .end, offset: start) }
 
         if c == "\"" || c == "'" { return PredicateToken(kind: .string(try readString(quote: c)), offset: start) }
-        if c.isASCII && c.isNumber { return PredicateToken(kind: try readNumber(), offset: start) }
-        if c == "." , let d = peek(1), d.isASCII && d.isNumber { return PredicateToken(kind: try readNumber(), offset: start) }
-        if isIdentifierStart(c) {
+        if isDigit(at: position) { return PredicateToken(kind: try readNumber(), offset: start) }
+        if c == "." , isDigit(at: position + 1) { return PredicateToken(kind: try readNumber(), offset: start) }
+        if isIdentifierStart(at: position) {
             let name = readIdentifier()
             // UTI-CONFORMS-TO and UTI-EQUALS contain hyphens.
             if peek() == "-", name.uppercased() == "UTI" {
@@ -96,15 +126,15 @@ struct PredicateLexer {
         switch c {
         case "#":
             position += 1
-            guard let d = peek(), isIdentifierStart(d) else { throw error("expected an identifier after \"#\"", at: start, found: "\"#\"") }
+            guard isIdentifierStart(at: position) else { throw error("expected an identifier after \"#\"", at: start, found: "\"#\"") }
             return PredicateToken(kind: .escapedIdentifier(readIdentifier()), offset: start)
         case "@":
             position += 1
-            guard let d = peek(), isIdentifierStart(d) else { throw error("expected a key name after \"@\"", at: start, found: "\"@\"") }
+            guard isIdentifierStart(at: position) else { throw error("expected a key name after \"@\"", at: start, found: "\"@\"") }
             return PredicateToken(kind: .atIdentifier(readIdentifier()), offset: start)
         case "$":
             position += 1
-            guard let d = peek(), isIdentifierStart(d) else { throw error("expected a variable name after \"$\"", at: start, found: "\"$\"") }
+            guard isIdentifierStart(at: position) else { throw error("expected a variable name after \"$\"", at: start, found: "\"$\"") }
             return PredicateToken(kind: .variable(readIdentifier()), offset: start)
         case "%":
             return PredicateToken(kind: .formatSpecifier(try readFormatSpecifier()), offset: start)
@@ -126,23 +156,61 @@ struct PredicateLexer {
 
     /// Whether the text at the current position spells `literal` (in any case with `ignoringCase`).
     private func matchesAhead(_ literal: String, ignoringCase: Bool = false) -> Bool {
+        if !ignoringCase {
+            // The symbols are ASCII: compared by code.
+            var index = position
+            for byte in literal.utf8 {
+                guard index < count, codes[index] == byte else { return false }
+                index += 1
+            }
+            return true
+        }
         var index = position
         for expected in literal {
-            guard index < characters.count else { return false }
-            let actual = characters[index]
+            guard index < count else { return false }
+            let actual = character(index)
             guard actual == expected || ignoringCase && actual.uppercased() == expected.uppercased() else { return false }
             index += 1
         }
         return true
     }
 
-    private func isIdentifierStart(_ c: Character) -> Bool { c == "_" || c.isLetter }
-    private func isIdentifierPart(_ c: Character) -> Bool { c == "_" || c.isLetter || c.isNumber }
+    // Character classes by position: ASCII by its code (``codes``), anything else by its Unicode properties.
+
+    /// A letter or `_`.
+    private func isIdentifierStart(at index: Int) -> Bool {
+        guard index < count else { return false }
+        let code = codes[index]
+        guard code != 0xFF else { return characters[index].isLetter }
+        return code == UInt8(ascii: "_") || (code | 0x20) &- UInt8(ascii: "a") < 26
+    }
+
+    /// A letter, a digit or `_`.
+    private func isIdentifierPart(at index: Int) -> Bool {
+        guard index < count else { return false }
+        let code = codes[index]
+        guard code != 0xFF else { return characters[index].isLetter || characters[index].isNumber }
+        return code == UInt8(ascii: "_") || (code | 0x20) &- UInt8(ascii: "a") < 26 || code &- UInt8(ascii: "0") < 10
+    }
+
+    /// `0`–`9` (only ASCII digits start or continue a number literal).
+    private func isDigit(at index: Int) -> Bool {
+        index < count && codes[index] &- UInt8(ascii: "0") < 10
+    }
+
+    private func isWhitespace(at index: Int) -> Bool {
+        guard index < count else { return false }
+        let code = codes[index]
+        guard code != 0xFF else { return characters[index].isWhitespace }
+        return code == UInt8(ascii: " ") || code &- 0x09 < 5
+    }
 
     private mutating func readIdentifier() -> String {
         let start = position
-        while let c = peek(), isIdentifierPart(c) { position += 1 }
-        return String(characters[start..<position])
+        while isIdentifierPart(at: position) { position += 1 }
+        // An ASCII name is its codes.
+        if !codes[start..<position].contains(0xFF) { return String(decoding: codes[start..<position], as: UTF8.self) }
+        return string(start..<position)
     }
 
     private mutating func readFormatSpecifier() throws(PredicateSyntaxError) -> String {
@@ -150,18 +218,22 @@ struct PredicateLexer {
         position += 1
         var spec = ""
         // Length modifiers, then the conversion character.
-        while let c = peek(), "lhqLjzt".contains(c) { spec.append(c); position += 1 }
+        while let c = peek(), Self.lengthModifiers.contains(c) { spec.append(c); position += 1 }
         guard let c = peek() else { throw error("a format specifier is cut off", at: start, found: "\"%\"") }
         position += 1
         spec.append(c)
-        let accepted: Set<String> = ["@", "K", "d", "i", "u", "x", "X", "o", "ld", "li", "lu", "lx", "lld", "lli", "llu", "llx",
-                                     "hd", "hi", "hu", "qd", "qi", "qu", "zd", "zu", "f", "lf", "Lf", "e", "g", "s", "c"]
-        guard accepted.contains(spec) else {
+        guard Self.formatSpecifiers.contains(spec) else {
             throw error("\"%\(spec)\" is not a format specifier (use %@, %K, %d, %i, %ld, %lld, %u, %f, %lf or %s; %K is upper-case)",
                         at: start, found: "\"%\(spec)\"")
         }
         return spec
     }
+
+    private static let lengthModifiers: Set<Character> = ["l", "h", "q", "L", "j", "z", "t"]
+    private static let formatSpecifiers: Set<String> = [
+        "@", "K", "d", "i", "u", "x", "X", "o", "ld", "li", "lu", "lx", "lld", "lli", "llu", "llx",
+        "hd", "hi", "hu", "qd", "qi", "qu", "zd", "zu", "f", "lf", "Lf", "e", "g", "s", "c",
+    ]
 
     private mutating func readNumber() throws(PredicateSyntaxError) -> PredicateToken.Kind {
         let start = position
@@ -170,34 +242,34 @@ struct PredicateLexer {
             let radix = radixMark == "x" ? 16 : radixMark == "o" ? 8 : 2
             let digitsStart = position
             while let c = peek(), c.isHexDigit || c == "_" { position += 1 }
-            let digits = String(characters[digitsStart..<position]).replacingOccurrences(of: "_", with: "")
+            let digits = string(digitsStart..<position).replacingOccurrences(of: "_", with: "")
             guard let value = Int64(digits, radix: radix) else {
-                throw error("\"\(String(characters[start..<position]))\" is not a valid base-\(radix) number", at: start,
-                            found: "\"\(String(characters[start..<position]))\"")
+                throw error("\"\(string(start..<position))\" is not a valid base-\(radix) number", at: start,
+                            found: "\"\(string(start..<position))\"")
             }
             return .integer(value)
         }
         var isFloat = false
-        while let c = peek(), c.isASCII && c.isNumber { position += 1 }
-        if peek() == ".", let d = peek(1), d.isASCII && d.isNumber {
+        while isDigit(at: position) { position += 1 }
+        if peek() == ".", isDigit(at: position + 1) {
             isFloat = true
             position += 1
-            while let c = peek(), c.isASCII && c.isNumber { position += 1 }
+            while isDigit(at: position) { position += 1 }
         } else if peek() == ".", position == start {
             position += 1
             isFloat = true
-            while let c = peek(), c.isASCII && c.isNumber { position += 1 }
+            while isDigit(at: position) { position += 1 }
         }
         if let e = peek(), e == "e" || e == "E" {
             let sign = peek(1) == "+" || peek(1) == "-" ? 1 : 0
-            if let d = peek(1 + sign), d.isASCII && d.isNumber {
+            if isDigit(at: position + 1 + sign) {
                 isFloat = true
                 position += 1 + sign
-                while let c = peek(), c.isASCII && c.isNumber { position += 1 }
+                while isDigit(at: position) { position += 1 }
             }
         }
-        let literal = String(characters[start..<position])
-        if let c = peek(), isIdentifierStart(c) {
+        let literal = string(start..<position)
+        if let c = peek(), isIdentifierStart(at: position) {
             throw error("a number runs into letters", at: start, found: "\"\(literal)\(c)\"")
         }
         if !isFloat, let value = Int64(literal) { return .integer(value) }
@@ -239,7 +311,7 @@ struct PredicateLexer {
         var digits = ""
         while digits.count < hexDigits, let c = peek(), c.isHexDigit { digits.append(c); position += 1 }
         guard digits.count == hexDigits, let value = UInt32(digits, radix: 16), let scalar = Unicode.Scalar(value) else {
-            throw error("an escape needs \(hexDigits) hexadecimal digits", at: offset, found: "\"\\\(String(characters[offset + 1..<position]))\"")
+            throw error("an escape needs \(hexDigits) hexadecimal digits", at: offset, found: "\"\\\(string(offset + 1..<position))\"")
         }
         return Character(scalar)
     }

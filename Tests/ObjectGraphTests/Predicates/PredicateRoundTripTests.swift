@@ -108,6 +108,19 @@ struct PredicateGenerator {
         }
     }
 
+    /// The lexer reads ASCII by its code and anything else by its Unicode properties: both give the same tokens —
+    /// Unicode spaces and `\r\n` separate, non-ASCII letters and digits continue names, keywords match in any case,
+    /// and a number running into a letter of any script is refused.
+    @Test func charactersOfEveryScriptAreReadAlike() throws {
+        let spaced = try FetchPredicate(format: "größe\u{2003}==\u{00A0}1\r\nAND\ta_1 != 0x1F aNd x\u{0663} In {2, 3}")
+        #expect(spaced == (try FetchPredicate(format: "größe == 1 AND a_1 != 31 AND x\u{0663} IN {2, 3}")))
+        #expect(spaced.predicateFormat == "größe == 1 AND a_1 != 31 AND x\u{0663} IN {2, 3}")
+        #expect(try FetchPredicate(format: "_ñ9 between {1, 2}").predicateFormat == "_ñ9 BETWEEN {1, 2}")
+        for refused in ["\u{0663} == 2", "1a == 1", "1é == 1", "a == 1 \u{00A7}"] {
+            #expect(throws: PredicateSyntaxError.self, "\(refused)") { try FetchPredicate(format: refused) }
+        }
+    }
+
     @Test func randomBytesNeverCrashTheParser() {
         var random = SplitMix64(seed: 7)
         var parsed = 0
