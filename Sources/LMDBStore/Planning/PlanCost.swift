@@ -69,12 +69,15 @@ struct CostEstimator {
     }
 
     /// The entries of `range`: probed, or guessed past the probe's cap.
-    mutating func entries(of range: QueryPlan.IndexRange, streams: Bool = false) -> (entries: Double, counted: Bool) {
+    mutating func entries(of range: QueryPlan.IndexRange, streams: Bool = false, covered: Bool = false) -> (entries: Double, counted: Bool) {
         // Past this many entries, reading a row per entry costs more than scanning the table; a range up to ten
         // times the smallest one is still worth counting, as the larger side of an intersection.
         var cap = max(256, Int(rows * Self.scannedRow / (Self.rowRead + Self.indexEntry)) + 1)
         if let smallest { cap = max(cap, min(Int(rows), Int(smallest) * 10 + 100)) }
-        if streams, let wanted { cap = min(cap, Int(wanted) * 4 + 16) }
+        // A range streaming in sort order is walked only until the window is full: past that many entries its cost
+        // does not change. One that answers the predicate keeps every entry, so the window's size is enough to know
+        // (counting each key of a compound index's prefix cost more than the walk it prices).
+        if streams, let wanted { cap = min(cap, covered ? Int(wanted) + 1 : Int(wanted) * 4 + 16) }
         let counted = statistics.probe(range, cap)
         let estimate = counted < cap
             ? Double(counted)
@@ -87,7 +90,7 @@ struct CostEstimator {
     /// when the residual is checked on the entries — `entryChecked` — and rejects some before their rows are read).
     mutating func index(_ range: QueryPlan.IndexRange, rank: Int, streams: Bool, direction: ScanDirection, covered: Bool,
                         entryChecked: Bool = false) -> QueryPlanner.Candidate {
-        let (entries, counted) = entries(of: range, streams: streams)
+        let (entries, counted) = entries(of: range, streams: streams, covered: covered)
         var candidate = QueryPlanner.Candidate(access: .index(range), rank: rank, entries: entries, counted: counted,
                                                streams: streams, direction: direction, covered: covered)
         // A residual rejects some rows: assume half of them when the range does not answer the predicate.

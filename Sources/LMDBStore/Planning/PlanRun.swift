@@ -393,28 +393,24 @@ final class PlanRun {
         let reverse = plan.direction == .reverse
         let cutPrefix = plan.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
         let byRun = reverse || plan.resortsLongKeys
-        var items: [Item] = []
-        var run: [UInt8] = []
-        var runStart = 0
-        func closeRun() {
-            if reverse { items[runStart...].reverse() }
-            if run.count >= cutPrefix, items.count - runStart > 1 { items.replaceSubrange(runStart..., with: resort(Array(items[runStart...]))) }
-            runStart = items.count
-        }
+        // A struct, not variables a nested function captures: those are checked for exclusive access at run time
+        // on every entry.
+        var runs = EntryRuns<Item>()
         try forEachEntry(of: index, direction: plan.direction) { key, tag, entry in
             if byRun {
-                let runKey = entry.key.prefix(cutPrefix)
-                if !run.elementsEqual(runKey) {
-                    closeRun()
-                    if items.count >= wanted { return false }
-                    run = Array(runKey)
+                // Borrowed from the map, as the entry is: valid until the read transaction ends.
+                let runKey = UnsafeRawBufferPointer(rebasing: entry.key.prefix(cutPrefix))
+                if !runs.key.elementsEqual(runKey) {
+                    runs.close(reversing: reverse, resorting: runs.key.count >= cutPrefix, by: resort)
+                    if runs.items.count >= wanted { return false }
+                    runs.key = runKey
                 }
             }
-            if family.contains(tag), let item = try take(Candidate(key: key, tag: tag), entry) { items.append(item) }
-            return byRun || items.count < wanted
+            if family.contains(tag), let item = try take(Candidate(key: key, tag: tag), entry) { runs.items.append(item) }
+            return byRun || runs.items.count < wanted
         }
-        if byRun { closeRun() }
-        return items
+        if byRun { runs.close(reversing: reverse, resorting: runs.key.count >= cutPrefix, by: resort) }
+        return runs.items
     }
 
     /// `keys` in key order, each key once.
@@ -571,6 +567,24 @@ struct RowCheck {
         let matched = try predicate?.evaluate(with: view) ?? true
         if let failure = view.failure { throw store.corruptedRow(candidate.key, in: root, failure) }
         return matched ? (row, view) : nil
+    }
+}
+
+/// The items ``PlanRun/collectInIndexOrder(_:resort:_:)`` has taken, and the run of index entries the last ones
+/// came from.
+private struct EntryRuns<Item> {
+    var items: [Item] = []
+    /// The key (or cut key prefix) of the current run, borrowed from the map.
+    var key = UnsafeRawBufferPointer(start: nil, count: 0)
+    /// Where the current run's items start.
+    var start = 0
+
+    /// Ends the current run: its items reversed when the walk went backwards (so ties stay in key order), then, when
+    /// `resorting` (the run shares a cut key), put in order by `resort`.
+    mutating func close(reversing: Bool, resorting: Bool, by resort: ([Item]) -> [Item]) {
+        if reversing { items[start...].reverse() }
+        if resorting, items.count - start > 1 { items.replaceSubrange(start..., with: resort(Array(items[start...]))) }
+        start = items.count
     }
 }
 
