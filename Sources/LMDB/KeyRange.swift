@@ -91,14 +91,10 @@ public struct CursorRangeIterator {
         guard !finished else { return nil }
         let entry: CursorEntry?
         if started {
-            if stepsByValue {
-                // Another value of the key already found within the range; else the next entry, checked below (also
-                // right after a deletion, where LMDB answers `MDB_NEXT_DUP` with "not found").
-                if let value = direction == .forward ? try cursor.get(MDB_NEXT_DUP) : try cursor.get(MDB_PREV_DUP) { return value }
-                entry = direction == .forward ? try cursor.get(MDB_NEXT) : try cursor.get(MDB_PREV)
-            } else {
-                entry = direction == .forward ? try cursor.get(MDB_NEXT) : try cursor.get(MDB_PREV)
-            }
+            // Another value of a key already found within the range needs no check; else the next entry, checked
+            // below (also right after a deletion, where LMDB answers `MDB_NEXT_DUP` with "not found").
+            if stepsByValue, let value = direction == .forward ? try cursor.get(MDB_NEXT_DUP) : try cursor.get(MDB_PREV_DUP) { return value }
+            entry = direction == .forward ? try cursor.get(MDB_NEXT) : try cursor.get(MDB_PREV)
         } else {
             started = true
             entry = direction == .forward ? try positionAtLowerBound() : try positionAtUpperBound()

@@ -162,11 +162,9 @@ final class PlanRun {
         }
         var matches: [RowView] = []
         let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
-        if wanted > 0 {
-            try forEachMatch(check) { candidate, row, view in
-                matches.append(view ?? check.view(of: candidate, row))
-                return matches.count < wanted
-            }
+        try forEachMatch(check) { candidate, row, view in
+            matches.append(view ?? check.view(of: candidate, row))
+            return matches.count < wanted
         }
         putInKeyOrder(&matches)
         if sorts {

@@ -78,7 +78,7 @@ struct RowFilter {
     init?(_ predicate: FetchPredicate, entity: String, model: ManagedObjectModel, layout: StoreLayout, storeIdentifier: String) {
         var compiler = Compiler(entity: entity, model: model, layout: layout, storeIdentifier: storeIdentifier)
         let root = compiler.compile(predicate.node)
-        if case .undecided = root { return nil }
+        if root.isUndecided { return nil }
         let names = compiler.names
         self.root = root
         comparisons = names.count
@@ -93,21 +93,13 @@ struct RowFilter {
         let storeIdentifier: String
         var names: [String] = []
 
-        init(entity: String, model: ManagedObjectModel, layout: StoreLayout, storeIdentifier: String) {
-            self.entity = entity
-            self.model = model
-            self.layout = layout
-            self.storeIdentifier = storeIdentifier
-        }
-
         /// `node` compiled; an AND or OR of undecided parts, and NOT of one, is undecided as a whole.
         mutating func compile(_ node: PredicateNode) -> Node {
             switch node {
             case .constant(let value): return .constant(value)
             case .not(let operand):
                 let compiled = compile(operand)
-                if case .undecided = compiled { return .undecided }
-                return .not(compiled)
+                return compiled.isUndecided ? .undecided : .not(compiled)
             case .and(let operands):
                 let compiled = operands.map { compile($0) }
                 return compiled.allSatisfy(\.isUndecided) ? .undecided : .and(compiled)

@@ -38,7 +38,7 @@ struct RowSort {
     /// path through a relationship or a function, a to-one, a string compared ignoring case or as the Finder does,
     /// decimals, data, UUIDs and URIs, or an attribute of different kinds in different entities.
     init?(_ descriptors: [FetchSortDescriptor], family: TagSet, layout: StoreLayout) {
-        guard !descriptors.isEmpty, descriptors.count <= 8 else { return nil }
+        guard !descriptors.isEmpty else { return nil }
         width = descriptors.count
         ascending = descriptors.map(\.ascending)
         var kinds: [Kind?] = Array(repeating: nil, count: width)

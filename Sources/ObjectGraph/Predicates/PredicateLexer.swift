@@ -59,7 +59,6 @@ struct PredicateLexer {
     /// classified by it, where asking for a character's Unicode properties (`isLetter`, `isWhitespace`) costs a table
     /// search each.
     private let codes: [UInt8]
-    private let count: Int
     private let text: String
     private var position = 0
 
@@ -73,7 +72,6 @@ struct PredicateLexer {
             characters = Array(text)
             codes = characters.map { $0.asciiValue ?? 0xFF }
         }
-        count = codes.count
     }
 
     /// The character at `index`.
@@ -101,7 +99,7 @@ struct PredicateLexer {
     }
 
     private func peek(_ ahead: Int = 0) -> Character? {
-        position + ahead < count ? character(position + ahead) : nil
+        position + ahead < codes.count ? character(position + ahead) : nil
     }
 
     private mutating func next() throws(PredicateSyntaxError) -> PredicateToken {
@@ -160,14 +158,14 @@ struct PredicateLexer {
             // The symbols are ASCII: compared by code.
             var index = position
             for byte in literal.utf8 {
-                guard index < count, codes[index] == byte else { return false }
+                guard index < codes.count, codes[index] == byte else { return false }
                 index += 1
             }
             return true
         }
         var index = position
         for expected in literal {
-            guard index < count else { return false }
+            guard index < codes.count else { return false }
             let actual = character(index)
             guard actual == expected || ignoringCase && actual.uppercased() == expected.uppercased() else { return false }
             index += 1
@@ -179,7 +177,7 @@ struct PredicateLexer {
 
     /// A letter or `_`.
     private func isIdentifierStart(at index: Int) -> Bool {
-        guard index < count else { return false }
+        guard index < codes.count else { return false }
         let code = codes[index]
         guard code != 0xFF else { return characters[index].isLetter }
         return code == UInt8(ascii: "_") || (code | 0x20) &- UInt8(ascii: "a") < 26
@@ -187,7 +185,7 @@ struct PredicateLexer {
 
     /// A letter, a digit or `_`.
     private func isIdentifierPart(at index: Int) -> Bool {
-        guard index < count else { return false }
+        guard index < codes.count else { return false }
         let code = codes[index]
         guard code != 0xFF else { return characters[index].isLetter || characters[index].isNumber }
         return code == UInt8(ascii: "_") || (code | 0x20) &- UInt8(ascii: "a") < 26 || code &- UInt8(ascii: "0") < 10
@@ -195,11 +193,11 @@ struct PredicateLexer {
 
     /// `0`–`9` (only ASCII digits start or continue a number literal).
     private func isDigit(at index: Int) -> Bool {
-        index < count && codes[index] &- UInt8(ascii: "0") < 10
+        index < codes.count && codes[index] &- UInt8(ascii: "0") < 10
     }
 
     private func isWhitespace(at index: Int) -> Bool {
-        guard index < count else { return false }
+        guard index < codes.count else { return false }
         let code = codes[index]
         guard code != 0xFF else { return characters[index].isWhitespace }
         return code == UInt8(ascii: " ") || code &- 0x09 < 5
