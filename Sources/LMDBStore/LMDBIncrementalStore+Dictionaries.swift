@@ -61,7 +61,7 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         let ascending = index.elements[0].isAscending
         var ranges = [KeyRange.all]
         if request.predicate != nil {
-            guard plan.coveredByIndex, case .index(let range) = plan.access, range.database == indexName else { return nil }
+            guard plan.filter == nil, let range = run.indexRange, range.database == indexName else { return nil }
             ranges = range.ranges
         }
         var results: [[String: PredicateValue]] = []
@@ -99,11 +99,11 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         names.formUnion(request.propertiesToGroupBy)
         names.formUnion(rowRequest.sortDescriptors.map(\.keyPath))
         guard !names.isEmpty else { return nil }
-        guard case .index(let index) = plan.access, plan.coveredByIndex || plan.entryElements != nil,
-              let elements = QueryPlanner.entryElements(index, reading: names.union(plan.entryElements?.map(\.name) ?? []),
+        guard let index = run.indexRange, plan.filter == nil || index.entryElements != nil,
+              let elements = QueryPlanner.entryElements(index, reading: names.union(index.entryElements?.map(\.name) ?? []),
                                                         entity: request.entityName, model: model)
         else { return nil }
-        let predicate = plan.coveredByIndex ? nil : request.predicate
+        let predicate = plan.filter
         var undecidable = false
         var entries = try run.collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: rowRequest.sortDescriptors) }) { candidate, entry -> EntryValues? in
             guard !undecidable else { return nil }

@@ -91,7 +91,7 @@ struct CostEstimator {
     mutating func index(_ range: QueryPlan.IndexRange, rank: Int, streams: Bool, direction: ScanDirection, covered: Bool,
                         entryChecked: Bool = false) -> QueryPlanner.Candidate {
         let (entries, counted) = entries(of: range, streams: streams, covered: covered)
-        var candidate = QueryPlanner.Candidate(access: .index(range), rank: rank, entries: entries, counted: counted,
+        var candidate = QueryPlanner.Candidate(source: range, rank: rank, entries: entries, counted: counted,
                                                streams: streams, direction: direction, covered: covered)
         // A residual rejects some rows: assume half of them when the range does not answer the predicate.
         let kept = covered ? 1.0 : 0.5
@@ -114,7 +114,7 @@ struct CostEstimator {
         let (first, second) = sizes
         let both = rows > 0 ? first.entries * second.entries / rows : 0
         let walked = (first.entries + second.entries) * Self.indexEntry
-        var candidate = QueryPlanner.Candidate(access: .intersection(ranges), rank: rank, entries: both,
+        var candidate = QueryPlanner.Candidate(source: QueryPlan.Intersection(ranges: ranges), rank: rank, entries: both,
                                                counted: first.counted && second.counted, streams: request.sortDescriptors.isEmpty,
                                                covered: covered)
         candidate.cost = walked + (answeredByEntries(covered: covered, streams: false) ? 0 : both * (Self.rowRead + residual))
@@ -132,7 +132,7 @@ struct CostEstimator {
             counted = counted && estimate.counted
         }
         let read = min(total, rows)
-        var candidate = QueryPlanner.Candidate(access: .union(ranges), rank: rank, entries: read, counted: counted,
+        var candidate = QueryPlanner.Candidate(source: QueryPlan.Union(ranges: ranges), rank: rank, entries: read, counted: counted,
                                                streams: request.sortDescriptors.isEmpty, covered: covered)
         candidate.cost = total * Self.indexEntry + (answeredByEntries(covered: covered, streams: false) ? 0 : read * (Self.rowRead + residual))
             + sortCost(read, streams: candidate.streams)
@@ -145,7 +145,7 @@ struct CostEstimator {
         let (destinations, counted) = entries(of: join.destination)
         let fanout = Double(statistics.entries(join.toOneDatabase)) / Double(max(1, statistics.entries(join.destination.database)))
         let pointing = destinations * fanout
-        var candidate = QueryPlanner.Candidate(access: .join(join), rank: rank, entries: pointing, counted: counted)
+        var candidate = QueryPlanner.Candidate(source: join, rank: rank, entries: pointing, counted: counted)
         candidate.cost = destinations * Self.indexEntry + pointing * (Self.rowRead + Self.indexEntry + residual) + sortCost(pointing, streams: false)
         return candidate
     }
@@ -160,7 +160,7 @@ struct CostEstimator {
         case .toOneField: perDestination = Self.rowRead
         }
         let owners = min(destinations, rows)
-        var candidate = QueryPlanner.Candidate(access: .toManyJoin(join), rank: rank, entries: owners, counted: counted,
+        var candidate = QueryPlanner.Candidate(source: join, rank: rank, entries: owners, counted: counted,
                                                streams: request.sortDescriptors.isEmpty)
         candidate.cost = destinations * (Self.indexEntry + perDestination) + owners * (Self.rowRead + residual)
             + sortCost(owners, streams: candidate.streams)
@@ -171,7 +171,7 @@ struct CostEstimator {
     /// stops it early).
     func scan(rank: Int) -> QueryPlanner.Candidate {
         let streams = request.sortDescriptors.isEmpty
-        var candidate = QueryPlanner.Candidate(access: .scan, rank: rank, entries: rows, streams: streams)
+        var candidate = QueryPlanner.Candidate(source: QueryPlan.Scan(entityName: request.entityName), rank: rank, entries: rows, streams: streams)
         candidate.cost = rows * (Self.scannedRow + residual) + sortCost(smallest ?? rows, streams: streams)
         return candidate
     }

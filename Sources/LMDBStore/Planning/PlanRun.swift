@@ -9,8 +9,9 @@ struct Candidate {
 }
 
 /// One fetch running a ``QueryPlan`` in one read transaction: the store's open state, the request and the fetched
-/// entities, worked out once. The plan's source yields ``Candidate``s (``forEachCandidate(_:)``); its steps — the
-/// filter on index entries, the filter on rows, the order, the window — run here, each rule in one place:
+/// entities, worked out once. The plan's source node yields ``Candidate``s (``PlanSource``); the steps after it —
+/// the filter on index entries, the filter on rows, the order, the window — run here, each rule in one place, by
+/// what the result needs (a count, IDs, rows):
 ///
 /// - a plan whose predicate the source or the index entries settle reads no row for counts and object IDs
 ///   (``count()``, ``candidates()``); otherwise each candidate's row is read once and checked (``views()``);
@@ -36,6 +37,10 @@ final class PlanRun {
     let checksEntries: Bool
     /// Whether the source reads each candidate's row (a key lookup, a scan): the entry it yields is the row's own.
     let readsRows: Bool
+    /// Whether the source yields its candidates in ascending row-key order, each once (``PlanSource/yieldsKeyOrder``).
+    let yieldsKeyOrder: Bool
+    /// The plan's source when it is one index range.
+    let indexRange: QueryPlan.IndexRange?
 
     init(_ plan: QueryPlan, for request: FetchRequest, entity: StoreLayout.EntityLayout, store: LMDBIncrementalStore,
          state: LMDBIncrementalStore.OpenState, transaction: Transaction) {
@@ -49,12 +54,11 @@ final class PlanRun {
         family = store.layout.tags(of: Set((request.includesSubentities ? store.model.entityAndDescendants(of: request.entityName)
                                                                           : [request.entityName]).compactMap { store.layout.entity($0)?.tag }))
         inTable = store.layout.tags(sharingTableOf: entity)
-        entryCheck = plan.entryElements.flatMap { elements in request.predicate.map { (elements, $0) } }
+        indexRange = plan.indexRange
+        entryCheck = indexRange?.entryElements.flatMap { elements in plan.filter.map { (elements, $0) } }
         checksEntries = entryCheck != nil
-        switch plan.access {
-        case .keys, .scan: readsRows = true
-        case .index, .union, .intersection, .join, .toManyJoin, .empty: readsRows = false
-        }
+        readsRows = plan.source.readsRows
+        yieldsKeyOrder = plan.source.yieldsKeyOrder
     }
 
     // MARK: - Results
@@ -62,14 +66,14 @@ final class PlanRun {
     /// Whether the rows need not be read to know which candidates match: the key lookup, the index ranges or the
     /// index entries settle the predicate (an entry that cannot tell reads its row, ``entryOrRowMatches(_:)``).
     var settledWithoutRows: Bool {
-        plan.predicate == nil || plan.coveredByIndex || plan.entryElements != nil
+        plan.filter == nil || checksEntries
     }
 
     /// Whether counts, object IDs and loaded objects come from candidates (``candidates()``), no row read but those
     /// of the window: the predicate is settled without rows, and the candidates can be put in the requested order —
     /// none asked for, or the index yields it (and no cut text key needs the rows to order a run).
     var answersFromCandidates: Bool {
-        settledWithoutRows && (request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && !plan.resortsLongKeys))
+        settledWithoutRows && (request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && indexRange?.resortsLongKeys != true))
     }
 
     /// The number of rows that match, windowed — from the candidates when the rows need not be read (counted up to
@@ -78,7 +82,7 @@ final class PlanRun {
         guard settledWithoutRows else { return request.window(try views()).count }
         var count = 0
         let wanted = request.windowEnd ?? .max
-        if case .index(let index) = plan.access, plan.coveredByIndex {
+        if plan.filter == nil, let index = indexRange {
             count = try store.countEntries(in: index, upTo: wanted, state: state, transaction: transaction)
         } else if let gathered = try gatheredCandidates() {
             count = gathered.count
@@ -98,7 +102,7 @@ final class PlanRun {
         // check): taken as they are.
         if let gathered = try gatheredCandidates() { return gathered }
         var found: [Candidate] = []
-        if case .index(let index) = plan.access, plan.direction == .reverse || plan.resortsLongKeys {
+        if let index = indexRange, index.direction == .reverse || index.resortsLongKeys {
             found = try collectInIndexOrder(index) { candidate, entry in try entryOrRowMatches(candidate, entry) ? candidate : nil }
         } else {
             let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
@@ -142,7 +146,7 @@ final class PlanRun {
     /// must not outlive the transaction.
     func views() throws -> [RowView] {
         let check = RowCheck(self)
-        if case .index(let index) = plan.access, plan.streamsInSortOrder {
+        if plan.streamsInSortOrder, let index = indexRange {
             // The index yields the requested order: rows read as their entries come, runs of cut text keys put in
             // order by the rows' values, the walk stopped once the window is full.
             return try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
@@ -217,17 +221,6 @@ final class PlanRun {
         plan.streamsInSortOrder || (request.sortDescriptors.isEmpty && yieldsKeyOrder)
     }
 
-    /// Whether the source yields its candidates in ascending row-key order, each once: a scan, a union, an
-    /// intersection and a to-many join always; an index range walked forward over one key (LMDB keeps one key's
-    /// values sorted).
-    var yieldsKeyOrder: Bool {
-        switch plan.access {
-        case .scan, .union, .intersection, .toManyJoin, .empty: true
-        case .index(let index): index.holdsOneKey && plan.direction == .forward && !plan.resortsLongKeys
-        case .keys, .join: false
-        }
-    }
-
     /// Puts `items` in row-key order: results without a usable order come so, as a scan gives them. Already
     /// ordered lists (one key's entries, IDs of one entity) are left as they are.
     func putInKeyOrder<Item: RowKeyed>(_ items: inout [Item]) {
@@ -236,150 +229,20 @@ final class PlanRun {
 
     // MARK: - Sources
 
-    /// Calls `body` with each candidate the plan's source yields, with the entry the source read it from — an index
-    /// entry, or, for a key lookup and a scan, the row's own (``rowEntry(_:)``) — until it returns false: a key
-    /// lookup's rows (in the IDs' order; each found by one cursor, its entity tag read from the header), an index
-    /// range's entries (in the plan's direction), a union's, an intersection's or a to-many join's rows
-    /// (``gatheredCandidates()``), the rows pointing at a join's destinations (destination by destination), or every
-    /// row of the table. Only rows of the fetched entities are yielded.
+    /// Calls `body` with each candidate the plan's source yields, with the entry it was read from, until `body`
+    /// returns false (``PlanSource/forEachCandidate(in:_:)``).
+    @inline(__always)
     func forEachCandidate(_ body: (Candidate, CursorEntry?) throws -> Bool) throws {
-        switch plan.access {
-        case .empty:
-            return
-        case .keys(let objectIDs):
-            var lookup = LMDBIncrementalStore.KeyLookup(state: state, family: family)
-            try rows.withCursor(in: transaction) { cursor in
-                for id in objectIDs {
-                    guard let key = lookup.key(of: id),
-                          let entry = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
-                    let rowTag = try tag(of: entry.value, key: UInt64(key))
-                    // An ID naming another entity of the table than its row's is no object.
-                    guard rowTag == lookup.tag else { continue }
-                    guard try body(Candidate(key: UInt64(key), tag: rowTag), entry) else { return }
-                }
-            }
-        case .index(let index):
-            try forEachEntry(of: index, direction: plan.direction) { key, tag, entry in
-                family.contains(tag) ? try body(Candidate(key: key, tag: tag), entry) : true
-            }
-        case .union, .intersection, .toManyJoin:
-            for candidate in try gatheredCandidates() ?? [] where try !body(candidate, nil) { return }
-        case .join(let join):
-            // Each destination in the range, then every row pointing at it: the values of its key in the to-one table.
-            let toOne = store.database(join.toOneDatabase, in: state)
-            try toOne.withCursor(in: transaction) { pointers in
-                try forEachEntry(of: join.destination) { destination, _, _ in
-                    var going = true
-                    let key = LMDBIncrementalStore.keyBytes(destination)
-                    try pointers.forEachValue(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
-                        let source = try toOne.reference(in: entry)
-                        if family.contains(source.entityTag) { going = try body(Candidate(key: source.key, tag: source.entityTag), nil) }
-                        return going
-                    }
-                    return going
-                }
-            }
-        case .scan:
-            try rows.withCursor(in: transaction) { cursor in
-                try cursor.forEach { entry in
-                    let key = try rows.rowKey(in: entry)
-                    let tag = try tag(of: entry.value, key: key)
-                    guard family.contains(tag) else { return true }
-                    return try body(Candidate(key: key, tag: tag), entry)
-                }
-            }
-        }
+        try plan.source.forEachCandidate(in: self, body)
     }
 
-    /// The candidates of a source that gathers them all before it yields any — in key order, each once — or `nil`
-    /// for another source: the rows in any of a union's ranges (gathered as they come, then sorted and rid of
-    /// repeats, no hashing per entry), in both of an intersection's (the first, smaller range's keys kept, the
-    /// second's looked up among them), or the owners of a to-many join's destinations.
+    /// The candidates of a source that gathers them all before it yields any, in key order, each once; `nil` for
+    /// another source (``PlanSource/gatheredCandidates(in:)``).
     func gatheredCandidates() throws -> [Candidate]? {
-        switch plan.access {
-        case .union(let indexes):
-            var keys: [Candidate] = []
-            for index in indexes {
-                try forEachEntry(of: index) { key, tag, _ in
-                    if family.contains(tag) { keys.append(Candidate(key: key, tag: tag)) }
-                    return true
-                }
-            }
-            return Self.sortedUnique(keys)
-        case .intersection(let indexes):
-            var first: [UInt64: UInt16] = [:]
-            try forEachEntry(of: indexes[0]) { key, tag, _ in
-                if family.contains(tag) { first[key] = tag }
-                return true
-            }
-            var keys: [Candidate] = []
-            try forEachEntry(of: indexes[1]) { key, _, _ in
-                if let tag = first[key] { keys.append(Candidate(key: key, tag: tag)) }
-                return true
-            }
-            keys.sort { $0.key < $1.key }
-            return keys
-        case .toManyJoin(let join):
-            return Self.sortedUnique(try owners(of: join))
-        case .keys, .index, .join, .scan, .empty:
-            return nil
-        }
+        try plan.source.gatheredCandidates(in: self)
     }
 
-    /// The owners of a to-many join's destinations that are of the fetched entities, as they come (a row may come
-    /// once per destination it holds).
-    private func owners(of join: QueryPlan.ToManyJoin) throws -> [Candidate] {
-        var owners: [Candidate] = []
-        try forEachEntry(of: join.destination) { destinationKey, _, _ in
-            switch join.owners {
-            case .link(let name):
-                // The inverse's members of this destination: its owners, with their entity tags.
-                let links = store.database(name, in: state)
-                try links.withCursor(in: transaction) { cursor in
-                    try cursor.forEachValue(in: KeyRange.prefix(LMDBIncrementalStore.keyBytes(destinationKey))) { entry in
-                        let owner = try links.reference(in: entry)
-                        if family.contains(owner.entityTag) { owners.append(Candidate(key: owner.key, tag: owner.entityTag)) }
-                        return true
-                    }
-                }
-            case .toOneField(let name, let rowsName):
-                let naming = "with key \(destinationKey) in \(rowsName)"
-                guard let row = try store.encodedRow(key: destinationKey, in: store.database(rowsName, in: state), transaction: transaction,
-                                                     naming: naming),
-                      let field = row.entity.fieldIndex[name] else { return true }
-                do {
-                    if case .reference(let owner)? = try row.field(field), family.contains(owner.entityTag) {
-                        owners.append(Candidate(key: owner.key, tag: owner.entityTag))
-                    }
-                } catch let error as RowDecodingError {
-                    throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming) cannot be read: \(error.reason); the store file is corrupted")
-                }
-            }
-            return true
-        }
-        return owners
-    }
-
-    /// Calls `body` with the row key, entity tag and entry of each entry of `index` (its ranges in turn, each walked
-    /// `direction`) until it returns false.
-    func forEachEntry(of index: QueryPlan.IndexRange, direction: ScanDirection = .forward,
-                      _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
-        let table = store.database(index.database, in: state)
-        try table.withCursor(in: transaction) { cursor in
-            var going = true
-            for range in direction == .forward ? index.ranges : index.ranges.reversed() where going {
-                // Forward, a key's values come a page at a time.
-                try cursor.forEachValue(in: range, direction: direction) { entry in
-                    // Each value: the row key, then its entity tag.
-                    let row = try table.reference(in: entry)
-                    going = try body(row.key, row.entityTag, entry)
-                    return going
-                }
-            }
-        }
-    }
-
-    /// What `take` makes of the candidates of `index`, walked in the plan's direction, in the plan's order. Entries
+    /// What `take` makes of the candidates of `index`, walked in its direction, in the plan's order. Entries
     /// come in runs — of equal keys, or, where text streams in sort order, of keys sharing the prefix a value too
     /// long for a key is cut to (such values follow one another by digest, so `resort` puts the run in value
     /// order). Walking backwards, a run comes in descending key order and is reversed first, so ties stay in key
@@ -388,13 +251,13 @@ final class PlanRun {
     func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, resort: ([Item]) -> [Item] = { $0 },
                                    _ take: (Candidate, CursorEntry) throws -> Item?) throws -> [Item] {
         let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
-        let reverse = plan.direction == .reverse
-        let cutPrefix = plan.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
-        let byRun = reverse || plan.resortsLongKeys
+        let reverse = index.direction == .reverse
+        let cutPrefix = index.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
+        let byRun = reverse || index.resortsLongKeys
         // A struct, not variables a nested function captures: those are checked for exclusive access at run time
         // on every entry.
         var runs = EntryRuns<Item>()
-        try forEachEntry(of: index, direction: plan.direction) { key, tag, entry in
+        try index.forEachEntry(in: self, direction: index.direction) { key, tag, entry in
             if byRun {
                 // Borrowed from the map, as the entry is: valid until the read transaction ends.
                 let runKey = UnsafeRawBufferPointer(rebasing: entry.key.prefix(cutPrefix))
@@ -509,12 +372,9 @@ struct RowCheck {
     private let root: String
 
     init(_ run: PlanRun) {
-        // A key lookup may have answered part of the predicate: the plan keeps the rest. Index ranges that answer it
-        // exactly leave nothing to check (as counts and IDs trust them); other sources check the whole predicate on
-        // every row they yield.
-        if case .keys = run.plan.access { predicate = run.plan.predicate }
-        else if run.plan.coveredByIndex { predicate = nil }
-        else { predicate = run.request.predicate }
+        // The plan's filter: what the source leaves of the predicate (nothing when index ranges answer it exactly,
+        // as counts and IDs trust them; the rest of a key lookup's conjunction; else the whole predicate).
+        predicate = run.plan.filter
         checksRows = predicate != nil
         filter = predicate.flatMap {
             RowFilter($0, entity: run.request.entityName, model: run.store.model, layout: run.store.layout, storeIdentifier: run.state.storeIdentifier)

@@ -2,121 +2,94 @@ import Foundation
 import LMDB
 import ObjectGraph
 
-/// How a fetch reads the store — an access path, what it still checks on each row, whether the path already yields
-/// the requested order, whether a count or a list of IDs needs rows at all — as chosen by ``QueryPlanner``.
+/// How a fetch reads the store, as chosen by ``QueryPlanner``: a tree of nodes, run by ``PlanRun``.
+///
+/// The **source** is the node that yields candidate rows (``PlanSource``): a key lookup, an index range (which may
+/// check the filter on its entries), a union or an intersection of ranges, a join through a to-one or a to-many,
+/// a scan, or nothing. Each source node runs itself and prints itself; nodes with children (a union's ranges, a
+/// join's destination range) run those. After the source come the **steps** on the rows it yields, each present
+/// only when the source leaves it something to do: the **filter** (the predicate still checked on each row), the
+/// **sort** (top-K with a limit; absent when the source streams in sort order) and the **window** (offset, limit).
+///
+/// `description` prints the tree as the pipeline it runs, left to right:
+/// `IndexRange(Employee.byAge [30, 40)) → Filter(name BEGINSWITH "A") → Sort(salary DESC) → Limit(20)`.
 struct QueryPlan: CustomStringConvertible {
-    struct IndexRange {
-        let database: String
-        let label: String
-        let keyPath: String
-        /// Disjoint ranges in ascending key order (several for `IN` and ORed equalities).
-        let ranges: [KeyRange]
-        let bounds: String
-        /// `==` and `IN` ranges, which hold a small share of the index when they hold more than a probe counts.
-        var isEquality = false
-        /// The index's elements, in key order.
-        var elements: [FetchIndexElementDescription] = []
-        /// The range holds one key of the index — an equality on a one-element index of a fixed-size type, or on a
-        /// to-one — so its entries come in row-key order (LMDB keeps one key's values sorted). Not so for text: an
-        /// equality's range also holds the keys of longer values it begins (`"a\0b"` for `"a"`), checked on the rows.
-        var holdsOneKey = false
-    }
+    /// The node yielding the candidate rows.
+    var source: any PlanSource
+    /// What is still checked on each row the source yields (`nil`: nothing — the source answers the predicate, or
+    /// there is none). For an index range with ``IndexRange/entryElements``, checked on each entry first.
+    var filter: FetchPredicate?
+    /// The source yields the requested order (an index walked in the sort's direction, or no sort and a source in
+    /// row-key order), so no sort step runs and the fetch stops after offset + limit matches.
+    var streamsInSortOrder = false
+    var entityName: String
+    var sort: [FetchSortDescriptor]
+    var limit: Int
+    var offset: Int
 
+    /// The source when it is one index range.
+    var indexRange: IndexRange? { source.indexRange }
+
+    var description: String {
+        var steps = [source.description]
+        if let filter {
+            steps.append("Filter(\(filter.predicateFormat))" + (indexRange?.entryElements != nil ? " on index entries" : ""))
+        }
+        if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
+        if offset > 0 { steps.append("Offset(\(offset))") }
+        if limit > 0 { steps.append("Limit(\(limit))") }
+        return steps.joined(separator: " → ")
+    }
+}
+
+/// A plan's source: the node that yields the candidate rows — row key and entity tag, of the fetched entities only —
+/// and knows how they come. A new way to find rows is a new source: a type conforming to this protocol, a candidate
+/// for it in the planner (`QueryPlanner+AccessPaths.swift`) and its cost (`PlanCost.swift`); the steps after it
+/// (filter, sort, window) and every result type work with it unchanged.
+protocol PlanSource: CustomStringConvertible {
+    /// Whether candidates come in ascending row-key order, each once (so results with no sort need no sorting, and
+    /// their rows are read by one cursor moving forward).
+    var yieldsKeyOrder: Bool { get }
+    /// Whether the source reads each candidate's row itself: the entry it yields with a candidate is the row's own.
+    var readsRows: Bool { get }
+    /// Calls `body` with each candidate and the entry it was read from (an index entry, the row itself when
+    /// ``readsRows``, or `nil`) until `body` returns false.
+    func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws
+    /// Every candidate at once, in key order, each once — for a source that gathers them all before it yields any
+    /// (a union, an intersection, a to-many join); `nil` for the others.
+    func gatheredCandidates(in run: PlanRun) throws -> [Candidate]?
+    /// The source itself when it is one index range (no dynamic cast: what the steps after an index range may do
+    /// differently — stream in its order, read values from its entries — is asked of every plan).
+    var indexRange: QueryPlan.IndexRange? { get }
+}
+
+extension PlanSource {
+    var readsRows: Bool { false }
+    var indexRange: QueryPlan.IndexRange? { nil }
+    func gatheredCandidates(in run: PlanRun) throws -> [Candidate]? { nil }
+}
+
+/// A source that gathers its candidates before it yields any: it yields them as ``gatheredCandidates(in:)`` gives
+/// them, in key order, each once.
+protocol GatheringSource: PlanSource {
+    /// Every candidate, in key order, each once.
+    func gather(in run: PlanRun) throws -> [Candidate]
+}
+
+extension GatheringSource {
+    var yieldsKeyOrder: Bool { true }
+    func gatheredCandidates(in run: PlanRun) throws -> [Candidate]? { try gather(in: run) }
+    func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
+        for candidate in try gather(in: run) where try !body(candidate, nil) { return }
+    }
+}
+
+extension QueryPlan {
     /// One element of an index key, as the predicate reads it back from an entry.
     struct EntryElement {
         let name: String
         let type: AttributeType
         /// A descending element: its bytes are stored inverted.
         let inverted: Bool
-    }
-
-    /// A comparison through a to-one (`department.name == "R&D"`): a range of the destination's index gives the
-    /// destination keys, and the relationship's `toone/…` table the rows pointing at each.
-    struct Join {
-        let destination: IndexRange
-        let toOneDatabase: String
-        let label: String
-    }
-
-    /// `ANY toMany.attr op constant` (`ANY employees.salary > 100`): a range of the destination's index gives the
-    /// destinations, and each destination's owners come from the inverse's link table (many-to-many) or from the
-    /// destination row's inverse to-one field (one-to-many). Owners without a matching destination are never met.
-    struct ToManyJoin {
-        enum Owners {
-            /// `link/<Destination>/<inverse>`: a prefix of destination key, values of owner key + tag.
-            case link(database: String)
-            /// The inverse to-one, read from each destination row of this root table.
-            case toOneField(name: String, rows: String)
-        }
-        let destination: IndexRange
-        let owners: Owners
-        let label: String
-    }
-
-    /// Where the candidate rows come from.
-    enum Access {
-        /// Every row of the entity's root table.
-        case scan
-        /// Nothing: the predicate is false whatever the row (`FALSEPREDICATE`, `x AND FALSEPREDICATE`).
-        case empty
-        /// `SELF == %@` / `SELF IN %@`: the objects to read by primary key.
-        case keys([ManagedObjectID])
-        /// The entries of one index range.
-        case index(IndexRange)
-        /// An OR of terms on different attributes: the rows in any of the ranges, each once, in key order.
-        case union([IndexRange])
-        /// An AND of terms on two indexed attributes: the rows in both ranges, in key order.
-        case intersection([IndexRange])
-        case join(Join)
-        /// The owners of the destinations in a range, each once, in key order.
-        case toManyJoin(ToManyJoin)
-    }
-
-    var access: Access = .scan
-    /// The index order is the requested order (walked this way), so the fetch stops after offset + limit matches.
-    var streamsInSortOrder = false
-    /// The streamed keys are text, whose values too long for a key are cut: runs of keys sharing the cut prefix
-    /// are sorted by the rows' values before they are handed on.
-    var resortsLongKeys = false
-    var direction: ScanDirection = .forward
-    /// Every term of the predicate is answered exactly by the index ranges: counts and object IDs read no row (a
-    /// fetch of values still reads, and checks, the rows the ranges yield).
-    var coveredByIndex = false
-    /// Every value the predicate reads is an element of the index range's keys (these, decoded in order): it is
-    /// checked on each entry before any row is read, and counts and object IDs read no row.
-    var entryElements: [EntryElement]?
-    var entityName: String
-    /// What is still checked on each row the access path yields (`nil`: nothing).
-    var predicate: FetchPredicate?
-    var sort: [FetchSortDescriptor]
-    var limit: Int
-    var offset: Int
-
-    var description: String {
-        func text(_ index: IndexRange, _ direction: ScanDirection = .forward) -> String {
-            "IndexRange(\(index.label) \(index.bounds)\(direction == .reverse ? " reverse" : ""))"
-        }
-        var steps: [String] = []
-        switch access {
-        case .keys(let objectIDs):
-            // The first keys only: a lookup of 12 000 objects prints as 20 keys and a count.
-            let shown = objectIDs.prefix(20).map { id in if case .integer(let key) = id.referenceObject { String(key) } else { id.description } }
-            let more = objectIDs.count > shown.count ? ", … \(objectIDs.count - shown.count) more" : ""
-            steps.append("KeyLookup(\(entityName) {\(shown.joined(separator: ", "))\(more)})")
-        case .index(let index): steps.append(text(index, direction))
-        case .union(let indexes): steps.append("Union(\(indexes.map { text($0) }.joined(separator: ", ")))")
-        case .intersection(let indexes): steps.append("Intersection(\(indexes.map { text($0) }.joined(separator: ", ")))")
-        case .join(let join): steps.append("Join(\(text(join.destination)) → \(join.label))")
-        case .toManyJoin(let join): steps.append("AnyJoin(\(text(join.destination)) → \(join.label))")
-        case .scan: steps.append("Scan(\(entityName))")
-        case .empty: steps.append("Empty(\(entityName))")
-        }
-        if let predicate, !coveredByIndex {
-            steps.append("Filter(\(predicate.predicateFormat))" + (entryElements != nil ? " on index entries" : ""))
-        }
-        if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
-        if offset > 0 { steps.append("Offset(\(offset))") }
-        if limit > 0 { steps.append("Limit(\(limit))") }
-        return steps.joined(separator: " → ")
     }
 }

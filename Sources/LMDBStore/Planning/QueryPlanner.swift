@@ -27,7 +27,7 @@ enum QueryPlanner {
 
     /// One way to read the rows, with its estimated cost; `rank` breaks ties (lower first).
     struct Candidate {
-        var access: QueryPlan.Access
+        var source: any PlanSource
         var rank: Int
         /// Estimated entries the access path yields.
         var entries: Double = 0
@@ -173,47 +173,53 @@ enum QueryPlanner {
     /// the cheapest chosen.
     static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel,
                      statistics: PlanStatistics = .unknown, analysis given: Analysis? = nil) -> QueryPlan {
-        var plan = QueryPlan(entityName: request.entityName, predicate: request.predicate, sort: request.sortDescriptors,
-                             limit: request.fetchLimit, offset: request.fetchOffset)
+        var plan = QueryPlan(source: QueryPlan.Scan(entityName: request.entityName), filter: request.predicate,
+                             entityName: request.entityName,
+                             sort: request.sortDescriptors, limit: request.fetchLimit, offset: request.fetchOffset)
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName),
               let analysis = given ?? analyze(request, layout: layout, model: model) else { return plan }
         if analysis.matchesNothing {
-            plan.access = .empty
-            plan.predicate = nil
+            plan.source = QueryPlan.Empty(entityName: request.entityName)
+            plan.filter = nil
             return plan
         }
         if let keys = analysis.keys {
-            plan.access = .keys(keys.ids)
+            plan.source = QueryPlan.KeyLookup(entityName: request.entityName, objectIDs: keys.ids)
+            plan.streamsInSortOrder = false
             // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
-            if keys.answersAll { plan.predicate = nil } else if let residual = analysis.keysResidual { plan.predicate = residual }
+            if keys.answersAll { plan.filter = nil } else if let residual = analysis.keysResidual { plan.filter = residual }
             return plan
         }
         var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
         estimator.residual = relationshipReads(predicate.node, entity: entity, layout: layout, model: model, statistics: statistics)
         func chosen(_ best: Candidate) -> QueryPlan {
-            plan.access = best.access
+            plan.source = best.source
             plan.streamsInSortOrder = best.streams
-            plan.direction = best.direction
-            plan.coveredByIndex = best.covered
-            if case .index(let range) = best.access, best.streams,
-               let element = range.elements.first, model.attribute(named: element.propertyName, in: request.entityName)?.type == .string {
-                plan.resortsLongKeys = true
-            }
-            if case .index(let range) = best.access, !best.covered {
-                plan.entryElements = entryElements(range, predicate: predicate.node, entity: request.entityName, model: model)
+            // Ranges that answer the predicate exactly leave nothing to check.
+            if best.covered { plan.filter = nil }
+            if var range = best.source.indexRange {
+                range.direction = best.direction
+                if best.streams, let element = range.elements.first,
+                   model.attribute(named: element.propertyName, in: request.entityName)?.type == .string {
+                    range.resortsLongKeys = true
+                }
+                if !best.covered {
+                    range.entryElements = entryElements(range, predicate: predicate.node, entity: request.entityName, model: model)
+                }
+                plan.source = range
             }
             return plan
         }
         // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
         if analysis.compound == nil, analysis.join == nil, analysis.unions.isEmpty, analysis.toMany == nil, analysis.singles.count == 1,
            let only = analysis.singles.first, estimator.answeredByEntries(covered: only.covered, streams: only.streams) {
-            return chosen(Candidate(access: .index(only.range), rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
+            return chosen(Candidate(source: only.range, rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
         }
         // So does a lone union that answers it from its entries — the members of a relationship (`ANY tags == %@`,
         // `department IN %@`): each of its rows is read at most once either way, a scan reads them all.
         if analysis.compound == nil, analysis.join == nil, analysis.singles.isEmpty, analysis.toMany == nil, analysis.unions.count == 1,
            let only = analysis.unions.first, only.exact, analysis.conjunctCount == 1, estimator.answeredByEntries(covered: true, streams: false) {
-            return chosen(Candidate(access: .union(only.ranges), rank: 6, counted: false, streams: request.sortDescriptors.isEmpty, covered: true))
+            return chosen(Candidate(source: QueryPlan.Union(ranges: only.ranges), rank: 6, counted: false, streams: request.sortDescriptors.isEmpty, covered: true))
         }
         var candidates: [Candidate] = []
         if let compound = analysis.compound {
@@ -230,7 +236,7 @@ enum QueryPlanner {
         // probe's cap, a range's size is a guess, and so would be the intersection's).
         let bySize = sized.sorted { $0.candidate.entries < $1.candidate.entries }
         if bySize.count >= 2, bySize[0].candidate.counted, bySize[1].candidate.counted,
-           case .index(let first) = bySize[0].candidate.access, case .index(let second) = bySize[1].candidate.access {
+           let first = bySize[0].candidate.source.indexRange, let second = bySize[1].candidate.source.indexRange {
             // It answers the predicate when each range answers every term on its attribute and there are no others.
             let exactPaths = [bySize[0].exactPath, bySize[1].exactPath]
             let covered = !exactPaths.contains("") && analysis.terms.allSatisfy { exactPaths.contains($0.keyPath) }

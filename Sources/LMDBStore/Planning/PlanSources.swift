@@ -1,0 +1,266 @@
+import LMDB
+import ObjectGraph
+
+// The source nodes of a ``QueryPlan``: each declares what it reads, prints itself and yields its candidates.
+
+extension QueryPlan {
+    /// `SELF == %@` / `SELF IN %@`: the rows of those objects, read by key in the IDs' order (each found by one
+    /// cursor, its entity tag read from the header). Prints as `KeyLookup(Employee {1, 2, 3})`.
+    struct KeyLookup: PlanSource {
+        let entityName: String
+        let objectIDs: [ManagedObjectID]
+
+        var yieldsKeyOrder: Bool { false }
+        var readsRows: Bool { true }
+
+        var description: String {
+            // The first keys only: a lookup of 12 000 objects prints as 20 keys and a count.
+            let shown = objectIDs.prefix(20).map { id in if case .integer(let key) = id.referenceObject { String(key) } else { id.description } }
+            let more = objectIDs.count > shown.count ? ", … \(objectIDs.count - shown.count) more" : ""
+            return "KeyLookup(\(entityName) {\(shown.joined(separator: ", "))\(more)})"
+        }
+
+        func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
+            var lookup = LMDBIncrementalStore.KeyLookup(state: run.state, family: run.family)
+            try run.rows.withCursor(in: run.transaction) { cursor in
+                for id in objectIDs {
+                    guard let key = lookup.key(of: id),
+                          let entry = try withUnsafeBytes(of: UInt64(key).bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                    let rowTag = try run.tag(of: entry.value, key: UInt64(key))
+                    // An ID naming another entity of the table than its row's is no object.
+                    guard rowTag == lookup.tag else { continue }
+                    guard try body(Candidate(key: UInt64(key), tag: rowTag), entry) else { return }
+                }
+            }
+        }
+    }
+
+    /// The entries of ranges of one index table (a fetch index, a to-one's `toone/…` table or a to-many's
+    /// `members/…` table), each entry's value a row key and entity tag. As a plan's source it is walked in
+    /// ``direction``; as a child of another node (a union's, an intersection's, a join's destinations), forward.
+    /// Prints as `IndexRange(Employee.byAge [30, 40))`.
+    struct IndexRange: PlanSource {
+        let database: String
+        let label: String
+        let keyPath: String
+        /// Disjoint ranges in ascending key order (several for `IN` and ORed equalities).
+        let ranges: [KeyRange]
+        let bounds: String
+        /// `==` and `IN` ranges, which hold a small share of the index when they hold more than a probe counts.
+        var isEquality = false
+        /// The index's elements, in key order.
+        var elements: [FetchIndexElementDescription] = []
+        /// The range holds one key of the index — an equality on a one-element index of a fixed-size type, or on a
+        /// to-one — so its entries come in row-key order (LMDB keeps one key's values sorted). Not so for text: an
+        /// equality's range also holds the keys of longer values it begins (`"a\0b"` for `"a"`), checked on the rows.
+        var holdsOneKey = false
+        /// The direction the plan walks the range in (backwards to stream a descending sort).
+        var direction = ScanDirection.forward
+        /// The range streams text in sort order, whose values too long for a key are cut: runs of keys sharing the cut
+        /// prefix are sorted by the rows' values before they are handed on.
+        var resortsLongKeys = false
+        /// Every value the plan's filter reads is an element of the keys (these, decoded in order): the filter is
+        /// checked on each entry before any row is read, and counts and object IDs read no row.
+        var entryElements: [EntryElement]?
+
+        var yieldsKeyOrder: Bool { holdsOneKey && direction == .forward && !resortsLongKeys }
+        var indexRange: IndexRange? { self }
+
+        var description: String { "IndexRange(\(label) \(bounds)\(direction == .reverse ? " reverse" : ""))" }
+
+        func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
+            let family = run.family
+            try forEachEntry(in: run, direction: direction) { key, tag, entry in
+                family.contains(tag) ? try body(Candidate(key: key, tag: tag), entry) : true
+            }
+        }
+
+        /// Calls `body` with the row key, entity tag and entry of each entry (the ranges in turn, each walked
+        /// `direction`; forward, a key's values come a page at a time), of any entity, until it returns false.
+        func forEachEntry(in run: PlanRun, direction: ScanDirection = .forward,
+                          _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
+            let table = run.store.database(database, in: run.state)
+            try table.withCursor(in: run.transaction) { cursor in
+                var going = true
+                for range in direction == .forward ? ranges : ranges.reversed() where going {
+                    try cursor.forEachValue(in: range, direction: direction) { entry in
+                        // Each value: the row key, then its entity tag.
+                        let row = try table.reference(in: entry)
+                        going = try body(row.key, row.entityTag, entry)
+                        return going
+                    }
+                }
+            }
+        }
+
+        /// Appends the candidates of the fetched entities to `found`, as they come (forward; one closure per entry,
+        /// not ``forEachCandidate(in:_:)``'s two).
+        func appendCandidates(in run: PlanRun, to found: inout [Candidate]) throws {
+            let family = run.family
+            try forEachEntry(in: run) { key, tag, _ in
+                if family.contains(tag) { found.append(Candidate(key: key, tag: tag)) }
+                return true
+            }
+        }
+    }
+
+    /// An OR of terms on different attributes (or a relationship's members): the rows in any of the ranges, each
+    /// once, in key order — gathered as they come, then sorted and rid of repeats (no hashing per entry). Prints as
+    /// `Union(IndexRange(…), IndexRange(…))`.
+    struct Union: GatheringSource {
+        let ranges: [IndexRange]
+
+        var description: String { "Union(\(ranges.map(\.description).joined(separator: ", ")))" }
+
+        func gather(in run: PlanRun) throws -> [Candidate] {
+            var keys: [Candidate] = []
+            for range in ranges { try range.appendCandidates(in: run, to: &keys) }
+            return PlanRun.sortedUnique(keys)
+        }
+    }
+
+    /// An AND of terms on two indexed attributes: the rows in both ranges, in key order — the first (smaller)
+    /// range's keys kept, the second's looked up among them. Prints as `Intersection(IndexRange(…), IndexRange(…))`.
+    struct Intersection: GatheringSource {
+        let ranges: [IndexRange]
+
+        var description: String { "Intersection(\(ranges.map(\.description).joined(separator: ", ")))" }
+
+        func gather(in run: PlanRun) throws -> [Candidate] {
+            var first: [UInt64: UInt16] = [:]
+            let family = run.family
+            try ranges[0].forEachEntry(in: run) { key, tag, _ in
+                if family.contains(tag) { first[key] = tag }
+                return true
+            }
+            var keys: [Candidate] = []
+            try ranges[1].forEachEntry(in: run) { key, _, _ in
+                if let tag = first[key] { keys.append(Candidate(key: key, tag: tag)) }
+                return true
+            }
+            keys.sort { $0.key < $1.key }
+            return keys
+        }
+    }
+
+    /// A comparison through a to-one (`department.name == "R&D"`): a range of the destination's index gives the
+    /// destination keys, and the relationship's `toone/…` table the rows pointing at each — destination by
+    /// destination, in key order within each. Prints as `Join(IndexRange(…) → Employee.department)`.
+    struct Join: PlanSource {
+        let destination: IndexRange
+        let toOneDatabase: String
+        let label: String
+
+        var yieldsKeyOrder: Bool { false }
+
+        var description: String { "Join(\(destination) → \(label))" }
+
+        func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
+            let toOne = run.store.database(toOneDatabase, in: run.state)
+            let family = run.family
+            try toOne.withCursor(in: run.transaction) { pointers in
+                try destination.forEachEntry(in: run) { destination, _, _ in
+                    // Every row pointing at this destination: the values of its key in the to-one table.
+                    var going = true
+                    let key = LMDBIncrementalStore.keyBytes(destination)
+                    try pointers.forEachValue(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
+                        let source = try toOne.reference(in: entry)
+                        if family.contains(source.entityTag) { going = try body(Candidate(key: source.key, tag: source.entityTag), nil) }
+                        return going
+                    }
+                    return going
+                }
+            }
+        }
+    }
+
+    /// `ANY toMany.attr op constant` (`ANY employees.salary > 100`): a range of the destination's index gives the
+    /// destinations, and each destination's owners come from the inverse's link table (many-to-many) or from the
+    /// destination row's inverse to-one field (one-to-many); the owners are then sorted and each kept once. Owners
+    /// without a matching destination are never met. Prints as `AnyJoin(IndexRange(…) → Department.employees)`.
+    struct ToManyJoin: GatheringSource {
+        enum Owners {
+            /// `link/<Destination>/<inverse>`: a prefix of destination key, values of owner key + tag.
+            case link(database: String)
+            /// The inverse to-one, read from each destination row of this root table.
+            case toOneField(name: String, rows: String)
+        }
+        let destination: IndexRange
+        let owners: Owners
+        let label: String
+
+        var description: String { "AnyJoin(\(destination) → \(label))" }
+
+        func gather(in run: PlanRun) throws -> [Candidate] {
+            PlanRun.sortedUnique(try owners(in: run))
+        }
+
+        /// The owners of the destinations that are of the fetched entities, as they come (a row may come once per
+        /// destination it holds).
+        private func owners(in run: PlanRun) throws -> [Candidate] {
+            let store = run.store, family = run.family
+            var owners: [Candidate] = []
+            try destination.forEachEntry(in: run) { destinationKey, _, _ in
+                switch self.owners {
+                case .link(let name):
+                    // The inverse's members of this destination: its owners, with their entity tags.
+                    let links = store.database(name, in: run.state)
+                    try links.withCursor(in: run.transaction) { cursor in
+                        try cursor.forEachValue(in: KeyRange.prefix(LMDBIncrementalStore.keyBytes(destinationKey))) { entry in
+                            let owner = try links.reference(in: entry)
+                            if family.contains(owner.entityTag) { owners.append(Candidate(key: owner.key, tag: owner.entityTag)) }
+                            return true
+                        }
+                    }
+                case .toOneField(let name, let rowsName):
+                    let naming = "with key \(destinationKey) in \(rowsName)"
+                    guard let row = try store.encodedRow(key: destinationKey, in: store.database(rowsName, in: run.state),
+                                                         transaction: run.transaction, naming: naming),
+                          let field = row.entity.fieldIndex[name] else { return true }
+                    do {
+                        if case .reference(let owner)? = try row.field(field), family.contains(owner.entityTag) {
+                            owners.append(Candidate(key: owner.key, tag: owner.entityTag))
+                        }
+                    } catch let error as RowDecodingError {
+                        throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming) cannot be read: \(error.reason); the store file is corrupted")
+                    }
+                }
+                return true
+            }
+            return owners
+        }
+    }
+
+    /// Every row of the entity's root table, in key order; rows of entities not fetched are passed over by the tag
+    /// in their header. Prints as `Scan(Employee)`.
+    struct Scan: PlanSource {
+        let entityName: String
+
+        var yieldsKeyOrder: Bool { true }
+        var readsRows: Bool { true }
+
+        var description: String { "Scan(\(entityName))" }
+
+        func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
+            let rows = run.rows, family = run.family
+            try rows.withCursor(in: run.transaction) { cursor in
+                try cursor.forEach { entry in
+                    let key = try rows.rowKey(in: entry)
+                    let tag = try run.tag(of: entry.value, key: key)
+                    guard family.contains(tag) else { return true }
+                    return try body(Candidate(key: key, tag: tag), entry)
+                }
+            }
+        }
+    }
+
+    /// Nothing: the predicate is false whatever the row (`FALSEPREDICATE`, `x AND FALSEPREDICATE`). Prints as
+    /// `Empty(Employee)`.
+    struct Empty: GatheringSource {
+        let entityName: String
+
+        var description: String { "Empty(\(entityName))" }
+
+        func gather(in run: PlanRun) throws -> [Candidate] { [] }
+    }
+}
