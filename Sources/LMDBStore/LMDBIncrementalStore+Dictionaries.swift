@@ -107,7 +107,7 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         var undecidable = false
         var entries = try run.collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: rowRequest.sortDescriptors) }) { candidate, entry -> EntryValues? in
             guard !undecidable else { return nil }
-            guard let values = entryValues(entry.key, elements: elements) else { undecidable = true; return nil }
+            guard let values = entryValues(entry, elements: elements, stored: index.stored) else { undecidable = true; return nil }
             if let predicate {
                 guard let matched = try? predicate.evaluate(with: values) else { undecidable = true; return nil }
                 if !matched { return nil }

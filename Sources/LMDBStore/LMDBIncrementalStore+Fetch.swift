@@ -127,23 +127,32 @@ extension LMDBIncrementalStore {
         return count
     }
 
-    /// Whether an entry's row matches `predicate`, decided from the entry's key alone (`elements` read back in
-    /// order); `nil` when the key cannot decide it and the row must: an element that does not decode (cut to fit the
-    /// key), non-ASCII text (the key holds it precomposed, the row as written, and some operators can tell them
-    /// apart), or a predicate that fails to evaluate (the row's check then reports it).
-    func entryMatches(_ key: UnsafeRawBufferPointer, elements: [QueryPlan.EntryElement], predicate: FetchPredicate) -> Bool? {
-        guard let values = entryValues(key, elements: elements) else { return nil }
+    /// Whether an entry's row matches `predicate`, decided from the entry alone (`elements` read back from its key
+    /// in order, `stored` from its value); `nil` when the entry cannot decide it and the row must: an element that
+    /// does not decode (cut to fit the key), non-ASCII text (the key holds it precomposed, the row as written, and
+    /// some operators can tell them apart), or a predicate that fails to evaluate (the row's check then reports it).
+    func entryMatches(_ entry: CursorEntry, elements: [QueryPlan.EntryElement], stored: [QueryPlan.EntryElement],
+                      predicate: FetchPredicate) -> Bool? {
+        guard let values = entryValues(entry, elements: elements, stored: stored) else { return nil }
         return try? predicate.evaluate(with: values)
     }
 
-    /// The values `elements` read back from an index key, by name; `nil` when one does not decode (cut to fit the
-    /// key) or is non-ASCII text (held precomposed in the key, as written in the row).
-    func entryValues(_ key: UnsafeRawBufferPointer, elements: [QueryPlan.EntryElement]) -> [String: PredicateValue]? {
+    /// The values an index entry holds, by name: `elements` read back from its key, in order, and `stored` — a
+    /// covering index's attributes — from its value after the row's reference; `nil` when a key element does not
+    /// decode (cut to fit the key) or is non-ASCII text (held precomposed in the key, as written in the row), or a
+    /// stored value does not (a damaged entry: the row then decides, and `verify()` reports the entry).
+    func entryValues(_ entry: CursorEntry, elements: [QueryPlan.EntryElement], stored: [QueryPlan.EntryElement] = []) -> [String: PredicateValue]? {
         var values: [String: PredicateValue] = [:]
         var offset = 0
         for element in elements {
-            guard let (value, end) = TupleEncoding.decodeElement(key, at: offset, as: element.type, inverted: element.inverted) else { return nil }
+            guard let (value, end) = TupleEncoding.decodeElement(entry.key, at: offset, as: element.type, inverted: element.inverted) else { return nil }
             if case .string(let text)? = value, !text.utf8.allSatisfy({ $0 < 0x80 }) { return nil }
+            values[element.name] = value.map(PredicateValue.init) ?? .null
+            offset = end
+        }
+        offset = IndexEntries.referenceSize
+        for element in stored {
+            guard let (value, end) = TupleEncoding.decodeElement(entry.value, at: offset, as: element.type) else { return nil }
             values[element.name] = value.map(PredicateValue.init) ?? .null
             offset = end
         }

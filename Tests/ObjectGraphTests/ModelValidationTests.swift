@@ -96,6 +96,67 @@ import Testing
         ])
     }
 
+    @Test func aCoveringIndexStoresOnlyAttributesOfFixedSize() throws {
+        func entity(storing names: [String]) -> EntityDescription {
+            EntityDescription("A") {
+                AttributeDescription("age", .integer32)
+                AttributeDescription("score", .double)
+                AttributeDescription("name", .string)
+                AttributeDescription("memo", .integer64).transient()
+                RelationshipDescription("b", destination: "B")
+                FetchIndexDescription("byAge", properties: ["age"], storing: names)
+            }
+        }
+        let b = EntityDescription("B") { AttributeDescription("x", .integer16) }
+        let found = problems([entity(storing: ["score", "name", "memo", "b", "ghost", "age", "score"]), b])
+        #expect(found.allSatisfy { $0.code == .invalidIndex && $0.entity == "A" && $0.index == "byAge" })
+        #expect(found.map(\.message) == [
+            "the fetch index \"byAge\" stores \"name\", a string attribute; an index stores only attributes of fixed size (integers, floating point, Booleans, dates, UUIDs)",
+            "the fetch index \"byAge\" stores the transient attribute \"memo\"",
+            "the fetch index \"byAge\" stores \"b\", which is not an attribute",
+            "the fetch index \"byAge\" stores the unknown attribute \"ghost\"",
+            "the fetch index \"byAge\" stores \"age\", which is already one of its elements",
+            "the fetch index \"byAge\" stores \"score\" twice",
+        ])
+        #expect(found.map(\.property) == ["name", "memo", "b", "ghost", "age", "score"])
+        // Too many: one problem naming the count.
+        let many = (0..<17).map { "n\($0)" }
+        let tooMany = problems([EntityDescription("A") {
+            AttributeDescription("age", .integer32)
+            for name in many { AttributeDescription(name, .integer16) }
+            FetchIndexDescription("byAge", properties: ["age"], storing: many)
+        }])
+        #expect(tooMany.map(\.message) == ["the fetch index \"byAge\" stores 17 attributes; an index stores at most 16"])
+        // Every fixed-size type is accepted, and an inherited attribute too.
+        let fixed: [AttributeType] = [.integer16, .integer32, .integer64, .double, .float, .boolean, .date, .uuid]
+        let accepted = try ManagedObjectModel(entities: [
+            EntityDescription("P") { AttributeDescription("inherited", .integer64) },
+            EntityDescription("C", parent: "P") {
+                AttributeDescription("key", .string)
+                for (offset, type) in fixed.enumerated() { AttributeDescription("v\(offset)", type, isOptional: true) }
+                FetchIndexDescription("byKey", properties: ["key"], storing: fixed.indices.map { "v\($0)" } + ["inherited"])
+            },
+        ])
+        #expect(accepted.fetchIndexes(of: "C").first { $0.name == "byKey" }?.storedAttributeNames.count == fixed.count + 1)
+    }
+
+    @Test func aCoveringIndexRoundTripsThroughJSON() throws {
+        let model = try ManagedObjectModel(entities: [EntityDescription("A") {
+            AttributeDescription("age", .integer32)
+            AttributeDescription("score", .double)
+            AttributeDescription("seen", .date)
+            FetchIndexDescription("byAge", properties: ["age"], storing: ["score", "seen"])
+            FetchIndexDescription("plain", properties: ["score"])
+        }])
+        let json = String(decoding: model.jsonData(), as: UTF8.self)
+        #expect(json.contains(#""storedAttributes":["score","seen"]"#) || json.contains(#""storedAttributes" : ["#), "\(json)")
+        let reloaded = try ManagedObjectModel(json: model.jsonData())
+        #expect(reloaded == model && reloaded.versionHash == model.versionHash)
+        #expect(reloaded.fetchIndexes(of: "A").map(\.storedAttributeNames) == [["score", "seen"], []])
+        // An index that stores nothing writes no key for it.
+        #expect(json.components(separatedBy: "storedAttributes").count == 2)
+    }
+
     @Test func aDefaultOfTheWrongTypeIsNamed() {
         let found = problems([EntityDescription("A") {
             AttributeDescription("count", .integer16, defaultValue: "many")

@@ -35,7 +35,7 @@ import Testing
 
     @Test(arguments: [
         "attribute type", "attribute renamed", "attribute added", "attribute removed", "to-many flag", "ordered flag",
-        "destination", "inverse", "index element order", "index added", "constraint", "abstract flag", "parent",
+        "destination", "inverse", "index element order", "index added", "index stores an attribute", "constraint", "abstract flag", "parent",
         "entity modifier", "attribute modifier", "transformer",
     ])
     func aPersistedChangeChangesTheHash(_ change: String) throws {
@@ -73,6 +73,7 @@ import Testing
                 }
             }
         case "index element order": changed = try model(modify("Employee") { $0.fetchIndexes[0].elements[1].isAscending = true })
+        case "index stores an attribute": changed = try model(modify("Employee") { $0.fetchIndexes[0].storedAttributeNames = ["ratio"] })
         case "index added": changed = try model(modify("Project") { $0.fetchIndexes.append(FetchIndexDescription("byCode", properties: ["code"])) })
         case "constraint": changed = try model(modify("Project") { $0.uniquenessConstraints.append(UniquenessConstraint("code")) })
         case "abstract flag": changed = try model(modify("Person") { $0.isAbstract = false })

@@ -34,6 +34,18 @@ extension Database {
         return reference
     }
 
+    /// The reference an entry of a covering index holds: the first 10 bytes of its value, which go on with the
+    /// attributes it stores.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table when the value is shorter than a reference.
+    func coveringReference(in entry: CursorEntry) throws(ManagedObjectContextError) -> StoredRow.Reference {
+        guard entry.value.count >= IndexEntries.referenceSize,
+              let reference = EntryBytes.reference(UnsafeRawBufferPointer(rebasing: entry.value.prefix(IndexEntries.referenceSize))) else {
+            throw EntryBytes.damaged(name ?? "?", "value", count: entry.value.count, expected: IndexEntries.referenceSize)
+        }
+        return reference
+    }
+
     /// The row key an entry of this rows, to-one or change-log table is stored under.
     ///
     /// - Throws: ``ManagedObjectContextError`` naming the table when the key is not 8 bytes.

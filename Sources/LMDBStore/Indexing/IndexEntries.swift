@@ -39,6 +39,8 @@ struct IndexEntries {
     /// The longest index tuple kept whole: LMDB's 511-byte key limit less 8 (format 1 ended each index key with
     /// the row key; format 2 keeps the same cut so that long values are cut where they always were).
     static let maxTupleBytes = 511 - 8
+    /// The size of an entry's value that is only the row's reference: the row key (8 bytes), the entity tag (2).
+    static let referenceSize = 10
 
     /// The entries of `row` (the row of `key`): `uniques` holds those a uniqueness constraint checks.
     func entries(for row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout) -> (indexes: [IndexEntry], uniques: [IndexEntry]) {
@@ -49,8 +51,11 @@ struct IndexEntries {
         var entryValue: [UInt8] = []
         var scratch = Scratch()
         forEachEntry(of: row, key: key, entity: entity, scratch: &scratch) { table, kind, key, value in
-            if entryValue.isEmpty { entryValue = Array(value) }  // every entry's value is the same: made once
-            let entry = IndexEntry(database: entity.secondaryTables[table], table: table, kind: kind, key: Array(key), value: entryValue)
+            // Every entry's value is the row's reference, made once — but a covering index's, which also holds values.
+            let covering = value.count != Self.referenceSize
+            if entryValue.isEmpty && !covering { entryValue = Array(value) }
+            let entry = IndexEntry(database: entity.secondaryTables[table], table: table, kind: kind, key: Array(key),
+                                   value: covering ? Array(value) : entryValue)
             if kind == .value { indexes.append(entry) } else { uniques.append(entry) }
         }
         return (indexes, uniques)
@@ -60,6 +65,8 @@ struct IndexEntries {
     /// row are made in it one at a time, without an allocation per entry.
     struct Scratch {
         fileprivate var key: [UInt8] = []
+        /// A covering index entry's value: the reference, then the stored attributes.
+        fileprivate var value: [UInt8] = []
         /// Where each element of ``key`` ends, in the first ``boundCount`` positions (overwritten, not emptied).
         fileprivate var bounds: [Int] = Array(repeating: 0, count: 8)
         fileprivate var boundCount = 0
@@ -85,7 +92,8 @@ struct IndexEntries {
     }
 
     /// Calls `body` with each secondary entry of `row` (the row of `key`): its table (the position in the entity's
-    /// ``StoreLayout/EntityLayout/secondaryTables``), its kind, its key and its value (the row key and entity tag).
+    /// ``StoreLayout/EntityLayout/secondaryTables``), its kind, its key and its value (the row key and entity tag,
+    /// then — for a covering index — the attributes it stores, each encoded as a key element).
     /// The bytes live only during the call; fetch indexes come first, then the uniqueness constraints no index
     /// keeps, then to-one indexes. No entry checks a constraint when a constrained value is NULL: NULLs never clash.
     func forEachEntry(of row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout, scratch: inout Scratch,
@@ -107,7 +115,16 @@ struct IndexEntries {
                 if scratch.key.count > Self.maxTupleBytes { Self.cut(&scratch) }
                 let constraint = entity.constraintOfIndex[position]
                 let kind: IndexEntry.Kind = constraint >= 0 && !entity.uniqueFields[constraint].contains { row.fields[$0] == nil } ? .uniqueValue : .value
-                try scratch.key.withUnsafeBytes { try body(position, kind, $0, entryValue) }
+                let stored = entity.indexStoredFields[position]
+                if stored.isEmpty {
+                    try scratch.key.withUnsafeBytes { try body(position, kind, $0, entryValue) }
+                } else {
+                    // A covering index: the reference, then each stored attribute as a key element encodes it.
+                    scratch.value.removeAll(keepingCapacity: true)
+                    scratch.value.append(contentsOf: entryValue)
+                    for field in stored { TupleEncoding.append(value(field, row), to: &scratch.value) }
+                    try scratch.key.withUnsafeBytes { key in try scratch.value.withUnsafeBytes { try body(position, kind, key, $0) } }
+                }
             }
             for (position, fields) in entity.uniqueFields.enumerated() where entity.indexOfConstraint[position] < 0 {
                 if fields.contains(where: { $0 < 0 || row.fields[$0] == nil }) { continue }  // NULLs never clash

@@ -89,15 +89,17 @@ struct CostEstimator {
     /// One index range: its entries, then a row each (fewer when it streams in sort order and a limit stops it, or
     /// when the residual is checked on the entries — `entryChecked` — and rejects some before their rows are read).
     mutating func index(_ range: QueryPlan.IndexRange, rank: Int, streams: Bool, direction: ScanDirection, covered: Bool,
-                        entryChecked: Bool = false) -> QueryPlanner.Candidate {
+                        entryChecked: Bool = false, sortsOnEntries: Bool = false) -> QueryPlanner.Candidate {
         let (entries, counted) = entries(of: range, streams: streams, covered: covered)
         var candidate = QueryPlanner.Candidate(source: range, rank: rank, entries: entries, counted: counted,
-                                               streams: streams, direction: direction, covered: covered)
+                                               streams: streams, direction: direction, covered: covered, sortsOnEntries: sortsOnEntries)
         // A residual rejects some rows: assume half of them when the range does not answer the predicate.
         let kept = covered ? 1.0 : 0.5
-        if answeredByEntries(covered: covered || entryChecked, streams: streams) {
+        if answeredByEntries(covered: covered || entryChecked, streams: streams || sortsOnEntries) {
             let stepped = streams && request.resultType != .count ? min(entries, (wanted ?? entries) / kept) : entries
+            // Sorted on the entries: each entry's sort values decoded, then the matches sorted (no row read).
             candidate.cost = stepped * Self.indexEntry * (covered ? 1 : 2)
+                + (sortsOnEntries ? stepped * Self.indexEntry + sortCost(stepped * kept, streams: false) : 0)
         } else {
             let stepped = streams ? min(entries, (wanted ?? entries) / kept) : entries
             let read = entryChecked ? stepped * kept : stepped

@@ -32,7 +32,7 @@ final class PlanRun {
     /// The tags of every entity whose rows share the table: a row with any other tag is damage.
     let inTable: TagSet
     /// What the index entries check, when the plan checks the predicate on them: the key's elements and the predicate.
-    let entryCheck: (elements: [QueryPlan.EntryElement], predicate: FetchPredicate)?
+    let entryCheck: (elements: [QueryPlan.EntryElement], stored: [QueryPlan.EntryElement], predicate: FetchPredicate)?
     /// Whether there is an ``entryCheck`` (tested per candidate without copying it).
     let checksEntries: Bool
     /// Whether the source reads each candidate's row (a key lookup, a scan): the entry it yields is the row's own.
@@ -55,7 +55,7 @@ final class PlanRun {
                                                                           : [request.entityName]).compactMap { store.layout.entity($0)?.tag }))
         inTable = store.layout.tags(sharingTableOf: entity)
         indexRange = plan.indexRange
-        entryCheck = indexRange?.entryElements.flatMap { elements in plan.filter.map { (elements, $0) } }
+        entryCheck = indexRange.flatMap { index in index.entryElements.flatMap { elements in plan.filter.map { (elements, index.stored, $0) } } }
         checksEntries = entryCheck != nil
         readsRows = plan.source.readsRows
         yieldsKeyOrder = plan.source.yieldsKeyOrder
@@ -73,7 +73,8 @@ final class PlanRun {
     /// of the window: the predicate is settled without rows, and the candidates can be put in the requested order —
     /// none asked for, or the index yields it (and no cut text key needs the rows to order a run).
     var answersFromCandidates: Bool {
-        settledWithoutRows && (request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && indexRange?.resortsLongKeys != true))
+        settledWithoutRows && (request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && indexRange?.resortsLongKeys != true)
+                               || indexRange?.sortsOnEntries == true)
     }
 
     /// The number of rows that match, windowed — from the candidates when the rows need not be read (counted up to
@@ -101,6 +102,7 @@ final class PlanRun {
         // A union, an intersection or a to-many join gathers its rows before it yields them (and has no entries to
         // check): taken as they are.
         if let gathered = try gatheredCandidates() { return gathered }
+        if let index = indexRange, index.sortsOnEntries, !plan.streamsInSortOrder { return try sortedOnEntries(index) }
         var found: [Candidate] = []
         if let index = indexRange, index.direction == .reverse || index.resortsLongKeys {
             found = try collectInIndexOrder(index) { candidate, entry in try entryOrRowMatches(candidate, entry) ? candidate : nil }
@@ -114,6 +116,28 @@ final class PlanRun {
         }
         if !plan.streamsInSortOrder { putInKeyOrder(&found) }
         return found
+    }
+
+    /// The matching candidates of `index` sorted by the values its entries hold (``QueryPlan/IndexRange/sortsOnEntries``):
+    /// each entry's sort keys read back from its key or value, the matches put in row-key order (ties stay so) and
+    /// sorted — the first offset + limit by a bounded heap. A sort key an entry does not give back is a damaged
+    /// entry: an error naming the table, never a wrong order.
+    private func sortedOnEntries(_ index: QueryPlan.IndexRange) throws -> [Candidate] {
+        let names = Set(request.sortDescriptors.map(\.keyPath))
+        guard let elements = QueryPlanner.entryElements(index, reading: names, entity: request.entityName, model: store.model) else {
+            preconditionFailure("a plan sorts on entries that do not hold its sort keys")
+        }
+        var found: [SortedEntry] = []
+        try forEachCandidate { candidate, entry in
+            guard let entry, try entryOrRowMatches(candidate, entry) else { return true }
+            guard let values = store.entryValues(entry, elements: elements, stored: index.stored) else {
+                throw ManagedObjectContextError(.storeUnusable, message: "the store file is damaged: an entry of the table \"\(index.database)\" does not hold the values it is sorted by (verify() lists every problem)")
+            }
+            found.append(SortedEntry(candidate: candidate, values: values))
+            return true
+        }
+        putInKeyOrder(&found)
+        return FetchSortDescriptor.sorted(found, using: request.sortDescriptors, prefix: request.windowEnd).map(\.candidate)
     }
 
     /// The object IDs of ``candidates()``'s window.
@@ -297,7 +321,7 @@ final class PlanRun {
     @inline(__always)
     func entryMayMatch(_ entry: CursorEntry?) -> Bool {
         guard checksEntries, let entryCheck, let entry else { return true }
-        return store.entryMatches(entry.key, elements: entryCheck.elements, predicate: entryCheck.predicate) != false
+        return store.entryMatches(entry, elements: entryCheck.elements, stored: entryCheck.stored, predicate: entryCheck.predicate) != false
     }
 
     /// Whether the candidate matches when the rows need not be read (``settledWithoutRows``): always, unless the
@@ -311,8 +335,8 @@ final class PlanRun {
     /// ``entryOrRowMatches(_:_:)`` for an entry the plan checks.
     @inline(never)
     private func entryOrRowMatches(_ candidate: Candidate, _ entry: CursorEntry) throws -> Bool {
-        guard let (elements, predicate) = entryCheck else { return true }
-        if let decided = store.entryMatches(entry.key, elements: elements, predicate: predicate) { return decided }
+        guard let (elements, stored, predicate) = entryCheck else { return true }
+        if let decided = store.entryMatches(entry, elements: elements, stored: stored, predicate: predicate) { return decided }
         guard let bytes = try borrowedRow(candidate.key) else { return false }
         let row: EncodedRow
         do { row = try EncodedRow(bytes, layout: store.layout, checkingFields: false) } catch { throw corruptedRow(candidate.key, error) }
@@ -449,6 +473,16 @@ private struct EntryRuns<Item> {
 /// Something with a row key, which ``PlanRun/putInKeyOrder(_:)`` orders.
 protocol RowKeyed {
     var rowKey: UInt64 { get }
+}
+
+/// A candidate with the values its index entry holds, sorted by them (``PlanRun/sortedOnEntries(_:)``).
+private struct SortedEntry: KeyValueReadable, RowKeyed {
+    let candidate: Candidate
+    let values: [String: PredicateValue]
+
+    var rowKey: UInt64 { candidate.key }
+
+    func predicateValue(forKey key: String) -> PredicateValue { values[key] ?? .null }
 }
 
 extension Candidate: RowKeyed {

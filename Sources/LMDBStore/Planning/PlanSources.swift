@@ -59,9 +59,15 @@ extension QueryPlan {
         /// The range streams text in sort order, whose values too long for a key are cut: runs of keys sharing the cut
         /// prefix are sorted by the rows' values before they are handed on.
         var resortsLongKeys = false
-        /// Every value the plan's filter reads is an element of the keys (these, decoded in order): the filter is
-        /// checked on each entry before any row is read, and counts and object IDs read no row.
+        /// Every value the plan's filter reads is an element of the keys (these, decoded in order) or stored in the
+        /// values: the filter is checked on each entry before any row is read, and counts and object IDs read no row.
         var entryElements: [EntryElement]?
+        /// The attributes a covering index's entries store after the row's reference, in order (empty for other
+        /// indexes): their values are read from the entries, never from the rows.
+        var stored: [EntryElement] = []
+        /// The plan's sort keys are read from the entries (stored values or key elements): the matches are sorted
+        /// there (top-K with a limit), and counts, IDs and faults read no row.
+        var sortsOnEntries = false
 
         var yieldsKeyOrder: Bool { holdsOneKey && direction == .forward && !resortsLongKeys }
         var indexRange: IndexRange? { self }
@@ -84,8 +90,8 @@ extension QueryPlan {
                 var going = true
                 for range in direction == .forward ? ranges : ranges.reversed() where going {
                     try cursor.forEachValue(in: range, direction: direction) { entry in
-                        // Each value: the row key, then its entity tag.
-                        let row = try table.reference(in: entry)
+                        // Each value: the row key, then its entity tag (then a covering index's stored values).
+                        let row = try stored.isEmpty ? table.reference(in: entry) : table.coveringReference(in: entry)
                         going = try body(row.key, row.entityTag, entry)
                         return going
                     }

@@ -35,7 +35,9 @@ struct QueryPlan: CustomStringConvertible {
         if let filter {
             steps.append("Filter(\(filter.predicateFormat))" + (indexRange?.entryElements != nil ? " on index entries" : ""))
         }
-        if !sort.isEmpty && !streamsInSortOrder { steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))") }
+        if !sort.isEmpty && !streamsInSortOrder {
+            steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))" + (indexRange?.sortsOnEntries == true ? " on index entries" : ""))
+        }
         if offset > 0 { steps.append("Offset(\(offset))") }
         if limit > 0 { steps.append("Limit(\(limit))") }
         return steps.joined(separator: " → ")

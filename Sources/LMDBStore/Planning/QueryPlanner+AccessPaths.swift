@@ -9,11 +9,13 @@ extension QueryPlanner {
     /// built from, every term on that attribute, and how many elements the index has.
     typealias SingleRange = (range: QueryPlan.IndexRange, owner: String, chosen: [Term], terms: [Term], elementCount: Int)
 
-    /// The best range of an index whose first element is an attribute with a usable term (equality first, then the
-    /// index with fewest elements). A set of values (IN, ORed equalities) is used alone; other terms on the
+    /// The best range of an index whose first element is an attribute with a usable term (equality first, then an
+    /// index of the terms' own collation, then the one whose entries store most of the attributes in `reading` —
+    /// those the request sorts on or its predicate reads —, then the one with fewest elements, then the one storing
+    /// fewest attributes: smaller entries). A set of values (IN, ORed equalities) is used alone; other terms on the
     /// attribute stay in the filter.
-    static func singleIndexRange(_ terms: [Term], entity: StoreLayout.EntityLayout) -> SingleRange? {
-        var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool, exact: Bool)?
+    static func singleIndexRange(_ terms: [Term], entity: StoreLayout.EntityLayout, reading: Set<String> = []) -> SingleRange? {
+        var best: (owner: String, index: FetchIndexDescription, terms: [Term], equality: Bool, exact: Bool, covers: Int)?
         for (owner, index) in entity.indexes {
             guard let first = index.elements.first, first.isAscending else { continue }
             let collation = first.collation == .rTree ? .binary : first.collation
@@ -34,13 +36,16 @@ extension QueryPlanner {
             guard !matching.isEmpty else { continue }
             let equality = matching.contains { $0.op == .equal }
             let exact = terms.contains { $0.keyPath == first.propertyName && $0.collation == collation }
+            let covers = reading.isEmpty ? 0 : index.storedAttributeNames.filter(reading.contains).count
             if let current = best {
-                // Equality first, then an index of the terms' own collation, then the one with fewest elements.
                 let better = equality != current.equality ? equality
-                    : exact != current.exact ? exact : index.elements.count < current.index.elements.count
+                    : exact != current.exact ? exact
+                    : covers != current.covers ? covers > current.covers
+                    : index.elements.count != current.index.elements.count ? index.elements.count < current.index.elements.count
+                    : index.storedAttributeNames.count < current.index.storedAttributeNames.count
                 guard better else { continue }
             }
-            best = (owner, index, matching, equality, exact)
+            best = (owner, index, matching, equality, exact, covers)
         }
         guard let best else { return nil }
         let chosen = best.terms.first { $0.op == .in }.map { [$0] } ?? best.terms
@@ -52,6 +57,7 @@ extension QueryPlanner {
         indexRange.holdsOneKey = chosen.count == 1 && chosen[0].op == .equal && best.index.elements.count == 1
             && keysAreNeverCut(entity.fieldIndex[chosen[0].keyPath].flatMap { entity.attributeTypes[$0] })
         indexRange.elements = best.index.elements
+        indexRange.stored = storedElements(best.index, entity: entity)
         return (indexRange, best.owner, chosen, best.terms, best.index.elements.count)
     }
 
@@ -122,6 +128,7 @@ extension QueryPlanner {
                                                       ranges: [range], bounds: "[" + bounds + "]")
                 indexRange.isEquality = constrained == position
                 indexRange.elements = index.elements
+                indexRange.stored = storedElements(index, entity: entity)
                 // A to-one element holds its destination's key (an integer); an attribute's keys may be cut.
                 let exact = constrained == position && index.elements[..<position].allSatisfy { element in
                     guard let field = entity.fieldIndex[element.propertyName] else { return false }
@@ -331,12 +338,31 @@ extension QueryPlanner {
         return entryElements(range, reading: names, entity: entity, model: model)
     }
 
-    /// How to read `names` back from an entry of `range`'s index: its elements up to the last of them, each a plain
-    /// attribute of a type the key decoder reads, held unfolded; `nil` when one of them is not such an element.
+    /// The attributes a covering index's entries store, as they are read back from an entry's value.
+    static func storedElements(_ index: FetchIndexDescription, entity: StoreLayout.EntityLayout) -> [QueryPlan.EntryElement] {
+        index.storedAttributeNames.compactMap { name in
+            entity.fieldIndex[name].flatMap { entity.attributeTypes[$0] }.map { QueryPlan.EntryElement(name: name, type: $0, inverted: false) }
+        }
+    }
+
+    /// Whether a fetch from `range` can be sorted on the index entries: every sort key is a plain attribute its
+    /// entries hold — stored in their values, or an element of the keys — of a type whose keys are never cut (so
+    /// each entry gives its exact value), and no range of it streams the order already.
+    static func sortsOnEntries(_ range: QueryPlan.IndexRange, _ request: FetchRequest, model: ManagedObjectModel) -> Bool {
+        let names = Set(request.sortDescriptors.map(\.keyPath))
+        guard !names.isEmpty, names.allSatisfy({ !$0.contains(".") && keysAreNeverCut(model.attribute(named: $0, in: request.entityName)?.type) })
+        else { return false }
+        // Decoded up to the last element a sort key is: none before it may be text, which a key may hold cut.
+        return entryElements(range, reading: names, entity: request.entityName, model: model)?.allSatisfy { keysAreNeverCut($0.type) } == true
+    }
+
+    /// How to read `names` back from an entry of `range`'s index: the attributes its entries store (read from the
+    /// value), then its elements up to the last of the other names, each a plain attribute of a type the key decoder
+    /// reads, held unfolded; `nil` when one of them is neither.
     static func entryElements(_ range: QueryPlan.IndexRange, reading names: Set<String>, entity: String, model: ManagedObjectModel)
         -> [QueryPlan.EntryElement]?
     {
-        var names = names
+        var names = names.subtracting(range.stored.map(\.name))
         let decodable: Set<AttributeType> = [.integer16, .integer32, .integer64, .double, .float, .date, .boolean, .uuid, .string]
         var elements: [QueryPlan.EntryElement] = []
         for element in range.elements where !names.isEmpty {

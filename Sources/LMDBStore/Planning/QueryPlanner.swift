@@ -36,6 +36,8 @@ enum QueryPlanner {
         var streams = false
         var direction: ScanDirection = .forward
         var covered = false
+        /// An index range's matches are sorted on its entries (``QueryPlan/IndexRange/sortsOnEntries``).
+        var sortsOnEntries = false
         var cost: Double = 0
     }
 
@@ -51,13 +53,15 @@ enum QueryPlanner {
             /// The range's attribute when the range answers every term on it (and all terms are usable), else empty.
             let exactPath: String
             let checkedOnEntries: Bool
+            /// The range's entries give the sort keys, and the predicate is settled on them (``sortsOnEntries``).
+            var sortsOnEntries = false
         }
         /// `SELF == x` / `SELF IN xs`: the rows to read by key, and whether that answers the whole predicate.
         var keys: (ids: [ManagedObjectID], answersAll: Bool)?
         /// What is left to check on the rows a key lookup reads: the predicate's other AND-operands (`nil`: the whole
         /// predicate), so twelve thousand objects are not compared with every row read.
         var keysResidual: FetchPredicate?
-        var compound: (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, checkedOnEntries: Bool, covered: Bool)?
+        var compound: (index: QueryPlan.IndexRange, streams: Bool, direction: ScanDirection, checkedOnEntries: Bool, covered: Bool, sortsOnEntries: Bool)?
         var singles: [Single] = []
         var join: QueryPlan.Join?
         var toMany: QueryPlan.ToManyJoin?
@@ -125,8 +129,14 @@ enum QueryPlanner {
                 && request.entityName == compound.owner
                 && (request.includesSubentities || model.directSubentities(of: compound.owner).isEmpty)
                 && zip(conjunctTerms, conjunctLookups).allSatisfy { term, lookup in answered(term) || answered(lookup?.toOneEquality) }
-            analysis.compound = (compound.index, compound.streams, compound.direction, !covered && checkedOnEntries(compound.index), covered)
+            let checked = !covered && checkedOnEntries(compound.index)
+            analysis.compound = (compound.index, compound.streams, compound.direction, checked, covered,
+                                 !compound.streams && (covered || checked) && sortsOnEntries(compound.index, request, model: model))
         }
+        // What the request reads — its sort keys and the attributes its predicate names —, which an index whose
+        // entries store them answers without the rows.
+        var reads = Set(request.sortDescriptors.map(\.keyPath))
+        forEachExpression(in: predicate.node) { if case .keyPath(let path) = $0 { reads.insert(path) } }
         // One range per indexed attribute (and collation) the terms compare.
         var attributes: [(String, FetchIndexElementDescription.Collation)] = []
         for term in terms where !attributes.contains(where: { $0 == (term.keyPath, term.collation) }) {
@@ -134,7 +144,7 @@ enum QueryPlanner {
         }
         for (keyPath, collation) in attributes {
             let own = terms.filter { $0.keyPath == keyPath && $0.collation == collation }
-            guard let single = singleIndexRange(own, entity: entity) else { continue }
+            guard let single = singleIndexRange(own, entity: entity, reading: reads) else { continue }
             let exact = isExact(single, request: request, model: model)
             let covered = exact && allUsable && terms.allSatisfy { $0.keyPath == keyPath && $0.collation == collation }
             // Index order is the value order only for values whose keys are never cut (a string, URI or data value
@@ -150,9 +160,10 @@ enum QueryPlanner {
                 streams = true
                 direction = sort.ascending ? .forward : .reverse
             }
+            let checked = !covered && checkedOnEntries(single.range)
             analysis.singles.append(Analysis.Single(range: single.range, streams: streams, direction: direction, covered: covered,
-                                                    exactPath: exact && allUsable ? keyPath : "",
-                                                    checkedOnEntries: !covered && checkedOnEntries(single.range)))
+                                                    exactPath: exact && allUsable ? keyPath : "", checkedOnEntries: checked,
+                                                    sortsOnEntries: !streams && (covered || checked) && sortsOnEntries(single.range, request, model: model)))
         }
         analysis.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
         analysis.unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
@@ -206,14 +217,16 @@ enum QueryPlanner {
                 if !best.covered {
                     range.entryElements = entryElements(range, predicate: predicate.node, entity: request.entityName, model: model)
                 }
+                range.sortsOnEntries = best.sortsOnEntries
                 plan.source = range
             }
             return plan
         }
         // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
         if analysis.compound == nil, analysis.join == nil, analysis.unions.isEmpty, analysis.toMany == nil, analysis.singles.count == 1,
-           let only = analysis.singles.first, estimator.answeredByEntries(covered: only.covered, streams: only.streams) {
-            return chosen(Candidate(source: only.range, rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true))
+           let only = analysis.singles.first, estimator.answeredByEntries(covered: only.covered, streams: only.streams || only.sortsOnEntries) {
+            return chosen(Candidate(source: only.range, rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true,
+                                    sortsOnEntries: only.sortsOnEntries))
         }
         // So does a lone union that answers it from its entries — the members of a relationship (`ANY tags == %@`,
         // `department IN %@`): each of its rows is read at most once either way, a scan reads them all.
@@ -224,11 +237,12 @@ enum QueryPlanner {
         var candidates: [Candidate] = []
         if let compound = analysis.compound {
             candidates.append(estimator.index(compound.index, rank: 0, streams: compound.streams, direction: compound.direction,
-                                              covered: compound.covered, entryChecked: compound.checkedOnEntries))
+                                              covered: compound.covered, entryChecked: compound.checkedOnEntries, sortsOnEntries: compound.sortsOnEntries))
         }
         let sized = analysis.singles.map { single in
             (candidate: estimator.index(single.range, rank: single.range.isEquality ? 1 : 2, streams: single.streams,
-                                        direction: single.direction, covered: single.covered, entryChecked: single.checkedOnEntries),
+                                        direction: single.direction, covered: single.covered, entryChecked: single.checkedOnEntries,
+                                        sortsOnEntries: single.sortsOnEntries),
              exactPath: single.exactPath)
         }
         candidates += sized.map(\.candidate)

@@ -65,6 +65,15 @@ public enum AttributeType: String, Sendable, Hashable, CaseIterable, Codable {
     /// Whether values are numbers of any kind (integers, floating point, decimal).
     public var isNumeric: Bool { isInteger || self == .double || self == .float || self == .decimal }
 
+    /// Whether every value has the same small size (integers, floating point, Booleans, dates, UUIDs): the types a
+    /// covering index may store (``FetchIndexDescription/storedAttributeNames``).
+    public var hasFixedSize: Bool {
+        switch self {
+        case .integer16, .integer32, .integer64, .double, .float, .boolean, .date, .uuid: true
+        case .decimal, .string, .binaryData, .uri, .transformable, .objectID, .undefined: false
+        }
+    }
+
     /// The range an integer type holds.
     var integerRange: ClosedRange<Int64>? {
         switch self {

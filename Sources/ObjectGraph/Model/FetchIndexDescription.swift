@@ -5,17 +5,28 @@ public struct FetchIndexDescription: Sendable, Hashable {
     public var name: String
     /// The indexed properties, most significant first.
     public var elements: [FetchIndexElementDescription]
+    /// Attributes whose values each entry of the index also stores, beside the elements it is ordered by — a
+    /// *covering* index (an LMDBStore extension; Core Data has none): a fetch that filters or sorts on these
+    /// attributes, or asks for them in a dictionary result, can be answered from the index entries without reading
+    /// the rows. Attributes of fixed size only (integers, floating point, Booleans, dates, UUIDs), at most 16, none
+    /// of them an element. Stores that do not keep such values ignore them.
+    public var storedAttributeNames: [String]
 
-    /// Creates an index over `elements`.
-    public init(_ name: String, elements: [FetchIndexElementDescription]) {
+    /// Creates an index over `elements` whose entries also store the attributes named by `storedAttributeNames`.
+    public init(_ name: String, elements: [FetchIndexElementDescription], storing storedAttributeNames: [String] = []) {
         self.name = name
         self.elements = elements
+        self.storedAttributeNames = storedAttributeNames
     }
 
-    /// Creates an ascending index over the named properties.
-    public init(_ name: String, properties: [String]) {
-        self.init(name, elements: properties.map { FetchIndexElementDescription($0) })
+    /// Creates an ascending index over the named properties whose entries also store the attributes named by
+    /// `storedAttributeNames`.
+    public init(_ name: String, properties: [String], storing storedAttributeNames: [String] = []) {
+        self.init(name, elements: properties.map { FetchIndexElementDescription($0) }, storing: storedAttributeNames)
     }
+
+    /// The most attributes a covering index may store.
+    public static let maximumStoredAttributes = 16
 }
 
 /// One property of a ``FetchIndexDescription``.

@@ -378,7 +378,7 @@ extension FetchedPropertyDescription: Codable {
 }
 
 extension FetchIndexDescription: Codable {
-    enum CodingKeys: String, CodingKey { case name, elements }
+    enum CodingKeys: String, CodingKey { case name, elements, storedAttributes }
     private enum ElementKeys: String, CodingKey { case property, ascending, collation }
 
     /// Reads a fetch index from its JSON description; elements are ascending and binary unless they say otherwise.
@@ -392,7 +392,8 @@ extension FetchIndexDescription: Codable {
                 try e.decode(String.self, forKey: .property), ascending: try e.decodeIfPresent(Bool.self, forKey: .ascending) ?? true,
                 collation: try e.decodeIfPresent(FetchIndexElementDescription.Collation.self, forKey: .collation) ?? .binary))
         }
-        self.init(try c.decode(String.self, forKey: .name), elements: elements)
+        self.init(try c.decode(String.self, forKey: .name), elements: elements,
+                  storing: try c.decodeIfPresent([String].self, forKey: .storedAttributes) ?? [])
     }
 
     /// Writes the fetch index's JSON description.
@@ -406,6 +407,7 @@ extension FetchIndexDescription: Codable {
             if !element.isAscending { try e.encode(false, forKey: .ascending) }
             if element.collation != .binary { try e.encode(element.collation, forKey: .collation) }
         }
+        try c.encodeUnlessEmpty(storedAttributeNames, forKey: .storedAttributes)
     }
 }
 

@@ -94,6 +94,7 @@ extension ManagedObjectModel {
                                                      message: "the fetch index \"\(index.name)\" \(message)"))
                     }
                 }
+                problems += Self.storedAttributeProblems(index, in: entity.name, properties)
             }
             for constraint in entity.uniquenessConstraints {
                 let label = constraint.propertyNames.joined(separator: ", ")
@@ -147,6 +148,36 @@ extension ManagedObjectModel {
     }
 
     /// Why a property cannot be part of an index or constraint key, or `nil` when it can.
+    /// What is wrong with the attributes a covering index stores (``FetchIndexDescription/storedAttributeNames``).
+    private static func storedAttributeProblems(_ index: FetchIndexDescription, in entity: String,
+                                                _ properties: [String: PropertyDescription]) -> [ModelProblem] {
+        var problems: [ModelProblem] = []
+        func problem(_ name: String?, _ message: String) {
+            problems.append(ModelProblem(.invalidIndex, entity: entity, property: name, index: index.name,
+                                         message: "the fetch index \"\(index.name)\" \(message)"))
+        }
+        if index.storedAttributeNames.count > FetchIndexDescription.maximumStoredAttributes {
+            problem(nil, "stores \(index.storedAttributeNames.count) attributes; an index stores at most \(FetchIndexDescription.maximumStoredAttributes)")
+        }
+        var seen: Set<String> = []
+        for name in index.storedAttributeNames {
+            guard seen.insert(name).inserted else { problem(name, "stores \"\(name)\" twice"); continue }
+            if index.elements.contains(where: { $0.propertyName == name }) {
+                problem(name, "stores \"\(name)\", which is already one of its elements")
+                continue
+            }
+            switch properties[name] {
+            case nil: problem(name, "stores the unknown attribute \"\(name)\"")
+            case .attribute(let attribute) where attribute.isTransient: problem(name, "stores the transient attribute \"\(name)\"")
+            case .attribute(let attribute) where !attribute.type.hasFixedSize:
+                problem(name, "stores \"\(name)\", a \(attribute.type.rawValue) attribute; an index stores only attributes of fixed size (integers, floating point, Booleans, dates, UUIDs)")
+            case .attribute: break
+            case .relationship, .fetchedProperty: problem(name, "stores \"\(name)\", which is not an attribute")
+            }
+        }
+        return problems
+    }
+
     private static func keyPropertyProblem(_ name: String, _ properties: [String: PropertyDescription]) -> String? {
         switch properties[name] {
         case nil: "names the unknown property \"\(name)\""

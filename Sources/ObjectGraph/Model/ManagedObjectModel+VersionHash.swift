@@ -42,6 +42,8 @@ extension ManagedObjectModel {
             for element in index.elements {
                 fields.append("element", "\(element.propertyName) \(element.isAscending ? "asc" : "desc") \(element.collation.rawValue)")
             }
+            // Only covering indexes add fields: the hashes of models without them are unchanged.
+            for name in index.storedAttributeNames { fields.append("stored", name) }
         }
         for constraint in resolved.constraints.map({ $0.propertyNames.joined(separator: ",") }).sorted() {
             fields.append("unique", constraint)
