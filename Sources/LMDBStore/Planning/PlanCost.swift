@@ -91,22 +91,26 @@ struct CostEstimator {
     mutating func index(_ range: QueryPlan.IndexRange, rank: Int, streams: Bool, direction: ScanDirection, covered: Bool,
                         entryChecked: Bool = false, sortsOnEntries: Bool = false) -> QueryPlanner.Candidate {
         let (entries, counted) = entries(of: range, streams: streams, covered: covered)
-        var candidate = QueryPlanner.Candidate(source: range, rank: rank, entries: entries, counted: counted,
-                                               streams: streams, direction: direction, covered: covered, sortsOnEntries: sortsOnEntries)
         // A residual rejects some rows: assume half of them when the range does not answer the predicate.
         let kept = covered ? 1.0 : 0.5
-        if answeredByEntries(covered: covered || entryChecked, streams: streams || sortsOnEntries) {
+        var cost: Double
+        // In a constant, not an argument: `streams || sortsOnEntries` written as the argument crashed the release
+        // compiler's jump threading (Swift 6.3.1, "cannot get borrow introducers").
+        let ordered = streams || sortsOnEntries
+        if answeredByEntries(covered: covered || entryChecked, streams: ordered) {
             let stepped = streams && request.resultType != .count ? min(entries, (wanted ?? entries) / kept) : entries
-            // Sorted on the entries: each entry's sort values decoded, then the matches sorted (no row read).
-            candidate.cost = stepped * Self.indexEntry * (covered ? 1 : 2)
-                + (sortsOnEntries ? stepped * Self.indexEntry + sortCost(stepped * kept, streams: false) : 0)
+            cost = stepped * Self.indexEntry * (covered ? 1 : 2)
+            if sortsOnEntries {
+                // Sorted on the entries: each entry's sort values decoded, then the matches sorted (no row read).
+                cost += stepped * Self.indexEntry + sortCost(stepped * kept, streams: false)
+            }
         } else {
             let stepped = streams ? min(entries, (wanted ?? entries) / kept) : entries
             let read = entryChecked ? stepped * kept : stepped
-            candidate.cost = stepped * Self.indexEntry * (entryChecked ? 2 : 1) + read * (Self.rowRead + residual)
-                + sortCost(entries, streams: streams)
+            cost = stepped * Self.indexEntry * (entryChecked ? 2 : 1) + read * (Self.rowRead + residual) + sortCost(entries, streams: streams)
         }
-        return candidate
+        return QueryPlanner.Candidate(source: range, rank: rank, entries: entries, counted: counted, streams: streams,
+                                      direction: direction, covered: covered, sortsOnEntries: sortsOnEntries, cost: cost)
     }
 
     /// Two ranges whose common row keys are read: both walked, then the rows in both (guessed as if the two
