@@ -27,6 +27,7 @@ extension Database {
     /// The reference an entry of this `index/…`, `toone/…` or `link/…` table holds.
     ///
     /// - Throws: ``ManagedObjectContextError`` naming the table when the value is not 10 bytes.
+    @inline(__always)
     func reference(in entry: CursorEntry) throws(ManagedObjectContextError) -> StoredRow.Reference {
         guard let reference = EntryBytes.reference(entry.value) else {
             throw EntryBytes.damaged(name ?? "?", "value", count: entry.value.count, expected: 10)

@@ -86,12 +86,14 @@ extension QueryPlan {
         func forEachEntry(in run: PlanRun, direction: ScanDirection = .forward,
                           _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
             let table = run.store.database(database, in: run.state)
+            let covering = !stored.isEmpty
             try table.withCursor(in: run.transaction) { cursor in
                 var going = true
                 for range in direction == .forward ? ranges : ranges.reversed() where going {
                     try cursor.forEachValue(in: range, direction: direction) { entry in
                         // Each value: the row key, then its entity tag (then a covering index's stored values).
-                        let row = try stored.isEmpty ? table.reference(in: entry) : table.coveringReference(in: entry)
+                        let row: StoredRow.Reference
+                        if covering { row = try table.coveringReference(in: entry) } else { row = try table.reference(in: entry) }
                         going = try body(row.key, row.entityTag, entry)
                         return going
                     }
