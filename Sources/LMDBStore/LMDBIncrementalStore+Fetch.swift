@@ -152,9 +152,13 @@ extension LMDBIncrementalStore {
         }
         offset = IndexEntries.referenceSize
         for element in stored {
-            guard let (value, end) = TupleEncoding.decodeElement(entry.value, at: offset, as: element.type) else { return nil }
+            // Each at its type's full width (a NULL padded with zeros).
+            let width = IndexEntries.storedWidth(element.type)
+            guard offset + width <= entry.value.count,
+                  let (value, _) = TupleEncoding.decodeElement(UnsafeRawBufferPointer(rebasing: entry.value[offset..<offset + width]), at: 0, as: element.type)
+            else { return nil }
             values[element.name] = value.map(PredicateValue.init) ?? .null
-            offset = end
+            offset += width
         }
         return values
     }

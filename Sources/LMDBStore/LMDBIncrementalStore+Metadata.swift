@@ -60,7 +60,7 @@ extension LMDBIncrementalStore {
         var databases: [String: Database] = [:]
         do {
             for name in layout.databaseNames {
-                databases[name] = try environment.openDatabase(named: name, options: layout.options(for: name), create: false)
+                databases[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false)
             }
         } catch {
             throw storeError(error, "the store lacks a table its model needs")
@@ -94,7 +94,7 @@ extension LMDBIncrementalStore {
             return "\(others.count) other key\(others.count == 1 ? "" : "s") or database\(others.count == 1 ? "" : "s") such as \(others.prefix(3).map { "\"\($0)\"" }.joined(separator: ", "))"
         }
         for name in names {
-            guard let table = try? environment.openDatabase(named: name, options: layout.options(for: name), create: false) else {
+            guard let table = try? environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false) else {
                 return "a table \"\(name)\" of another kind"
             }
             if try environment.read({ try table.statistics(in: $0).entries }) > 0 { return "data in its table \"\(name)\"" }
@@ -161,7 +161,7 @@ extension LMDBIncrementalStore {
                 do {
                     old.append(try environment.openDatabase(named: name, create: false))
                 } catch LMDBError.incompatible {
-                    old.append(try environment.openDatabase(named: name, options: layout.options(for: name), create: false))
+                    old.append(try environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false))
                 } catch LMDBError.notFound {
                     continue
                 }
@@ -172,7 +172,7 @@ extension LMDBIncrementalStore {
             try environment.write { transaction in for database in old { try database.drop(in: transaction) } }
             // 2. Create them with their flags, then fill them from every row, a batch of rows at a time.
             var tables: [String: Database] = [:]
-            for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: layout.options(for: name)) }
+            for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
             let roots = Set(layout.entities.values.map(\.root)).sorted()
             let rowTables = try roots.map { try environment.openDatabase(named: StoreLayout.rowsDatabase(root: $0)) }
             let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
@@ -219,7 +219,7 @@ extension LMDBIncrementalStore {
                     } catch LMDBError.notFound {
                         continue
                     }
-                    let new = try environment.openDatabase(named: name, options: layout.options(for: name))
+                    let new = try environment.openDatabase(named: name, options: StoreLayout.options(for: name))
                     try environment.write { transaction in
                         try new.clear(in: transaction)
                         try old.withCursor(in: transaction) { cursor in
@@ -297,7 +297,7 @@ extension LMDBIncrementalStore {
     private func create(_ environment: Environment, _ stored: [String: String]) throws {
         do {
             var databases: [String: Database] = [:]
-            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name, options: layout.options(for: name)) }
+            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
             let meta = databases[StoreLayout.metadataDatabase]!
             var values = stored
             let tags = Dictionary(uniqueKeysWithValues: layout.entityNamesByTag.map { (String($0.key), $0.value) })

@@ -5,7 +5,8 @@ import ObjectGraph
 import TestSupport
 import Testing
 
-/// A model with covering indexes: `byAge` stores a score, a date and a flag; the compound `byCityAge` stores the
+/// A model with covering indexes: `byAge` stores a score, a date, a flag and a UUID (which sorts by the values'
+/// general comparison, not as words); the compound `byCityAge` stores the
 /// score; `byName` stores nothing. Students (a sub-entity) share the tables.
 let coveringModel = try! ManagedObjectModel {
     EntityDescription("Person") {
@@ -15,9 +16,11 @@ let coveringModel = try! ManagedObjectModel {
         AttributeDescription("joined", .date, isOptional: true)
         AttributeDescription("active", .boolean, defaultValue: false)
         AttributeDescription("city", .string, isOptional: true)
-        FetchIndexDescription("byAge", properties: ["age"], storing: ["score", "joined", "active"])
+        AttributeDescription("badge", .uuid, isOptional: true)
+        FetchIndexDescription("byAge", properties: ["age"], storing: ["score", "joined", "active", "badge"])
         FetchIndexDescription("byCityAge", elements: [.ascending("city"), .ascending("age")], storing: ["score"])
         FetchIndexDescription("byName", properties: ["name"])
+        FetchIndexDescription("byActiveAge", elements: [.ascending("active"), .descending("age")], storing: ["joined"])
     }
     EntityDescription("Student", parent: "Person") {
         AttributeDescription("grade", .integer16, defaultValue: 1)
@@ -35,6 +38,7 @@ let coveringModel = try! ManagedObjectModel {
             if random.next() % 6 != 0 { values["score"] = [-0.0, 0.0, 1.5, -2.25, 99, 12.5, -1e300, 7][Int(random.next() % 8)] }
             if random.next() % 5 != 0 { values["joined"] = start.addingTimeInterval(Double(random.next() % 50) * 86_400) }
             if random.next() % 2 == 0 { values["city"] = ["Oslo", "Lima", "Pune"][Int(random.next() % 3)] }
+            if random.next() % 3 != 0 { values["badge"] = UUID(uuidString: "00000000-0000-0000-0000-00000000000\(random.next() % 10)")! }
             values["entity"] = random.next() % 4 == 0 ? "Student" : "Person"
             return values
         }
@@ -51,8 +55,8 @@ let coveringModel = try! ManagedObjectModel {
         assertPlan(store, try request("age >= 20 AND age < 30", sort: [FetchSortDescriptor(keyPath: "score", ascending: false)], limit: 10),
                    "IndexRange(Person.byAge [20, 30)) → Sort(score descending) on index entries → Limit(10)")
         assertPlan(store, try request("age == 20 AND score > 5"), "IndexRange(Person.byAge [20, 20]) → Filter(age == 20 AND score > 5) on index entries")
-        assertPlan(store, try request("age == 20 AND active == YES", sort: [FetchSortDescriptor(keyPath: "joined"), FetchSortDescriptor(keyPath: "score")]),
-                   "IndexRange(Person.byAge [20, 20]) → Filter(age == 20 AND active == 1) on index entries → Sort(joined ascending, score ascending) on index entries")
+        assertPlan(store, try request("age == 20 AND score < 1", sort: [FetchSortDescriptor(keyPath: "joined"), FetchSortDescriptor(keyPath: "score")]),
+                   "IndexRange(Person.byAge [20, 20]) → Filter(age == 20 AND score < 1) on index entries → Sort(joined ascending, score ascending) on index entries")
         assertPlan(store, try request("city == 'Oslo'", sort: [FetchSortDescriptor(keyPath: "score")], limit: 3),
                    "IndexRange(Person.byCityAge [\"Oslo\", \"Oslo\"]) → Filter(city == \"Oslo\") on index entries → Sort(score ascending) on index entries → Limit(3)")
         // What the entries do not hold is read from the rows: a sort by name, a filter on name.
@@ -107,7 +111,7 @@ let coveringModel = try! ManagedObjectModel {
         let rows = people(400, seed: 41)
         let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(coveringModel) { try insertRows(into: $0, rows) }
         let plans = try compareRandomFetches(lmdb: lmdbCoordinator, memory: memoryCoordinator, store: store, seed: 43, trials: 500,
-                                             entities: ["Person", "Person", "Student"], sortKeys: ["score", "joined", "active", "age", "name"]) { random in
+                                             entities: ["Person", "Person", "Student"], sortKeys: ["score", "joined", "active", "badge", "age", "name"]) { random in
             switch random.next() % 6 {
             case 0: return "age \(random.pick(["==", "<", ">=", "!="])) \(random.pick(["0", "12", "20", "39", "nil"]))"
             case 1: return "age BETWEEN {\(random.pick(["5", "20"])), \(random.pick(["15", "30"]))}"
@@ -120,6 +124,30 @@ let coveringModel = try! ManagedObjectModel {
         #expect(plans.filter { $0.contains("on index entries → Limit") || $0.hasSuffix("on index entries") && $0.contains("Sort(") }.count >= 20,
                 "the trials sort on index entries")
         #expect(plans.filter { $0.contains("Sort(") && $0.contains(") on index entries") }.count >= 20)
+    }
+
+    @Test func sortsOfSeveralKeysReadElementsAndStoredValues() throws {
+        let folder = StoreFolder()
+        let rows = people(300, seed: 12)
+        let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(coveringModel) { try insertRows(into: $0, rows) }
+        let sorts: [[FetchSortDescriptor]] = [
+            // A descending key element (stored inverted) and a stored date; then the reverse directions.
+            [FetchSortDescriptor(keyPath: "age"), FetchSortDescriptor(keyPath: "joined", ascending: false)],
+            [FetchSortDescriptor(keyPath: "age", ascending: false), FetchSortDescriptor(keyPath: "joined")],
+            [FetchSortDescriptor(keyPath: "joined"), FetchSortDescriptor(keyPath: "age")],
+        ]
+        for active in ["YES", "NO"] {
+            for sort in sorts {
+                for (limit, offset) in [(0, 0), (7, 0), (5, 3)] {
+                    let request = try request("active == \(active)", sort: sort, limit: limit, offset: offset)
+                    #expect(store.explain(request).hasPrefix("IndexRange(Person.byActiveAge"), "\(store.explain(request))")
+                    #expect(store.explain(request).contains("on index entries"), "\(store.explain(request))")
+                    let mine = try ManagedObjectContext(coordinator: lmdbCoordinator).fetchObjectIDs(request).map(\.referenceObject)
+                    let theirs = try ManagedObjectContext(coordinator: memoryCoordinator).fetchObjectIDs(request).map(\.referenceObject)
+                    #expect(mine == theirs && !mine.isEmpty, "active \(active), \(sort), limit \(limit) offset \(offset)")
+                }
+            }
+        }
     }
 
     @Test func dictionaryFetchesOfStoredValuesComeFromEntries() throws {

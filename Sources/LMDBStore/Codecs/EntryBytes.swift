@@ -35,14 +35,14 @@ extension Database {
         return reference
     }
 
-    /// The reference an entry of a covering index holds: the first 10 bytes of its value, which go on with the
-    /// attributes it stores.
+    /// The reference an entry of a covering index holds: the first 10 bytes of its value, which goes on with the
+    /// attributes it stores (`size` bytes in all).
     ///
-    /// - Throws: ``ManagedObjectContextError`` naming the table when the value is shorter than a reference.
-    func coveringReference(in entry: CursorEntry) throws(ManagedObjectContextError) -> StoredRow.Reference {
-        guard entry.value.count >= IndexEntries.referenceSize,
+    /// - Throws: ``ManagedObjectContextError`` naming the table when the value is not `size` bytes.
+    func coveringReference(in entry: CursorEntry, size: Int) throws(ManagedObjectContextError) -> StoredRow.Reference {
+        guard entry.value.count == size,
               let reference = EntryBytes.reference(UnsafeRawBufferPointer(rebasing: entry.value.prefix(IndexEntries.referenceSize))) else {
-            throw EntryBytes.damaged(name ?? "?", "value", count: entry.value.count, expected: IndexEntries.referenceSize)
+            throw EntryBytes.damaged(name ?? "?", "value", count: entry.value.count, expected: size)
         }
         return reference
     }

@@ -42,6 +42,17 @@ struct IndexEntries {
     /// The size of an entry's value that is only the row's reference: the row key (8 bytes), the entity tag (2).
     static let referenceSize = 10
 
+    /// The bytes a covering index's value gives a stored attribute of `type` (one of fixed size): its key element's
+    /// tag and body, NULL (the tag 0x00) padded with zeros to the same width — so every value of the index has one
+    /// size, and each stored value one offset.
+    static func storedWidth(_ type: AttributeType) -> Int {
+        switch type {
+        case .boolean: 2
+        case .uuid: 17
+        default: 9
+        }
+    }
+
     /// The entries of `row` (the row of `key`): `uniques` holds those a uniqueness constraint checks.
     func entries(for row: StoredRow, key: UInt64, entity: StoreLayout.EntityLayout) -> (indexes: [IndexEntry], uniques: [IndexEntry]) {
         var indexes: [IndexEntry] = []
@@ -122,7 +133,11 @@ struct IndexEntries {
                     // A covering index: the reference, then each stored attribute as a key element encodes it.
                     scratch.value.removeAll(keepingCapacity: true)
                     scratch.value.append(contentsOf: entryValue)
-                    for field in stored { TupleEncoding.append(value(field, row), to: &scratch.value) }
+                    for (field, width) in zip(stored, entity.indexStoredWidths[position]) {
+                        let start = scratch.value.count
+                        TupleEncoding.append(value(field, row), to: &scratch.value)
+                        while scratch.value.count < start + width { scratch.value.append(0) }
+                    }
                     try scratch.key.withUnsafeBytes { key in try scratch.value.withUnsafeBytes { try body(position, kind, key, $0) } }
                 }
             }

@@ -77,6 +77,8 @@ struct StoreLayout: Sendable {
         /// The fields of the attributes each index's entries store beside the row's reference (in ``indexes``'
         /// order; empty for an index that stores none — see ``FetchIndexDescription/storedAttributeNames``).
         let indexStoredFields: [[Int]]
+        /// The width of each stored attribute in an entry's value (``IndexEntries/storedWidth(_:)``).
+        let indexStoredWidths: [[Int]]
         let uniqueFields: [[Int]]
         let toOneFields: [Int]
         /// The model's runtime view of the entity, and where each field's value sits in its slot arrays
@@ -142,6 +144,9 @@ struct StoreLayout: Sendable {
             let uniqueFields = uniques.map { $0.constraint.propertyNames.map { fieldIndex[$0] ?? -1 } }
             (self.indexFields, self.indexElements, self.uniqueFields) = (indexFields, indexElements, uniqueFields)
             indexStoredFields = indexes.map { $0.index.storedAttributeNames.map { fieldIndex[$0] ?? -1 } }
+            indexStoredWidths = indexStoredFields.map { stored in
+                stored.map { field in field >= 0 ? fields[field].attributeType.map(IndexEntries.storedWidth) ?? 9 : 9 }
+            }
             var indexOfConstraint = [Int](repeating: -1, count: uniques.count)
             var constraintOfIndex = [Int](repeating: -1, count: indexes.count)
             for (constraint, fields) in uniqueFields.enumerated() where !fields.isEmpty && !fields.contains(-1) {
@@ -192,9 +197,6 @@ struct StoreLayout: Sendable {
     let entityNamesByTag: [UInt16: String]
     /// Entities by tag (tags are 1…n), for reading rows without a lookup by name.
     let entitiesByTag: [EntityLayout?]
-    /// The tables of covering indexes (``FetchIndexDescription/storedAttributeNames``), whose values are not of one
-    /// size.
-    let coveringTables: Set<String>
 
     /// The entity a row's tag names.
     @inline(__always)
@@ -253,9 +255,6 @@ struct StoreLayout: Sendable {
         var byTag = [EntityLayout?](repeating: nil, count: names.count + 1)
         for (tag, name) in names { byTag[Int(tag)] = entities[name] }
         entitiesByTag = byTag
-        coveringTables = Set(entities.values.flatMap { layout in
-            layout.indexes.filter { !$0.index.storedAttributeNames.isEmpty }.map { Self.indexDatabase(entity: $0.owner, index: $0.index.name) }
-        })
     }
 
     /// Where each to-many relationship of `entity` is read from: its link table, or its inverse's to-one index.
@@ -305,12 +304,11 @@ struct StoreLayout: Sendable {
     }
 
     /// The LMDB flags a table is created with: fetch indexes, to-one indexes and unordered to-many tables keep their
-    /// rows as sorted, fixed-size duplicate values of each key (row key + entity tag), so LMDB counts a key's rows
-    /// without visiting them and stores the key once for all of them. A covering index's values also hold the
-    /// attributes it stores, whose encodings differ in size (NULL is one byte): sorted duplicates, not fixed-size.
-    func options(for database: String) -> DatabaseOptions {
-        if coveringTables.contains(database) { return [.dupSort] }
-        return database.hasPrefix("index/") || database.hasPrefix("toone/") || database.hasPrefix("members/") ? [.dupSort, .dupFixed] : []
+    /// rows as sorted, fixed-size duplicate values of each key (row key + entity tag — and a covering index's stored
+    /// values, each of its type's full width), so LMDB counts a key's rows without visiting them, stores the key once
+    /// for all of them and hands them out a page at a time.
+    static func options(for database: String) -> DatabaseOptions {
+        database.hasPrefix("index/") || database.hasPrefix("toone/") || database.hasPrefix("members/") ? [.dupSort, .dupFixed] : []
     }
 
     /// The entity that declares a relationship (the first in the ancestry that has it).

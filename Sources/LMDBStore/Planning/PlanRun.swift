@@ -118,11 +118,30 @@ final class PlanRun {
         return found
     }
 
-    /// The matching candidates of `index` sorted by the values its entries hold (``QueryPlan/IndexRange/sortsOnEntries``):
-    /// each entry's sort keys read back from its key or value, the matches put in row-key order (ties stay so) and
-    /// sorted — the first offset + limit by a bounded heap. A sort key an entry does not give back is a damaged
-    /// entry: an error naming the table, never a wrong order.
+    /// The matching candidates of `index` sorted by the values its entries hold (``QueryPlan/IndexRange/sortsOnEntries``),
+    /// before the window: each match's sort values read from its entry's bytes as ``RowSort`` reads them from a row
+    /// (``EntrySortPlaces``) into a bounded heap of offset + limit (all of them without a limit), ties by row key. A
+    /// sort value an entry does not give back is a damaged entry: an error naming the table, never a wrong order.
     private func sortedOnEntries(_ index: QueryPlan.IndexRange) throws -> [Candidate] {
+        guard let sort = RowSort(request.sortDescriptors, family: family, layout: store.layout),
+              let places = EntrySortPlaces(sort, descriptors: request.sortDescriptors, range: index) else {
+            return try sortedOnEntryValues(index)
+        }
+        var top = TopRows<Void>(sort, capacity: request.windowEnd ?? .max)
+        try forEachCandidate { candidate, entry in
+            guard let entry else { return true }
+            if checksEntries, try !entryOrRowMatches(candidate, entry) { return true }
+            try top.offer(candidate, ()) { values throws(ManagedObjectContextError) in
+                guard places.values(of: entry, into: &values) else { throw undecodableSortValues(index) }
+            }
+            return true
+        }
+        return top.sorted().map(\.candidate)
+    }
+
+    /// ``sortedOnEntries(_:)`` for sorts ``RowSort`` does not take (a UUID key): each match's values decoded by name
+    /// and sorted as ``FetchSortDescriptor`` sorts them.
+    private func sortedOnEntryValues(_ index: QueryPlan.IndexRange) throws -> [Candidate] {
         let names = Set(request.sortDescriptors.map(\.keyPath))
         guard let elements = QueryPlanner.entryElements(index, reading: names, entity: request.entityName, model: store.model) else {
             preconditionFailure("a plan sorts on entries that do not hold its sort keys")
@@ -130,14 +149,17 @@ final class PlanRun {
         var found: [SortedEntry] = []
         try forEachCandidate { candidate, entry in
             guard let entry, try entryOrRowMatches(candidate, entry) else { return true }
-            guard let values = store.entryValues(entry, elements: elements, stored: index.stored) else {
-                throw ManagedObjectContextError(.storeUnusable, message: "the store file is damaged: an entry of the table \"\(index.database)\" does not hold the values it is sorted by (verify() lists every problem)")
-            }
+            guard let values = store.entryValues(entry, elements: elements, stored: index.stored) else { throw undecodableSortValues(index) }
             found.append(SortedEntry(candidate: candidate, values: values))
             return true
         }
         putInKeyOrder(&found)
         return FetchSortDescriptor.sorted(found, using: request.sortDescriptors, prefix: request.windowEnd).map(\.candidate)
+    }
+
+    /// The error for an entry of `index` whose sort values do not decode.
+    private func undecodableSortValues(_ index: QueryPlan.IndexRange) -> ManagedObjectContextError {
+        ManagedObjectContextError(.storeUnusable, message: "the store file is damaged: an entry of the table \"\(index.database)\" does not hold the values it is sorted by (verify() lists every problem)")
     }
 
     /// The object IDs of ``candidates()``'s window.
@@ -181,12 +203,16 @@ final class PlanRun {
         if sorts, let wanted = request.windowEnd, let sort = RowSort(request.sortDescriptors, family: family, layout: store.layout) {
             // The first offset + limit by a sort the row bytes settle: one field per row read into a bounded heap, a
             // view made only of the rows kept.
-            var top = TopRows(sort, capacity: wanted)
+            var top = TopRows<EncodedRow>(sort, capacity: wanted)
             try forEachMatch(check) { candidate, row, _ in
-                do throws(RowDecodingError) { try top.offer(candidate, row) } catch { throw corruptedRow(candidate.key, error) }
+                do throws(RowDecodingError) {
+                    try top.offer(candidate, row) { values throws(RowDecodingError) in try sort.values(of: row, into: &values) }
+                } catch {
+                    throw corruptedRow(candidate.key, error)
+                }
                 return true
             }
-            return top.sorted().map { check.view(of: $0.candidate, $0.row) }
+            return top.sorted().map { check.view(of: $0.candidate, $0.kept) }
         }
         var matches: [RowView] = []
         let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max

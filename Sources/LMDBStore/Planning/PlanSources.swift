@@ -70,6 +70,9 @@ extension QueryPlan {
         var sortsOnEntries = false
 
         var yieldsKeyOrder: Bool { holdsOneKey && direction == .forward && !resortsLongKeys }
+
+        /// The size of each entry's value: the row's reference, then the stored attributes at their full widths.
+        var valueSize: Int { stored.reduce(IndexEntries.referenceSize) { $0 + IndexEntries.storedWidth($1.type) } }
         var indexRange: IndexRange? { self }
 
         var description: String { "IndexRange(\(label) \(bounds)\(direction == .reverse ? " reverse" : ""))" }
@@ -86,14 +89,14 @@ extension QueryPlan {
         func forEachEntry(in run: PlanRun, direction: ScanDirection = .forward,
                           _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
             let table = run.store.database(database, in: run.state)
-            let covering = !stored.isEmpty
+            let covering = !stored.isEmpty, valueSize = self.valueSize
             try table.withCursor(in: run.transaction) { cursor in
                 var going = true
                 for range in direction == .forward ? ranges : ranges.reversed() where going {
                     try cursor.forEachValue(in: range, direction: direction) { entry in
                         // Each value: the row key, then its entity tag (then a covering index's stored values).
                         let row: StoredRow.Reference
-                        if covering { row = try table.coveringReference(in: entry) } else { row = try table.reference(in: entry) }
+                        if covering { row = try table.coveringReference(in: entry, size: valueSize) } else { row = try table.reference(in: entry) }
                         going = try body(row.key, row.entityTag, entry)
                         return going
                     }
