@@ -196,7 +196,6 @@ enum QueryPlanner {
         }
         if let keys = analysis.keys {
             plan.source = QueryPlan.KeyLookup(entityName: request.entityName, objectIDs: keys.ids)
-            plan.streamsInSortOrder = false
             // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
             if keys.answersAll { plan.filter = nil } else if let residual = analysis.keysResidual { plan.filter = residual }
             return plan
