@@ -12,7 +12,7 @@ import ObjectGraph
 /// **sort** (top-K with a limit; absent when the source streams in sort order) and the **window** (offset, limit).
 ///
 /// `description` prints the tree as the pipeline it runs, left to right:
-/// `IndexRange(Employee.byAge [30, 40)) → Filter(name BEGINSWITH "A") → Sort(salary DESC) → Limit(20)`.
+/// `IndexRange(Employee.byAge [30, 40)) → Filter(name BEGINSWITH "A") → Sort(salary descending) → Limit(20)`.
 struct QueryPlan: CustomStringConvertible {
     /// The node yielding the candidate rows.
     var source: any PlanSource
@@ -22,7 +22,6 @@ struct QueryPlan: CustomStringConvertible {
     /// The source yields the requested order (an index walked in the sort's direction, or no sort and a source in
     /// row-key order), so no sort step runs and the fetch stops after offset + limit matches.
     var streamsInSortOrder = false
-    var entityName: String
     var sort: [FetchSortDescriptor]
     var limit: Int
     var offset: Int

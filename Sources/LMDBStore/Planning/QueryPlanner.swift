@@ -185,7 +185,6 @@ enum QueryPlanner {
     static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel,
                      statistics: PlanStatistics = .unknown, analysis given: Analysis? = nil) -> QueryPlan {
         var plan = QueryPlan(source: QueryPlan.Scan(entityName: request.entityName), filter: request.predicate,
-                             entityName: request.entityName,
                              sort: request.sortDescriptors, limit: request.fetchLimit, offset: request.fetchOffset)
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName),
               let analysis = given ?? analyze(request, layout: layout, model: model) else { return plan }
