@@ -27,8 +27,9 @@ public struct CursorEntry {
         self.value = UnsafeRawBufferPointer(value)
     }
 
+    /// An entry of borrowed bytes: LMDB's, or another engine's under the store's key-value seam.
     @inline(__always)
-    init(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    package init(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         self.key = key
         self.value = value
     }

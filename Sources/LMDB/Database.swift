@@ -9,7 +9,9 @@ internal import CLMDB
 /// otherwise). Values are any size. Bytes that LMDB hands out point into the memory map and are lent only to a
 /// closure; copy them to keep them. The corresponding LMDB type is `MDB_dbi`.
 public struct Database: Sendable, Hashable {
-    let handle: UInt32
+    /// LMDB's number for the database (`MDB_dbi`); another engine under the store's key-value seam numbers its
+    /// tables here.
+    package let handle: UInt32
 
     /// The name, interned for the life of the process (`InternedName`), so that a copy of a handle — one per put
     /// in a loop that picks its table from an array — retains nothing.
@@ -21,7 +23,8 @@ public struct Database: Sendable, Hashable {
     /// The options the database was created with.
     public let options: DatabaseOptions
 
-    init(handle: UInt32, name: String?, options: DatabaseOptions) {
+    /// A handle numbered `handle`: LMDB's, or another engine's under the store's key-value seam.
+    package init(handle: UInt32, name: String?, options: DatabaseOptions) {
         self.handle = handle
         internedName = InternedName.interned(name)
         self.options = options

@@ -29,7 +29,7 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
                 entry = try cursor.nextKey()
             }
         }
-        let unset = try rows.statistics(in: transaction).entries - groups.reduce(0) { $0 + $1.count }
+        let unset = try rows.entryCount(in: transaction) - groups.reduce(0) { $0 + $1.count }
         func result(_ value: PredicateValue, _ count: Int) -> [String: PredicateValue] {
             var result: [String: PredicateValue] = [name: value]
             for property in properties { result[property.name] = property.function == nil ? value : .integer(Int64(count)) }
@@ -68,9 +68,8 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         var undecodable = false
         var inverted: [UInt8] = []
         try database(indexName, in: run.state).withCursor(in: run.transaction) { cursor in
-            for range in ranges {
-                var keys = cursor.entries(in: range)
-                while let (entry, count) = try keys.nextKey() {
+            for range in ranges where !undecodable {
+                try cursor.forEachKey(in: range) { entry, count in
                     let decoded: AttributeValue??
                     if ascending {
                         decoded = TupleEncoding.decodeElement(entry.key, as: attribute.type)
@@ -78,11 +77,12 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
                         inverted = entry.key.map { ~$0 }
                         decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: attribute.type) }
                     }
-                    guard let value = decoded else { undecodable = true; return }
+                    guard let value = decoded else { undecodable = true; return false }
                     let group = value.map(PredicateValue.init) ?? .null
                     var result: [String: PredicateValue] = [:]
                     for property in properties { result[property.name] = property.function == nil ? group : .integer(Int64(count)) }
                     results.append(result)
+                    return true
                 }
             }
         }

@@ -16,7 +16,7 @@ extension LMDBIncrementalStore {
     /// table sizes, read in `transaction`. The candidate paths of a request shape are worked out once and kept (up
     /// to 512 shapes; a predicate holding managed objects under their IDs, and only when it holds at most 16); the
     /// costs, which follow the data, are worked out every time.
-    func plan(_ request: FetchRequest, state: OpenState, transaction: Transaction) -> QueryPlan {
+    func plan(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction) -> QueryPlan {
         // A predicate holding managed objects is kept under their IDs (a cache entry keeps no object alive), and
         // only when it holds a few: hashing one that names 50 000 objects cost more than analysing it.
         let key = QueryPlanner.isCacheable(request.predicate) ? request.predicate : request.predicate.flatMap { QueryPlanner.keyingObjectsByID($0) }
@@ -38,7 +38,7 @@ extension LMDBIncrementalStore {
             } }
         }
         let statistics = PlanStatistics(
-            entries: { name in (try? self.database(name, in: state).statistics(in: transaction).entries) ?? 0 },
+            entries: { name in (try? self.database(name, in: state).entryCount(in: transaction)) ?? 0 },
             probe: { index, limit in (try? self.countEntries(in: index, upTo: limit, state: state, transaction: transaction)) ?? 0 })
         return QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics, analysis: analysis)
     }
@@ -119,7 +119,7 @@ extension LMDBIncrementalStore {
 
     /// The entries of `index`'s ranges, counted up to `limit` — a step per distinct value, LMDB counting each
     /// value's rows.
-    func countEntries(in index: QueryPlan.IndexRange, upTo limit: Int = .max, state: OpenState, transaction: Transaction) throws -> Int {
+    func countEntries(in index: QueryPlan.IndexRange, upTo limit: Int = .max, state: OpenState, transaction: any KeyValueTransaction) throws -> Int {
         var count = 0
         try database(index.database, in: state).withCursor(in: transaction) { cursor in
             for range in index.ranges where count < limit { count += try cursor.count(in: range, upTo: limit - count) }
@@ -170,12 +170,12 @@ extension LMDBIncrementalStore {
 final class RowView: KeyValueReadable, Hashable {
     let store: LMDBIncrementalStore
     let state: LMDBIncrementalStore.OpenState
-    let transaction: Transaction
+    let transaction: any KeyValueTransaction
     let id: ManagedObjectID
     let row: EncodedRow
     private(set) var failure: RowDecodingError?
 
-    init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: Transaction, id: ManagedObjectID, row: EncodedRow) {
+    init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction, id: ManagedObjectID, row: EncodedRow) {
         self.store = store
         self.state = state
         self.transaction = transaction

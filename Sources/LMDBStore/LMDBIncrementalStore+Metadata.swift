@@ -25,9 +25,9 @@ extension LMDBIncrementalStore {
     public func loadMetadata() throws {
         let path = url!.path
         let environmentOptions = storeOptions.environmentOptions(databases: layout.databaseNames.count)
-        let environment: Environment
+        let environment: any KeyValueEngine
         do {
-            environment = try Environment.open(at: path, options: environmentOptions)
+            environment = try KeyValueEngines.open(at: path, options: environmentOptions)
         } catch let error as LMDBError where error == .invalid || error == .corrupted || error == .versionMismatch {
             throw ManagedObjectContextError(.storeUnusable, message: "\(path) is not a usable LMDB store: \(error)", underlying: error)
         } catch {
@@ -78,9 +78,9 @@ extension LMDBIncrementalStore {
 
     /// What an LMDB file without store metadata holds that is not an interrupted creation of this store (the
     /// layout's tables, empty): a phrase naming it, or `nil` when there is nothing else.
-    private func foreignContents(of environment: Environment) throws -> String? {
-        guard (try environment.statistics().entries) > 0 else { return nil }
-        let main = try environment.openDatabase(named: nil, create: false)
+    private func foreignContents(of environment: any KeyValueEngine) throws -> String? {
+        let main = try environment.openDatabase(named: nil, options: [], create: false)
+        guard try environment.read({ try main.entryCount(in: $0) }) > 0 else { return nil }
         let names = try environment.read { transaction in
             var names: [String] = []
             try main.withCursor(in: transaction) { cursor in
@@ -97,7 +97,7 @@ extension LMDBIncrementalStore {
             guard let table = try? environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false) else {
                 return "a table \"\(name)\" of another kind"
             }
-            if try environment.read({ try table.statistics(in: $0).entries }) > 0 { return "data in its table \"\(name)\"" }
+            if try environment.read({ try table.entryCount(in: $0) }) > 0 { return "data in its table \"\(name)\"" }
         }
         return nil
     }
@@ -143,7 +143,7 @@ extension LMDBIncrementalStore {
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/storeUnusable`` naming a row
     ///   that cannot be decoded (nothing is recorded; the rows stay as they were).
-    func upgrade(_ environment: Environment, from format: Int, path: String, rowsPerTransaction: Int = 50_000) throws {
+    func upgrade(_ environment: any KeyValueEngine, from format: Int, path: String, rowsPerTransaction: Int = 50_000) throws {
         let folded = Set(layout.entities.values.flatMap(\.indexes).filter { entry in
             entry.index.elements.contains { $0.collation == .caseInsensitive || $0.collation == .caseAndDiacriticInsensitive }
         }.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) })
@@ -270,7 +270,7 @@ extension LMDBIncrementalStore {
 
     /// Drops the tables `meta` lists as replaced by an upgrade (an upgrade interrupted after recording its format
     /// leaves them for the next open), each emptied in a write of its own first, then forgets the list.
-    func dropLeftoverTables(_ environment: Environment, path: String) throws {
+    func dropLeftoverTables(_ environment: any KeyValueEngine, path: String) throws {
         do {
             let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
             let key = Array(MetaKey.leftoverTables.utf8)
@@ -294,7 +294,7 @@ extension LMDBIncrementalStore {
         }
     }
 
-    private func create(_ environment: Environment, _ stored: [String: String]) throws {
+    private func create(_ environment: any KeyValueEngine, _ stored: [String: String]) throws {
         do {
             var databases: [String: Database] = [:]
             for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
@@ -340,9 +340,9 @@ extension LMDBIncrementalStore {
 
     /// Every `meta` entry of a store file, read without opening it for writing.
     private static func storedMetadata(at url: URL) throws -> [String: String] {
-        let environment: Environment
+        let environment: any KeyValueEngine
         do {
-            environment = try Environment.open(at: url.path, options: .init { $0.isReadOnly = true })
+            environment = try KeyValueEngines.open(at: url.path, options: .init { $0.isReadOnly = true })
         } catch {
             throw ManagedObjectContextError(.storeUnusable, message: "cannot read the metadata of \(url.path)", underlying: error)
         }
@@ -353,7 +353,7 @@ extension LMDBIncrementalStore {
         return stored
     }
 
-    private static func readMetadata(environment: Environment, path: String) throws -> [String: String] {
+    private static func readMetadata(environment: any KeyValueEngine, path: String) throws -> [String: String] {
         let meta: Database
         do {
             meta = try environment.openDatabase(named: StoreLayout.metadataDatabase, create: false)

@@ -255,7 +255,7 @@ extension LMDBIncrementalStore {
     }
 
     /// Removes one secondary entry (a duplicate by key and value, a unique entry by key).
-    private func remove(_ entry: IndexEntry, from table: Database, _ transaction: Transaction) throws {
+    private func remove(_ entry: IndexEntry, from table: Database, _ transaction: any KeyValueTransaction) throws {
         if entry.isDuplicate {
             try table.delete(key: entry.key, value: entry.value, in: transaction)
         } else {
@@ -265,7 +265,7 @@ extension LMDBIncrementalStore {
 
     /// Records which objects the save touched, under the next change number, and forgets saves older than the log's
     /// length.
-    private func appendToChangeLog(_ request: SaveChangesRequest, state: OpenState, transaction: Transaction) throws {
+    private func appendToChangeLog(_ request: SaveChangesRequest, state: OpenState, transaction: any KeyValueTransaction) throws {
         let sequences = database(StoreLayout.sequenceDatabase, in: state)
         let log = database(StoreLayout.changesDatabase, in: state)
         let counterKey = Array(StoreLayout.changeSequenceKey.utf8)
@@ -304,7 +304,7 @@ extension LMDBIncrementalStore {
 
     /// The row of `objectID`, or `nil` when there is none — or when the row under its key is another entity's (an
     /// ID naming a sub-entity with the key of a parent-entity row is no object, not that row).
-    func readRow(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> StoredRow? {
+    func readRow(_ objectID: ManagedObjectID, state: OpenState, transaction: any KeyValueTransaction) throws -> StoredRow? {
         let row = try withRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), of: objectID, transaction: transaction) {
             bytes throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout)
         }
@@ -313,7 +313,7 @@ extension LMDBIncrementalStore {
 
     /// The entity tag and version of the row of `objectID`, checked (checksum, header, field table) but not decoded;
     /// `nil` when there is none. Works in write transactions, unlike ``encodedRow(_:state:transaction:)``.
-    func storedHeader(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> (tag: UInt16, version: UInt64)? {
+    func storedHeader(_ objectID: ManagedObjectID, state: OpenState, transaction: any KeyValueTransaction) throws -> (tag: UInt16, version: UInt64)? {
         try withRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), of: objectID, transaction: transaction) {
             bytes throws(RowDecodingError) in
             let row = try EncodedRow(bytes, layout: layout)
@@ -323,7 +323,7 @@ extension LMDBIncrementalStore {
 
     /// Lends the bytes of the row under `key` in `rows` to `read`, in a read or a write transaction (the key's bytes
     /// on the stack); `nil` when there is no row. A row `read` finds damaged is an error naming `objectID`.
-    func withRow<Value>(key: UInt64, in rows: Database, of objectID: ManagedObjectID, transaction: Transaction,
+    func withRow<Value>(key: UInt64, in rows: Database, of objectID: ManagedObjectID, transaction: any KeyValueTransaction,
                         _ read: (UnsafeRawBufferPointer) throws(RowDecodingError) -> Value) throws -> Value? {
         try withUnsafeBytes(of: key.bigEndian) { keyBytes in
             try rows.withValue(forKey: keyBytes, in: transaction) { bytes in
@@ -338,14 +338,14 @@ extension LMDBIncrementalStore {
 
     /// The row of `objectID` in a read transaction, checked but not decoded (its bytes are borrowed from the map
     /// until the transaction ends), or `nil` when there is none.
-    func encodedRow(_ objectID: ManagedObjectID, state: OpenState, transaction: Transaction) throws -> EncodedRow? {
+    func encodedRow(_ objectID: ManagedObjectID, state: OpenState, transaction: any KeyValueTransaction) throws -> EncodedRow? {
         try encodedRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), transaction: transaction, naming: "of \(objectID)")
     }
 
     /// The row under `key` in the row table `rows` (a fetch knows its table: no lookup by entity name per row);
     /// `naming` completes "the row …" in the error a corrupted row gives. `checkingFields: false` when the caller
     /// decodes every field next, which checks them as it goes.
-    func encodedRow(key: UInt64, in rows: Database, transaction: Transaction, naming: @autoclosure () -> String,
+    func encodedRow(key: UInt64, in rows: Database, transaction: any KeyValueTransaction, naming: @autoclosure () -> String,
                     checkingFields: Bool = true) throws -> EncodedRow? {
         let found = try withUnsafeBytes(of: key.bigEndian) { try rows.borrowedValue(forKey: $0, in: transaction) }
         guard let found else { return nil }
@@ -360,7 +360,7 @@ extension LMDBIncrementalStore {
     /// lets LMDB search the leaf page of the row before instead of descending from the root. The checksum and header
     /// are checked, the fields not (the caller decodes or filters them); the bytes stay in the map until the read
     /// transaction ends. `naming` completes "the row …" in the error a corrupted row gives.
-    func encodedRow(key: UInt64, cursor: Cursor, naming: @autoclosure () -> String) throws -> EncodedRow? {
+    func encodedRow(key: UInt64, cursor: any KeyValueCursor, naming: @autoclosure () -> String) throws -> EncodedRow? {
         guard let found = try withUnsafeBytes(of: key.bigEndian, { try cursor.seek(exactly: $0) }) else { return nil }
         do {
             return try EncodedRow(found.value, layout: layout, checkingFields: false)
@@ -415,7 +415,7 @@ extension LMDBIncrementalStore {
     /// (``IndexEntry/Kind/uniqueValue``: the row's own entry under that key was removed before, or is the same and not
     /// put again). Throws `violation()` when it is taken.
     private func putChecked(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, kind: IndexEntry.Kind, in table: Database,
-                            _ transaction: Transaction, violation: () -> ManagedObjectContextError) throws {
+                            _ transaction: any KeyValueTransaction, violation: () -> ManagedObjectContextError) throws {
         if kind == .uniqueValue {
             guard try table.withValue(forKey: key, in: transaction, { _ in true }) == nil else { throw violation() }
             return try table.put(value, forKey: key, in: transaction)
@@ -443,7 +443,7 @@ extension LMDBIncrementalStore {
     /// Adds and removes single members of an unordered relationship's `members/…` table: one put or delete per
     /// member, nothing read.
     private func applyLinkChanges(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, _ delta: ToManyChange,
-                                  _ references: inout References, state: OpenState, transaction: Transaction) throws {
+                                  _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws {
         let owner = try key(of: objectID)
         for target in delta.removed {
             // A member's value holds its entity tag, which its ID names; an object of no entity of the model was
@@ -459,7 +459,7 @@ extension LMDBIncrementalStore {
 
     /// Puts the links of a new object (which has none yet): one put per member, nothing read or removed.
     private func insertLinks(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
-                             _ references: inout References, state: OpenState, transaction: Transaction) throws {
+                             _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws {
         let owner = try key(of: objectID)
         for (position, target) in targets.enumerated() {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
@@ -482,7 +482,7 @@ extension LMDBIncrementalStore {
     /// owner's key and the member's `position`, in an unordered one's `members/…` table as one of the values of the
     /// owner's key; the value is the member's key and entity tag.
     private func putLink(in table: Database, owner: UInt64, target: UInt64, tag: UInt16, position: Int? = nil, options: PutOptions = [],
-                         _ transaction: Transaction) throws {
+                         _ transaction: any KeyValueTransaction) throws {
         try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
             if let position {
                 try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try table.put(value, forKey: $0, in: transaction, options: options) }
@@ -493,7 +493,7 @@ extension LMDBIncrementalStore {
     }
 
     /// Removes one member from an unordered relationship's `members/…` table (nothing when it is not there).
-    private func removeMember(from table: Database, owner: UInt64, target: UInt64, tag: UInt16, _ transaction: Transaction) throws {
+    private func removeMember(from table: Database, owner: UInt64, target: UInt64, tag: UInt16, _ transaction: any KeyValueTransaction) throws {
         _ = try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
             try withUnsafeBytes(of: owner.bigEndian) { try table.delete(key: $0, value: value, in: transaction) }
         }
@@ -502,7 +502,7 @@ extension LMDBIncrementalStore {
     /// Replaces the entries of one object's relationship in its link table `table` (`members/…` when unordered,
     /// `link/…` when ordered).
     private func rewriteLinks(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
-                              _ references: inout References, state: OpenState, transaction: Transaction) throws {
+                              _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws {
         let ownerKey = try key(of: objectID)
         let owner = Self.keyBytes(ownerKey)
         if !relationship.isOrdered {
@@ -567,7 +567,7 @@ extension LMDBIncrementalStore {
     ///   another entity, or ``ManagedObjectContextError/Code/objectNotFound`` naming the owner, the relationship and
     ///   the missing object.
     private func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipCheck, owner: ManagedObjectID,
-                             _ references: inout References, state: OpenState, transaction: Transaction) throws -> UInt16 {
+                             _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws -> UInt16 {
         if let known = references.verified[target], known.destination == relationship.destinationEntityName { return known.tag }
         guard let entity = state.entity(of: target), model.entity(target.entityName, isKindOf: relationship.destinationEntityName) else {
             throw ManagedObjectContextError(.wrongValueType,

@@ -73,7 +73,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
     /// A class: every row view and fetch keeps it, and sharing it costs one retain.
     final class OpenState {
-        let environment: Environment
+        let environment: any KeyValueEngine
         let databases: [String: Database]
         let storeIdentifier: String
         /// The object IDs of the store's rows: each entity's namespace, by entity tag.
@@ -92,7 +92,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         private let entitiesByNamespace: [ObjectIdentifier: StoreLayout.EntityLayout]
         private let layout: StoreLayout
 
-        init(environment: Environment, databases: [String: Database], storeIdentifier: String, layout: StoreLayout) {
+        init(environment: any KeyValueEngine, databases: [String: Database], storeIdentifier: String, layout: StoreLayout) {
             self.environment = environment
             self.databases = databases
             self.storeIdentifier = storeIdentifier
@@ -294,7 +294,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The members of a to-many relationship, in order for ordered ones: one range read of the table the layout
     /// names for it.
     func relatedKeys(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, key: UInt64, state: OpenState,
-                     transaction: Transaction) throws -> [StoredRow.Reference] {
+                     transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
         guard let entity = state.entity(of: objectID), let source = state.toManyTables[Int(entity.tag)][relationship.name] else { return [] }
         var result: [StoredRow.Reference] = []
         // Link values are target key (8 bytes) + target entity tag (2 bytes); a to-one index keeps one value per
@@ -349,7 +349,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// moves forward, so most lookups search the leaf page of the one before instead of descending from the root.
     /// IDs in key order (a fetch's result, a relationship's window) are read as they come; others are sorted first.
     /// An ID naming another entity of the table than its row's is no object.
-    func forEachStoredRow(of objectIDs: [ManagedObjectID], state: OpenState, transaction: Transaction,
+    func forEachStoredRow(of objectIDs: [ManagedObjectID], state: OpenState, transaction: any KeyValueTransaction,
                           _ body: (Int, EncodedRow) throws -> Void) throws {
         var wanted: [(index: Int, key: UInt64, entity: StoreLayout.EntityLayout)] = []
         wanted.reserveCapacity(objectIDs.count)
@@ -500,10 +500,13 @@ extension LMDBIncrementalStore {
         -> (environment: Environment, database: Database, range: KeyRange)
     {
         let state = try open
+        guard let environment = state.environment as? Environment else {
+            throw ManagedObjectContextError(.storeUnusable, message: "the store is not on LMDB: the raw-LMDB floor cannot be measured")
+        }
         var low: [UInt8] = [], high: [UInt8] = []
         TupleEncoding.append(.integer(lower), to: &low)
         TupleEncoding.append(.integer(upper), to: &high)
-        return (state.environment, database(StoreLayout.indexDatabase(entity: entity, index: index), in: state),
+        return (environment, database(StoreLayout.indexDatabase(entity: entity, index: index), in: state),
                 KeyRange(lower: .inclusive(low), upper: .inclusive(high)))
     }
 }

@@ -4,7 +4,7 @@ import ObjectGraph
 import StoreConformance
 import Testing
 
-@Suite struct LMDBStoreConformanceTests {
+@Suite(.onEveryEngine) struct LMDBStoreConformanceTests {
     @Test func theLMDBStorePassesEveryConformanceCheck() {
         let folder = StoreFolder()
         var counter = 0

@@ -5,7 +5,7 @@ import Testing
 
 /// Plans chosen by cost on a store with data: bounded probes of each candidate range against a scan, intersections,
 /// unions, backward walks for descending sorts, and counts and IDs answered from index entries alone.
-@Suite struct CostBasedPlanningTests {
+@Suite(.onEveryEngine) struct CostBasedPlanningTests {
     /// 3 000 people: `age` is n mod 60 (50 per age), `score` spread evenly over [-100, 100), `city` one of three.
     func loaded(_ coordinator: PersistentStoreCoordinator) throws {
         let context = ManagedObjectContext(coordinator: coordinator)

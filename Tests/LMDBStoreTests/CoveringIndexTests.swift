@@ -27,7 +27,7 @@ let coveringModel = try! ManagedObjectModel {
     }
 }
 
-@Suite struct CoveringIndexTests {
+@Suite(.onEveryEngine) struct CoveringIndexTests {
     func people(_ count: Int, seed: UInt64) -> [[String: Any]] {
         var random = SplitMix64(seed: seed)
         let start = Date(timeIntervalSinceReferenceDate: 700_000_000)

@@ -6,7 +6,7 @@ import Testing
 
 /// Dictionary fetches the LMDB store computes itself must give exactly what the context computes from objects of
 /// an in-memory store holding the same data.
-@Suite struct DictionaryFetchTests {
+@Suite(.onEveryEngine) struct DictionaryFetchTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Department") {
             AttributeDescription("name", .string)

@@ -7,7 +7,7 @@ import Testing
 /// Files written in older formats are upgraded when a store opens them — format 1 (each index row under its own
 /// key) to a key's rows as its duplicate values, format 2 (Foundation's string folding, no model in the file) to
 /// folded indexes rebuilt by the stated rule and the model kept in `meta`; the rows are never touched.
-@Suite struct FormatUpgradeTests {
+@Suite(.onEveryEngine) struct FormatUpgradeTests {
     let books = ToManyJoinTests()
 
     /// A store of `books`' data whose many-to-many (`Book.authors` ↔ `Author.books`) is kept as format 4 kept it —
@@ -94,7 +94,7 @@ import Testing
         let folder = StoreFolder()
         let pairs = try formatFourStore(folder)
         do {
-            let environment = try Environment.open(at: folder.file().path)
+            let environment = try KeyValueEngines.open(at: folder.file().path, options: .init())
             let partial = try environment.openDatabase(named: "members/Book/authors", options: [.dupSort, .dupFixed])
             try environment.write { try partial.put([0, 0, 0, 0, 0, 0, 0, 1, 0, 0], forKey: [0, 0, 0, 0, 0, 0, 0, 99], in: $0) }
         }
@@ -119,7 +119,7 @@ import Testing
 
     /// A store of `books`' data whose `index/…` and `toone/…` tables are laid out as format 1 laid them out, with
     /// format 1 recorded; `damage` runs last, in the same write transaction.
-    func formatOneStore(_ folder: StoreFolder, damage: (Environment, [String: Database], Transaction) throws -> Void = { _, _, _ in })
+    func formatOneStore(_ folder: StoreFolder, damage: (any KeyValueEngine, [String: Database], any KeyValueTransaction) throws -> Void = { _, _, _ in })
         throws -> (rowCount: Int, indexEntries: Int)
     {
         let (coordinator, store) = try folder.coordinator(books.model)
@@ -150,7 +150,7 @@ import Testing
             _ = try meta.delete(key: Array("model".utf8), in: transaction)
             try damage(environment, tables.merging(["rows/Book": rows]) { $1 }, transaction)
         }
-        let rowCount = try environment.read { try rows.statistics(in: $0).entries }
+        let rowCount = try environment.read { try rows.entryCount(in: $0) }
         return (rowCount, entries.values.reduce(0) { $0 + $1.count })
     }
 
@@ -164,7 +164,7 @@ import Testing
         let state = try store.open
         #expect(throws: Never.self) { try state.environment.openDatabase(named: "index/Book/byYear", options: [.dupSort, .dupFixed], create: false) }
         let rebuilt = try state.environment.read { transaction in
-            try state.databases.filter { $0.key.hasPrefix("index/") || $0.key.hasPrefix("toone/") }.values.reduce(0) { $0 + (try $1.statistics(in: transaction).entries) }
+            try state.databases.filter { $0.key.hasPrefix("index/") || $0.key.hasPrefix("toone/") }.values.reduce(0) { $0 + (try $1.entryCount(in: transaction)) }
         }
         #expect(rebuilt == before.indexEntries)
         // The upgraded indexes answer as a fresh store's do.
@@ -325,14 +325,14 @@ import Testing
         let folder = StoreFolder()
         let before = try formatOneStore(folder)
         let (_, store) = try folder.coordinator(ToManyJoinTests().model, "other.lmdb")
-        let environment = try Environment.open(at: folder.file().path)
+        let environment = try KeyValueEngines.open(at: folder.file().path, options: .init())
         try store.upgrade(environment, from: 1, path: folder.file().path, rowsPerTransaction: 7)
         let (_, upgraded) = try folder.coordinator(books.model)
         #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "5")
         #expect(try upgraded.verify().isEmpty)
         let state = try upgraded.open
         let entries = try state.environment.read { transaction in
-            try state.databases.filter { $0.key.hasPrefix("index/") || $0.key.hasPrefix("toone/") }.values.reduce(0) { $0 + (try $1.statistics(in: transaction).entries) }
+            try state.databases.filter { $0.key.hasPrefix("index/") || $0.key.hasPrefix("toone/") }.values.reduce(0) { $0 + (try $1.entryCount(in: transaction)) }
         }
         #expect(entries == before.indexEntries)
     }
@@ -372,12 +372,12 @@ import Testing
             #expect(error.code == .storeUnusable)
             #expect(error.message.contains("key \(damagedKey)") && error.message.contains("format 1"), "\(error.message)")
         }
-        let environment = try Environment.open(at: folder.file().path)
+        let environment = try KeyValueEngines.open(at: folder.file().path, options: .init())
         let meta = try environment.openDatabase(named: "meta", create: false)
         let rows = try environment.openDatabase(named: "rows/Book", create: false)
         try environment.read { transaction throws in
             #expect(try meta.value(forKey: Array("format".utf8), in: transaction) == Array("1".utf8))
-            #expect(try rows.statistics(in: transaction).entries == before.rowCount)
+            #expect(try rows.entryCount(in: transaction) == before.rowCount)
         }
     }
 }

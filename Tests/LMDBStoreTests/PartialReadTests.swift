@@ -6,7 +6,7 @@ import Testing
 /// Objects that read some of their values and change others: every path that reads, writes, saves, restores or hands
 /// on an object's values keeps the values its row has — whether the object read them yet or not — for every
 /// attribute type a row holds.
-@Suite struct PartialReadTests {
+@Suite(.onEveryEngine) struct PartialReadTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Item") {
             AttributeDescription("name", .string)

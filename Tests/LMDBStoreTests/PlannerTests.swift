@@ -105,7 +105,7 @@ func disagreement(_ mine: [ManagedObjectID], _ theirs: [ManagedObjectID], lmdb: 
 /// 600 characters: with any suffix, longer than an index key may be.
 let longName = String(repeating: "L", count: 600)
 
-@Suite struct PlannerTests {
+@Suite(.onEveryEngine) struct PlannerTests {
     func people(_ count: Int, seed: UInt64) -> [[String: Any]] {
         var random = SplitMix64(seed: seed)
         // Two names longer than LMDB's key limit that share their first 600 characters: their index keys are cut and
@@ -400,7 +400,7 @@ let longName = String(repeating: "L", count: 600)
 
 
 /// Comparisons through a to-one: the destination's index and the to-one table find the candidates.
-@Suite struct JoinPlannerTests {
+@Suite(.onEveryEngine) struct JoinPlannerTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Team") {
             AttributeDescription("name", .string)

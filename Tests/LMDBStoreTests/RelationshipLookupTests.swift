@@ -7,7 +7,7 @@ import Testing
 /// The comparisons Core Data apps write most about relationships — `department == %@`, `department IN %@`,
 /// `ANY tags == %@`, `%@ IN tags` — answered from the table that keeps the relationship from the objects' side
 /// (`toone/…`, or the inverse's `members/…` or `link/…`) instead of a scan. Every answer is checked against the objects themselves.
-@Suite struct RelationshipLookupTests {
+@Suite(.onEveryEngine) struct RelationshipLookupTests {
     let fixture = ToManyJoinTests()
 
     /// What `request` fetches, by key, with its count and its IDs, all three ways; expects them to agree with

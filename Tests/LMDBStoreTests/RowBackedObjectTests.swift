@@ -7,7 +7,7 @@ import Testing
 /// first read. These tests hold that to the behaviour of an object holding decoded values: every type reads the
 /// same, in any order; a write, a snapshot, a rollback, a refresh and a failed save see the row's values; a row whose
 /// values are damaged is refused when the object loads, not answered later as NULL.
-@Suite struct RowBackedObjectTests {
+@Suite(.onEveryEngine) struct RowBackedObjectTests {
     static let uuid = UUID(uuidString: "5B2E4C1A-3F0D-4E7B-9A61-2C8D7E5F4A3B")!
     static let hired = Date(timeIntervalSinceReferenceDate: 700_000_000.25)
 

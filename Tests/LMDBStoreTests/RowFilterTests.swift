@@ -5,7 +5,7 @@ import Testing
 
 /// The compiled row filter answers from a row's bytes only what the evaluator would answer, and leaves to it what
 /// the bytes cannot settle.
-@Suite struct RowFilterTests {
+@Suite(.onEveryEngine) struct RowFilterTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Item") {
             AttributeDescription("name", .string, isOptional: true)

@@ -6,7 +6,7 @@ import Testing
 
 /// Sorts with a limit that the rows' bytes settle (``TopRows``): every kind of value they order, on every edge of
 /// ``FetchSortDescriptor``'s order, against the in-memory store's sort.
-@Suite struct RowSortTests {
+@Suite(.onEveryEngine) struct RowSortTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Item") {
             AttributeDescription("flag", .boolean, isOptional: true)

@@ -6,7 +6,7 @@ import Testing
 /// A row's values travel as slot arrays shared by the node, the coordinator's cache, the object and its snapshot:
 /// these tests hold that sharing to copy-on-write (a change reaches only the object that made it) and that the
 /// by-name views of the store contract still say what is stored.
-@Suite struct SlotValueTests {
+@Suite(.onEveryEngine) struct SlotValueTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Team") {
             AttributeDescription("title", .string)

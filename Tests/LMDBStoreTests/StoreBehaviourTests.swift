@@ -5,7 +5,7 @@ import ObjectGraph
 import StoreConformance
 import Testing
 
-@Suite struct StoreMetadataTests {
+@Suite(.onEveryEngine) struct StoreMetadataTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Note") {
             AttributeDescription("title", .string, validation: AttributeValidation(maximumLength: 20))
@@ -26,7 +26,7 @@ import Testing
         #expect(again.identifier == uuid)
     }
 
-    @Test func aStoreWrittenWithAnotherModelIsRefusedAndLeftAlone() throws {
+    @Test(.lmdbOnly) func aStoreWrittenWithAnotherModelIsRefusedAndLeftAlone() throws {
         let folder = StoreFolder()
         do { _ = try folder.coordinator(model) }
         let before = try Data(contentsOf: folder.file())
@@ -87,7 +87,7 @@ import Testing
     }
 
     /// A save that does not fit the map fails whole, and the LMDB error underneath can be caught as itself.
-    @Test func aFullMapIsAnErrorWhoseCauseIsTheLMDBError() throws {
+    @Test(.lmdbOnly) func aFullMapIsAnErrorWhoseCauseIsTheLMDBError() throws {
         let folder = StoreFolder()
         LMDBIncrementalStore.register()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
@@ -111,7 +111,7 @@ import Testing
     }
 
     /// A file LMDB itself refuses: the LMDB error is the cause, to be caught as itself.
-    @Test func aForeignFileIsRefusedWithLMDBsErrorAsTheCause() throws {
+    @Test(.lmdbOnly) func aForeignFileIsRefusedWithLMDBsErrorAsTheCause() throws {
         let folder = StoreFolder()
         try Data(String(repeating: "not a store ", count: 900).utf8).write(to: folder.file("text.lmdb"))
         do {
@@ -123,7 +123,7 @@ import Testing
         }
     }
 
-    @Test func foreignFilesNewerFormatsAndOtherStoreTypesAreRefused() throws {
+    @Test(.lmdbOnly) func foreignFilesNewerFormatsAndOtherStoreTypesAreRefused() throws {
         let folder = StoreFolder()
         try Data(String(repeating: "not a store ", count: 900).utf8).write(to: folder.file("text.lmdb"))
         #expect(throws: ManagedObjectContextError.self) { try folder.coordinator(model, "text.lmdb") }
@@ -157,7 +157,7 @@ import Testing
     }
 }
 
-@Suite struct StoreBadInputTests {
+@Suite(.onEveryEngine) struct StoreBadInputTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Note") {
             AttributeDescription("title", .string, validation: AttributeValidation(maximumLength: 20))
@@ -382,7 +382,7 @@ import Testing
         func entries() throws -> Int {
             let state = try store.open
             let index = store.database(StoreLayout.toOneDatabase(entity: "Reading", relationship: "device"), in: state)
-            return try state.environment.read { try index.statistics(in: $0).entries }
+            return try state.environment.read { try index.entryCount(in: $0) }
         }
         let context = ManagedObjectContext(coordinator: coordinator)
         let device = try context.insertNewObject(forEntityName: "Device")
@@ -505,7 +505,7 @@ import Testing
         #expect(try store.verify().isEmpty)
     }
 
-    @Test func aCorruptedRowIsAnErrorNamingTheObject() throws {
+    @Test(.lmdbOnly) func aCorruptedRowIsAnErrorNamingTheObject() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(model)
         let context = ManagedObjectContext(coordinator: coordinator)
@@ -575,7 +575,7 @@ import Testing
 }
 
 /// A fetch of loaded objects whose predicate an index answers reads the rows of its window only, each once.
-@Suite struct LoadedFetchTests {
+@Suite(.onEveryEngine) struct LoadedFetchTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Item") {
             AttributeDescription("name", .string)
@@ -691,7 +691,7 @@ extension LoadedFetchTests {
     }
 }
 
-@Suite struct LazyRowReadingTests {
+@Suite(.onEveryEngine) struct LazyRowReadingTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Price") {
             AttributeDescription("label", .string)
@@ -751,7 +751,7 @@ extension LoadedFetchTests {
     }
 }
 
-@Suite struct FoldedIndexTests {
+@Suite(.onEveryEngine) struct FoldedIndexTests {
     @Test func foldedIndexesHoldFoldedStringsAndFetchesMatchTheEvaluator() throws {
         let folder = StoreFolder()
         let model = try ManagedObjectModel {
@@ -787,7 +787,7 @@ extension LoadedFetchTests {
     }
 }
 
-@Suite struct ChangeLogTests {
+@Suite(.onEveryEngine) struct ChangeLogTests {
     let model = try! ManagedObjectModel { EntityDescription("Note") { AttributeDescription("title", .string) } }
 
     @Test func theLogNamesEachSavesObjectsAndAForgottenPastMeansRefreshEverything() throws {
@@ -820,7 +820,7 @@ extension LoadedFetchTests {
     }
 }
 
-@Suite struct DerivedInverseTests {
+@Suite(.onEveryEngine) struct DerivedInverseTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Team") {
             AttributeDescription("name", .string)
@@ -900,7 +900,7 @@ extension LoadedFetchTests {
 }
 
 /// The inverse of a many-to-many is kept by added and removed members, without loading it.
-@Suite struct ManyToManyDeltaTests {
+@Suite(.onEveryEngine) struct ManyToManyDeltaTests {
     @Test func anUnloadedManyToManyInverseIsChangedWithoutLoadingIt() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)
@@ -1079,7 +1079,7 @@ extension LoadedFetchTests {
 /// row, within one save, by an update — and names the constraint; NULLs never clash; two rows may swap their values
 /// in one save; a value a save deletes is free for the same save's inserts. A case-insensitive index keeps no
 /// constraint (its keys fold values the constraint tells apart).
-@Suite struct SharedUniquenessTests {
+@Suite(.onEveryEngine) struct SharedUniquenessTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Package") {
             AttributeDescription("name", .string, isOptional: true)

@@ -6,7 +6,7 @@ import Testing
 
 /// `ANY toMany.attr op constant` through the destination's index and the relationship's inverse: the inverse's
 /// link table for many-to-many, the destination rows' to-one for one-to-many.
-@Suite struct ToManyJoinTests {
+@Suite(.onEveryEngine) struct ToManyJoinTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Shelf") {
             AttributeDescription("label", .string)

@@ -58,7 +58,7 @@ extension Database {
     /// The counter this `seq` table holds under `key` (0 when absent).
     ///
     /// - Throws: ``ManagedObjectContextError`` when the value is not 8 bytes, or LMDB's error.
-    func counter(forKey key: [UInt8], in transaction: Transaction) throws -> UInt64 {
+    func counter(forKey key: [UInt8], in transaction: any KeyValueTransaction) throws -> UInt64 {
         try withValue(forKey: key, in: transaction) { bytes throws(ManagedObjectContextError) -> UInt64 in
             guard let value = EntryBytes.integer(bytes) else {
                 throw EntryBytes.damaged(name ?? "?", "value", count: bytes.count, expected: 8)

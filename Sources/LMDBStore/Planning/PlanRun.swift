@@ -21,7 +21,7 @@ struct Candidate {
 final class PlanRun {
     let store: LMDBIncrementalStore
     let state: LMDBIncrementalStore.OpenState
-    let transaction: Transaction
+    let transaction: any KeyValueTransaction
     let plan: QueryPlan
     let request: FetchRequest
     /// The fetched entity's layout; its root's table holds every candidate's row.
@@ -43,7 +43,7 @@ final class PlanRun {
     let indexRange: QueryPlan.IndexRange?
 
     init(_ plan: QueryPlan, for request: FetchRequest, entity: StoreLayout.EntityLayout, store: LMDBIncrementalStore,
-         state: LMDBIncrementalStore.OpenState, transaction: Transaction) {
+         state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction) {
         self.store = store
         self.state = state
         self.transaction = transaction
@@ -416,7 +416,7 @@ struct RowCheck {
     private let checksRows: Bool
     private let store: LMDBIncrementalStore
     private let state: LMDBIncrementalStore.OpenState
-    private let transaction: Transaction
+    private let transaction: any KeyValueTransaction
     private let layout: StoreLayout
     private let rows: Database
     private let root: String
@@ -438,7 +438,7 @@ struct RowCheck {
     }
 
     /// The candidate's row as a view if it matches (``match(_:row:cursor:)``).
-    func view(of candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: Cursor? = nil) throws -> RowView? {
+    func view(of candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: (any KeyValueCursor)? = nil) throws -> RowView? {
         guard let (row, view) = try match(candidate, row: read, cursor: cursor) else { return nil }
         return view ?? self.view(of: candidate, row)
     }
@@ -454,7 +454,7 @@ struct RowCheck {
     /// view only when something needs one. A row that cannot be decoded stops the fetch with its key. (Thrown at once
     /// rather than recorded: a flag the loops would test per row costs a runtime exclusivity check per row.)
     @inline(__always)
-    func match(_ candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: Cursor? = nil) throws -> (EncodedRow, RowView?)? {
+    func match(_ candidate: Candidate, row read: UnsafeRawBufferPointer? = nil, cursor: (any KeyValueCursor)? = nil) throws -> (EncodedRow, RowView?)? {
         let bytes: UnsafeRawBufferPointer
         if let read {
             bytes = read
