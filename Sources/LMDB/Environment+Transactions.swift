@@ -13,6 +13,16 @@ extension Environment {
     ///   (``LMDBError/readersFull`` when every reader slot stays taken after stale slots are cleared).
     ///   The corresponding LMDB function is `mdb_txn_begin` with `MDB_RDONLY`.
     public func read<Result>(_ body: (Transaction) throws -> Result) throws -> Result {
+        let transaction = try beginRead()
+        defer { transaction.endRead() }
+        return try body(transaction)
+    }
+
+    /// Begins a read transaction that the caller ends with ``Transaction/endRead()`` — for a caller that cannot
+    /// pass a closure cheaply (the store's key-value seam, whose point reads would otherwise go through a closure
+    /// called across a protocol). Until it is ended, the transaction holds a reader slot and keeps the map from
+    /// being resized.
+    package func beginRead() throws -> Transaction {
         var freedSlots = false
         while true {
             gate.lockShared()
@@ -35,13 +45,7 @@ extension Environment {
                 }
                 throw LMDBError(LMDBError(rawValue: code), path: path, message: "cannot begin a read transaction")
             }
-            let transaction = Transaction(environment: self, pointer: pointer, isReadOnly: true)
-            defer {
-                transaction.finish()
-                recycleReadHandle(pointer)
-                gate.unlockShared()
-            }
-            return try body(transaction)
+            return Transaction(environment: self, pointer: pointer, isReadOnly: true)
         }
     }
 

@@ -49,6 +49,16 @@ public final class Transaction {
         pointer = nil
     }
 
+    /// Ends a read transaction begun by ``Environment/beginRead()``: its handle goes back to the pool and the map
+    /// may be resized again. Ending one twice is a precondition failure.
+    package func endRead() {
+        precondition(isReadOnly, "endRead() ends read transactions only")
+        let pointer = handle
+        finish()
+        environment.recycleReadHandle(pointer)
+        environment.gate.unlockShared()
+    }
+
     /// The transaction's ID: the ID of the snapshot it reads, or of the commit it will make.
     /// The corresponding LMDB function is `mdb_txn_id`.
     public var id: Int {

@@ -163,21 +163,18 @@ final class MemoryEngine: KeyValueEngine {
         }
     }
 
-    func read<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result {
+    func beginRead() throws -> any KeyValueTransaction {
         let (snapshot, id) = file.snapshot()
-        let transaction = MemoryTransaction(engine: self, snapshot: snapshot, id: id, isReadOnly: true)
-        defer { transaction.isActive = false }
-        return try body(transaction)
+        return MemoryTransaction(engine: self, snapshot: snapshot, id: id, isReadOnly: true)
     }
 
-    func write<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result {
+    func withWriteTransaction(_ body: (any KeyValueTransaction) throws -> Void) throws {
         guard !isReadOnly else { throw LMDBError(.permissionDenied, path: path, message: "the store is open read-only") }
-        return try file.write { snapshot, id in
+        try file.write { snapshot, id in
             let transaction = MemoryTransaction(engine: self, snapshot: snapshot, id: id, isReadOnly: false)
             defer { transaction.isActive = false }
-            let result = try body(transaction)
+            try body(transaction)
             snapshot = transaction.snapshot
-            return result
         }
     }
 }
@@ -197,6 +194,11 @@ final class MemoryTransaction: KeyValueTransaction {
         self.snapshot = snapshot
         self.id = id
         self.isReadOnly = isReadOnly
+    }
+
+    func endRead() {
+        precondition(isReadOnly && isActive, "endRead() ends an open read transaction once")
+        isActive = false
     }
 
     func keep(_ bytes: some Sequence<MemoryBytes>) { kept.append(contentsOf: bytes) }
@@ -333,9 +335,9 @@ final class MemoryTransaction: KeyValueTransaction {
 
     func entryCount(of handle: Database) throws -> Int { try table(handle).entryCount }
 
-    func withCursor<Result>(on handle: Database, _ body: (any KeyValueCursor) throws -> Result) throws -> Result {
+    func withCursor(on handle: Database, _ body: (any KeyValueCursor) throws -> Void) throws {
         _ = try table(handle)
-        return try body(MemoryCursor(transaction: self, database: handle))
+        try body(MemoryCursor(transaction: self, database: handle))
     }
 }
 

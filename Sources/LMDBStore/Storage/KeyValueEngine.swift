@@ -25,13 +25,15 @@ protocol KeyValueEngine: AnyObject, Sendable {
     /// table that exists with other ``DatabaseOptions/dupSort`` options is ``LMDBError/incompatible``.
     func openDatabase(named name: String?, options: DatabaseOptions, create: Bool) throws -> Database
 
-    /// Runs `body` in a read transaction: a snapshot of the last commit, unchanged by writes that commit while it
-    /// runs. Bytes it lends stay valid until `body` returns.
-    func read<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result
+    /// Begins a read transaction: a snapshot of the last commit, unchanged by writes that commit while it is open.
+    /// Bytes it lends stay valid until ``KeyValueTransaction/endRead()``, which the caller must call exactly once
+    /// (``KeyValueEngine/read(_:)`` does). A begin and an end rather than a closure: a point read through the
+    /// protocol then calls no closure and copies no captured values.
+    func beginRead() throws -> any KeyValueTransaction
 
     /// Runs `body` in the one write transaction: it commits when `body` returns, and nothing of it is seen (by
     /// readers or after a crash) when `body` throws. `body` may be run again when the engine had to grow.
-    func write<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result
+    func withWriteTransaction(_ body: (any KeyValueTransaction) throws -> Void) throws
 }
 
 /// A transaction of a ``KeyValueEngine``: the operations on one table's keys and values.
@@ -42,6 +44,9 @@ protocol KeyValueTransaction: AnyObject {
 
     /// Whether writes are refused.
     var isReadOnly: Bool { get }
+
+    /// Ends a read transaction begun by ``KeyValueEngine/beginRead()``.
+    func endRead()
 
     /// The value of `key` (in a dupSort table its first), borrowed until the transaction ends or, in a write
     /// transaction, until its next write; `nil` when the key is not there.
@@ -73,7 +78,7 @@ protocol KeyValueTransaction: AnyObject {
     func entryCount(of table: Database) throws -> Int
 
     /// Runs `body` with a cursor on `table`, valid until `body` returns.
-    func withCursor<Result>(on table: Database, _ body: (any KeyValueCursor) throws -> Result) throws -> Result
+    func withCursor(on table: Database, _ body: (any KeyValueCursor) throws -> Void) throws
 }
 
 /// A position in one table of a transaction. Each move returns the entry it lands on (bytes borrowed until the
@@ -133,6 +138,23 @@ protocol KeyValueCursor: AnyObject {
 }
 
 extension KeyValueEngine {
+    /// What `body` returns, run in a read transaction.
+    @inline(__always)
+    func read<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result {
+        let transaction = try beginRead()
+        defer { transaction.endRead() }
+        return try body(transaction)
+    }
+
+    /// What `body` returns, run in the write transaction (``withWriteTransaction(_:)``); the last run's result when
+    /// the engine ran it again.
+    @inline(__always)
+    func write<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result {
+        var result: Result?
+        try withWriteTransaction { result = try body($0) }
+        return result!
+    }
+
     /// The handle of table `name`, created (without options unless told) when missing unless `create` is `false`.
     @inline(__always)
     func openDatabase(named name: String?, options: DatabaseOptions = [], create: Bool = true) throws -> Database {
@@ -277,10 +299,12 @@ extension Database {
     /// The number of entries.
     func entryCount(in transaction: any KeyValueTransaction) throws -> Int { try transaction.entryCount(of: self) }
 
-    /// Runs `body` with a cursor on this table.
+    /// Runs `body` with a cursor on this table and returns what it returns.
     @inline(__always)
     func withCursor<Result>(in transaction: any KeyValueTransaction, _ body: (any KeyValueCursor) throws -> Result) throws -> Result {
-        try transaction.withCursor(on: self, body)
+        var result: Result?
+        try transaction.withCursor(on: self) { result = try body($0) }
+        return result!
     }
 }
 

@@ -5,11 +5,11 @@ import LMDB
 // take its concrete `Transaction` and `Cursor`) are the ones called.
 
 extension Environment: KeyValueEngine {
-    func read<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result {
-        try read { (transaction: Transaction) in try body(transaction) }
+    func beginRead() throws -> any KeyValueTransaction {
+        try beginRead() as Transaction
     }
 
-    func write<Result>(_ body: (any KeyValueTransaction) throws -> Result) throws -> Result {
+    func withWriteTransaction(_ body: (any KeyValueTransaction) throws -> Void) throws {
         try write { (transaction: Transaction) in try body(transaction) }
     }
 }
@@ -45,7 +45,7 @@ extension Transaction: KeyValueTransaction {
 
     func entryCount(of table: Database) throws -> Int { try table.statistics(in: self).entries }
 
-    func withCursor<Result>(on table: Database, _ body: (any KeyValueCursor) throws -> Result) throws -> Result {
+    func withCursor(on table: Database, _ body: (any KeyValueCursor) throws -> Void) throws {
         try table.withCursor(in: self) { (cursor: Cursor) in try body(cursor) }
     }
 }
