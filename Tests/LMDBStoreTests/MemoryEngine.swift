@@ -245,6 +245,11 @@ final class MemoryTransaction: KeyValueTransaction {
     @discardableResult
     func insert(_ value: MemoryBytes, forKey key: UnsafeRawBufferPointer, in handle: Database, options: PutOptions) throws -> (Int, Int) {
         try checkKey(key, handle)
+        if handle.options.contains(.dupSort) && value.storage.count == 0 {
+            // The seam's rule: a dupSort table's values are not empty (LMDB keeps a key's further values as keys of
+            // a sub-tree, refuses an empty one there and loses an empty first value when a second comes).
+            throw LMDBError(.badValueSize, path: engine.path, database: handle.name, message: "an empty value in a dupSort table")
+        }
         return try modify(handle) { table in
             let at = table.position(of: key)
             let exists = at < table.slots.count && compareBytes(table.slots[at].key.bytes, key) == 0
@@ -459,6 +464,9 @@ final class MemoryCursor: KeyValueCursor {
 
     func duplicateCount() throws -> Int {
         let table = try table
+        guard table.options.contains(.dupSort) else {
+            throw LMDBError(.incompatible, database: database.name, message: "values are counted in dupSort tables only")
+        }
         guard positioned, slot < table.slots.count else {
             throw LMDBError(.invalidArgument, database: database.name, message: "the cursor is not on an entry")
         }

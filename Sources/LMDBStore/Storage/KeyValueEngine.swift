@@ -10,7 +10,7 @@ import LMDB
 // and ``DatabaseOptions`` option sets, and ``LMDBError`` the codes the store acts on. None of them holds LMDB state.
 
 /// An ordered key-value engine: named tables of byte keys in `memcmp` order, each key with one value or (in a
-/// ``DatabaseOptions/dupSort`` table) a sorted set of values, read in snapshot transactions and written in
+/// ``DatabaseOptions/dupSort`` table) a sorted set of non-empty values, read in snapshot transactions and written in
 /// serialized, atomic ones.
 protocol KeyValueEngine: AnyObject, Sendable {
     /// Where the engine keeps its data, for messages.
@@ -115,7 +115,7 @@ protocol KeyValueCursor: AnyObject {
     func seek(atOrAfter key: UnsafeRawBufferPointer) throws -> CursorEntry?
     /// The pair `key`, `value` exactly (dupSort tables), or `nil`.
     func seek(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> CursorEntry?
-    /// How many values the current key holds.
+    /// How many values the current key holds (dupSort tables; elsewhere ``LMDBError/incompatible``).
     func duplicateCount() throws -> Int
     /// A put as ``KeyValueTransaction/put(_:forKey:in:options:)``; the cursor is left on the entry written.
     func put(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws
