@@ -25,6 +25,23 @@ import Testing
         }
     }
 
+    /// The begin/end pair the store's key-value seam reads with: a snapshot until it ends, its handle pooled and
+    /// reused afterwards, and the transaction dead once ended.
+    @Test func aReadBegunAndEndedByHandSeesItsSnapshotUntilItEnds() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { try db.put([1], forKey: [1], in: $0) }
+        for round in 0..<3 {
+            let reader = try environment.beginRead()
+            #expect(reader.isReadOnly && reader.isActive)
+            try environment.write { try db.put([UInt8(round + 2)], forKey: [1], in: $0) }
+            #expect(try db.value(forKey: [1], in: reader) == [UInt8(round + 1)], "the reader keeps the snapshot it began with")
+            reader.endRead()
+            #expect(!reader.isActive)
+        }
+        try environment.read { txn throws in #expect(try db.value(forKey: [1], in: txn) == [4]) }
+    }
+
     @Test func writeReturnsTheBodysResultAndReadsSeeTheCommit() throws {
         let environment = try directory.openStore()
         let db = try environment.openDatabase(named: "d")
