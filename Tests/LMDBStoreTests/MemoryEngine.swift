@@ -81,18 +81,17 @@ final class MemoryFile: @unchecked Sendable {
     private let state = NSLock()
     private let writer = NSLock()
     private var committed = MemorySnapshot()
-    private var lastCommit = 1
     private var nextHandle: UInt32 = 2
     private var writerThread: pthread_t?
 
     init(path: String) { self.path = path }
 
-    func snapshot() -> (MemorySnapshot, Int) { state.withLock { (committed, lastCommit) } }
+    func snapshot() -> MemorySnapshot { state.withLock { committed } }
 
     var isWriterThread: Bool { state.withLock { writerThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false } }
 
     /// Runs `body` holding the writer lock; its snapshot is committed when it returns one.
-    func write<Result>(_ body: (inout MemorySnapshot, Int) throws -> Result) throws -> Result {
+    func write<Result>(_ body: (inout MemorySnapshot) throws -> Result) throws -> Result {
         if isWriterThread {
             throw LMDBError(.wouldDeadlock, path: path, message: "a write transaction is already open on this thread")
         }
@@ -100,12 +99,9 @@ final class MemoryFile: @unchecked Sendable {
         defer { writer.unlock() }
         state.withLock { writerThread = pthread_self() }
         defer { state.withLock { writerThread = nil } }
-        var (working, id) = snapshot()
-        let result = try body(&working, id + 1)
-        state.withLock {
-            committed = working
-            lastCommit = id + 1
-        }
+        var working = snapshot()
+        let result = try body(&working)
+        state.withLock { committed = working }
         return result
     }
 
@@ -145,7 +141,7 @@ final class MemoryEngine: KeyValueEngine {
 
     func openDatabase(named name: String?, options: DatabaseOptions, create: Bool) throws -> Database {
         guard let name else { return Database(handle: 1, name: nil, options: []) }
-        let (snapshot, _) = file.snapshot()
+        let snapshot = file.snapshot()
         if let handle = snapshot.handles[name] {
             let existing = snapshot.tables[handle]!.options
             guard existing.contains(.dupSort) == options.contains(.dupSort) else {
@@ -154,7 +150,7 @@ final class MemoryEngine: KeyValueEngine {
             return Database(handle: handle, name: name, options: existing)
         }
         guard create, !isReadOnly else { throw LMDBError(.notFound, path: path, database: name) }
-        return try file.write { snapshot, _ in
+        return try file.write { snapshot in
             if let handle = snapshot.handles[name] { return Database(handle: handle, name: name, options: snapshot.tables[handle]!.options) }
             let handle = file.newHandle()
             snapshot.handles[name] = handle
@@ -164,14 +160,13 @@ final class MemoryEngine: KeyValueEngine {
     }
 
     func beginRead() throws -> any KeyValueTransaction {
-        let (snapshot, id) = file.snapshot()
-        return MemoryTransaction(engine: self, snapshot: snapshot, id: id, isReadOnly: true)
+        MemoryTransaction(engine: self, snapshot: file.snapshot(), isReadOnly: true)
     }
 
     func withWriteTransaction(_ body: (any KeyValueTransaction) throws -> Void) throws {
         guard !isReadOnly else { throw LMDBError(.permissionDenied, path: path, message: "the store is open read-only") }
-        try file.write { snapshot, id in
-            let transaction = MemoryTransaction(engine: self, snapshot: snapshot, id: id, isReadOnly: false)
+        try file.write { snapshot in
+            let transaction = MemoryTransaction(engine: self, snapshot: snapshot, isReadOnly: false)
             defer { transaction.isActive = false }
             try body(transaction)
             snapshot = transaction.snapshot
@@ -182,17 +177,15 @@ final class MemoryEngine: KeyValueEngine {
 final class MemoryTransaction: KeyValueTransaction {
     let engine: MemoryEngine
     var snapshot: MemorySnapshot
-    let id: Int
     let isReadOnly: Bool
     var isActive = true
     /// Bytes a write replaced or removed, and the main table's listing: kept until the transaction ends, so that
     /// nothing it lent goes away under its reader.
     private var kept: [MemoryBytes] = []
 
-    init(engine: MemoryEngine, snapshot: MemorySnapshot, id: Int, isReadOnly: Bool) {
+    init(engine: MemoryEngine, snapshot: MemorySnapshot, isReadOnly: Bool) {
         self.engine = engine
         self.snapshot = snapshot
-        self.id = id
         self.isReadOnly = isReadOnly
     }
 
@@ -378,27 +371,6 @@ final class MemoryCursor: KeyValueCursor {
 
     func first() throws -> CursorEntry? { try land(table, 0, 0) }
 
-    func last() throws -> CursorEntry? {
-        let table = try table
-        return land(table, table.slots.count - 1, (table.slots.last?.values.count ?? 0) - 1)
-    }
-
-    func next() throws -> CursorEntry? {
-        let table = try table
-        guard positioned else { return land(table, 0, 0) }
-        if afterDelete { return land(table, slot, value) ?? land(table, slot + 1, 0) }
-        if slot < table.slots.count, value + 1 < table.slots[slot].values.count { return land(table, slot, value + 1) }
-        return land(table, slot + 1, 0)
-    }
-
-    func previous() throws -> CursorEntry? {
-        let table = try table
-        guard positioned else { return try last() }
-        if value > 0 { return land(table, slot, value - 1) }
-        guard slot > 0 else { return land(table, -1, 0) }
-        return land(table, slot - 1, table.slots[slot - 1].values.count - 1)
-    }
-
     func nextKey() throws -> CursorEntry? {
         let table = try table
         guard positioned else { return land(table, 0, 0) }
@@ -406,36 +378,11 @@ final class MemoryCursor: KeyValueCursor {
         return land(table, slot + 1, 0)
     }
 
-    func previousKey() throws -> CursorEntry? {
-        let table = try table
-        guard positioned else { return try last() }
-        guard slot > 0 else { return land(table, -1, 0) }
-        return land(table, slot - 1, table.slots[slot - 1].values.count - 1)
-    }
-
     func nextDuplicate() throws -> CursorEntry? {
         let table = try table
         guard positioned, slot < table.slots.count else { return nil }
         if afterDelete { return value < table.slots[slot].values.count ? land(table, slot, value) : nil }
         return value + 1 < table.slots[slot].values.count ? land(table, slot, value + 1) : nil
-    }
-
-    func previousDuplicate() throws -> CursorEntry? {
-        let table = try table
-        guard positioned, slot < table.slots.count, value > 0 else { return nil }
-        return land(table, slot, value - 1)
-    }
-
-    func firstDuplicate() throws -> CursorEntry? {
-        let table = try table
-        guard positioned else { return nil }
-        return land(table, slot, 0)
-    }
-
-    func lastDuplicate() throws -> CursorEntry? {
-        let table = try table
-        guard positioned, slot < table.slots.count else { return nil }
-        return land(table, slot, table.slots[slot].values.count - 1)
     }
 
     func current() throws -> CursorEntry? {
@@ -455,13 +402,6 @@ final class MemoryCursor: KeyValueCursor {
         return land(table, table.position(of: key), 0)
     }
 
-    func seek(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> CursorEntry? {
-        let table = try table
-        guard let at = table.index(of: key),
-              let which = table.slots[at].values.firstIndex(where: { compareBytes($0.bytes, value) == 0 }) else { positioned = false; return nil }
-        return land(table, at, which)
-    }
-
     func duplicateCount() throws -> Int {
         let table = try table
         guard table.options.contains(.dupSort) else {
@@ -473,30 +413,11 @@ final class MemoryCursor: KeyValueCursor {
         return table.slots[slot].values.count
     }
 
-    func put(_ bytes: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws {
-        let (at, which) = try transaction.insert(MemoryBytes(bytes), forKey: key, in: database, options: options)
-        _ = land(try table, at, which)
-    }
-
-    func replaceCurrentValue(with bytes: UnsafeRawBufferPointer) throws {
-        guard let entry = try current() else {
-            throw LMDBError(.notFound, database: database.name, message: "the cursor is not on an entry")
-        }
-        let (slot, value) = (self.slot, self.value)
-        try transaction.modify(database) { table in
-            if table.options.contains(.dupSort) && compareBytes(entry.value, bytes) != 0 {
-                throw LMDBError(.invalidArgument, database: database.name, message: "a dupSort value replaced by one that sorts elsewhere")
-            }
-            transaction.keep([table.slots[slot].values[value]])
-            table.slots[slot].values[value] = MemoryBytes(bytes)
-        }
-    }
-
-    func deleteCurrent(allDuplicates: Bool) throws {
+    func deleteCurrent() throws {
         guard positioned else { throw LMDBError(.invalidArgument, database: database.name, message: "the cursor is not on an entry") }
         let (slot, value) = (self.slot, self.value)
         try transaction.modify(database) { table in
-            if allDuplicates || table.slots[slot].values.count == 1 {
+            if table.slots[slot].values.count == 1 {
                 transaction.keep([table.slots[slot].key] + table.slots[slot].values)
                 table.slots.remove(at: slot)
                 self.value = 0

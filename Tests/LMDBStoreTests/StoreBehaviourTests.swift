@@ -1213,7 +1213,7 @@ extension LoadedFetchTests {
         try state.environment.write { transaction in
             // The row of apt becomes a second libc6 1 (its entry moved with it), as a foreign writer could leave it.
             let (aptKey, aptEntry, libcKey, libcEntry) = try index.withCursor(in: transaction) { cursor in
-                let first = try #require(try cursor.first()), second = try #require(try cursor.next())
+                let first = try #require(try cursor.first()), second = try #require(try cursor.nextKey())  // one row per name and version
                 return (first.keyBytes, first.valueBytes, second.keyBytes, second.valueBytes)
             }
             _ = try index.delete(key: aptKey, value: aptEntry, in: transaction)

@@ -13,9 +13,6 @@ import LMDB
 /// ``DatabaseOptions/dupSort`` table) a sorted set of non-empty values, read in snapshot transactions and written in
 /// serialized, atomic ones.
 protocol KeyValueEngine: AnyObject, Sendable {
-    /// Where the engine keeps its data, for messages.
-    var path: String { get }
-
     /// The longest key a table takes, in bytes; longer (and empty) keys are refused with
     /// ``LMDBError/badValueSize``.
     var maxKeySize: Int { get }
@@ -38,13 +35,6 @@ protocol KeyValueEngine: AnyObject, Sendable {
 
 /// A transaction of a ``KeyValueEngine``: the operations on one table's keys and values.
 protocol KeyValueTransaction: AnyObject {
-    /// The number of the snapshot a read transaction reads, or of the commit a write transaction will make; it
-    /// grows with each commit.
-    var id: Int { get }
-
-    /// Whether writes are refused.
-    var isReadOnly: Bool { get }
-
     /// Ends a read transaction begun by ``KeyValueEngine/beginRead()``.
     func endRead()
 
@@ -81,49 +71,31 @@ protocol KeyValueTransaction: AnyObject {
     func withCursor(on table: Database, _ body: (any KeyValueCursor) throws -> Void) throws
 }
 
-/// A position in one table of a transaction. Each move returns the entry it lands on (bytes borrowed until the
-/// cursor moves or writes) or `nil` when there is none (the position is then unspecified until a seek).
+/// A position in one table of a transaction: the moves the store makes. Each returns the entry it lands on (bytes
+/// borrowed until the cursor moves or writes) or `nil` when there is none (the position is then unspecified until a
+/// seek).
 protocol KeyValueCursor: AnyObject {
     /// The table the cursor walks.
     var database: Database { get }
 
     /// The first entry (of the first key, its first value).
     func first() throws -> CursorEntry?
-    /// The last entry (of the last key, its last value).
-    func last() throws -> CursorEntry?
-    /// The next entry: the next value of the key, else the first of the next key.
-    func next() throws -> CursorEntry?
-    /// The previous entry.
-    func previous() throws -> CursorEntry?
     /// The first value of the next key.
     func nextKey() throws -> CursorEntry?
-    /// The last value of the previous key.
-    func previousKey() throws -> CursorEntry?
-    /// The next value of the current key, or `nil` at its last.
+    /// The next value of the current key, or `nil` at its last (dupSort tables; elsewhere undefined — LMDB steps to
+    /// the next key).
     func nextDuplicate() throws -> CursorEntry?
-    /// The previous value of the current key, or `nil` at its first.
-    func previousDuplicate() throws -> CursorEntry?
-    /// The first value of the current key.
-    func firstDuplicate() throws -> CursorEntry?
-    /// The last value of the current key.
-    func lastDuplicate() throws -> CursorEntry?
-    /// The entry the cursor is on, or `nil` when it is on none (unpositioned, or its entry was deleted).
+    /// The entry the cursor is on, or `nil` when it is on none; right after ``deleteCurrent()``, the entry that
+    /// followed the deleted one.
     func current() throws -> CursorEntry?
     /// The first value of `key`, or `nil` when it is not there.
     func seek(exactly key: UnsafeRawBufferPointer) throws -> CursorEntry?
     /// The first value of the first key at or after `key`.
     func seek(atOrAfter key: UnsafeRawBufferPointer) throws -> CursorEntry?
-    /// The pair `key`, `value` exactly (dupSort tables), or `nil`.
-    func seek(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> CursorEntry?
     /// How many values the current key holds (dupSort tables; elsewhere ``LMDBError/incompatible``).
     func duplicateCount() throws -> Int
-    /// A put as ``KeyValueTransaction/put(_:forKey:in:options:)``; the cursor is left on the entry written.
-    func put(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws
-    /// Replaces the current entry's value (in a dupSort table only with one that sorts in the same place).
-    func replaceCurrentValue(with value: UnsafeRawBufferPointer) throws
-    /// Deletes the current entry (or, with `allDuplicates`, its key with every value); the next ``next()`` lands
-    /// on the entry after it.
-    func deleteCurrent(allDuplicates: Bool) throws
+    /// Deletes the current entry.
+    func deleteCurrent() throws
 
     /// Hands `body` every entry in `range`, in `direction`, until it returns `false`.
     func forEach(in range: KeyRange, direction: ScanDirection, _ body: (CursorEntry) throws -> Bool) throws
@@ -181,16 +153,6 @@ extension KeyValueCursor {
         try count(in: range, upTo: limit)
     }
 
-    /// Deletes the current entry.
-    @inline(__always)
-    func deleteCurrent() throws { try deleteCurrent(allDuplicates: false) }
-
-    /// A put of byte sequences.
-    @inline(__always)
-    func put<Value: Sequence<UInt8>, Key: Sequence<UInt8>>(_ value: Value, forKey key: Key, options: PutOptions = []) throws {
-        try withBytes(key) { key in try withBytes(value) { try put($0, forKey: key, options: options) } }
-    }
-
     /// The first value of `key` given as bytes.
     @inline(__always)
     func seek<Key: Sequence<UInt8>>(exactly key: Key) throws -> CursorEntry? {
@@ -231,11 +193,6 @@ extension Database {
     /// A copy of `key`'s value.
     func value<Key: Sequence<UInt8>>(forKey key: Key, in transaction: any KeyValueTransaction) throws -> [UInt8]? {
         try withValue(forKey: key, in: transaction) { Array($0) }
-    }
-
-    /// Whether `key` is there.
-    func contains<Key: Sequence<UInt8>>(key: Key, in transaction: any KeyValueTransaction) throws -> Bool {
-        try withValue(forKey: key, in: transaction) { _ in true } ?? false
     }
 
     /// Stores `value` under `key`.
