@@ -59,8 +59,8 @@ extension LMDBIncrementalStore {
         }
         var databases: [String: Database] = [:]
         do {
-            for name in layout.databaseNames {
-                databases[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false)
+            for (name, kind) in layout.tables {
+                databases[name] = try environment.openDatabase(named: name, options: kind.options, create: false)
             }
         } catch {
             throw storeError(error, "the store lacks a table its model needs")
@@ -88,13 +88,12 @@ extension LMDBIncrementalStore {
             }
             return names
         }
-        let ours = Set(layout.databaseNames)
-        let others = names.filter { !ours.contains($0) }
+        let others = names.filter { layout.tables[$0] == nil }
         if !others.isEmpty {
             return "\(others.count) other key\(others.count == 1 ? "" : "s") or database\(others.count == 1 ? "" : "s") such as \(others.prefix(3).map { "\"\($0)\"" }.joined(separator: ", "))"
         }
         for name in names {
-            guard let table = try? environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false) else {
+            guard let kind = layout.tables[name], let table = try? environment.openDatabase(named: name, options: kind.options, create: false) else {
                 return "a table \"\(name)\" of another kind"
             }
             if try environment.read({ try table.entryCount(in: $0) }) > 0 { return "data in its table \"\(name)\"" }
@@ -149,7 +148,7 @@ extension LMDBIncrementalStore {
         }.map { StoreLayout.indexDatabase(entity: $0.owner, index: $0.index.name) })
         let rebuilt = layout.databaseNames.filter { name in
             switch format {
-            case 1: name.hasPrefix("index/") || name.hasPrefix("toone/")
+            case 1: layout.tables[name] == .fetchIndex || layout.tables[name] == .toOneIndex
             case 2: folded.contains(name)
             default: false
             }
@@ -161,7 +160,7 @@ extension LMDBIncrementalStore {
                 do {
                     old.append(try environment.openDatabase(named: name, create: false))
                 } catch LMDBError.incompatible {
-                    old.append(try environment.openDatabase(named: name, options: StoreLayout.options(for: name), create: false))
+                    old.append(try environment.openDatabase(named: name, options: layout.tables[name]?.options ?? [], create: false))
                 } catch LMDBError.notFound {
                     continue
                 }
@@ -172,11 +171,13 @@ extension LMDBIncrementalStore {
             try environment.write { transaction in for database in old { try database.drop(in: transaction) } }
             // 2. Create them with their flags, then fill them from every row, a batch of rows at a time.
             var tables: [String: Database] = [:]
-            for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
+            for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: layout.tables[name]?.options ?? []) }
             let roots = Set(layout.entities.values.map(\.root)).sorted()
             let rowTables = try roots.map { try environment.openDatabase(named: StoreLayout.rowsDatabase(root: $0)) }
             let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
-            let maintainer = IndexEntries()
+            // The maintainers of the rebuilt tables alone: each row gives them their entries.
+            let maintainers = layout.entitiesByTag.map { entity in entity.map { EntityMaintainers($0) { tables[$0] } } }
+            var scratch = EntryScratch()
             for (root, rows) in zip(roots, rowTables) where !rebuilt.isEmpty {
                 var resume: [UInt8]? = []
                 while let start = resume {
@@ -197,9 +198,9 @@ extension LMDBIncrementalStore {
                                 } catch let error as RowDecodingError {
                                     throw ManagedObjectContextError(.storeUnusable, message: "\(path): the row with key \(key) in \(root)'s table cannot be read while upgrading the file from format \(format): \(error.reason)")
                                 }
-                                guard let entity = layout.entity(tag: row.entityTag) else { return true }
-                                for index in maintainer.entries(for: row, key: key, entity: entity).indexes {
-                                    try tables[index.database]?.put(index.value, forKey: index.key, in: transaction)
+                                guard Int(row.entityTag) < maintainers.count, let entity = maintainers[Int(row.entityTag)] else { return true }
+                                try entity.forEachEntry(of: row, key: key, scratch: &scratch) { table, _, key, value, _ in
+                                    try table.put(value, forKey: key, in: transaction)
                                 }
                                 return true
                             }
@@ -211,15 +212,16 @@ extension LMDBIncrementalStore {
             // members), each in one write that starts by emptying what an interrupted upgrade left in it.
             var replaced: [String] = []
             if format < 5 {
-                for name in layout.databaseNames where name.hasPrefix("members/") {
-                    let oldName = "link/" + name.dropFirst("members/".count)
+                for name in layout.databaseNames {
+                    guard let kind = layout.tables[name], case .toMany(let owner, let relationship, isOrdered: false) = kind else { continue }
+                    let oldName = "link/\(owner)/\(relationship)"
                     let old: Database
                     do {
                         old = try environment.openDatabase(named: oldName, create: false)
                     } catch LMDBError.notFound {
                         continue
                     }
-                    let new = try environment.openDatabase(named: name, options: StoreLayout.options(for: name))
+                    let new = try environment.openDatabase(named: name, options: kind.options)
                     try environment.write { transaction in
                         try new.clear(in: transaction)
                         try old.withCursor(in: transaction) { cursor in
@@ -297,7 +299,7 @@ extension LMDBIncrementalStore {
     private func create(_ environment: any KeyValueEngine, _ stored: [String: String]) throws {
         do {
             var databases: [String: Database] = [:]
-            for name in layout.databaseNames { databases[name] = try environment.openDatabase(named: name, options: StoreLayout.options(for: name)) }
+            for (name, kind) in layout.tables { databases[name] = try environment.openDatabase(named: name, options: kind.options) }
             let meta = databases[StoreLayout.metadataDatabase]!
             var values = stored
             let tags = Dictionary(uniqueKeysWithValues: layout.entityNamesByTag.map { (String($0.key), $0.value) })

@@ -50,7 +50,6 @@ extension LMDBIncrementalStore {
             entities.append(entity)
             inputs.append(values)
         }
-        let maintainer = IndexEntries()
         var versions: [ManagedObjectID: Int64] = [:]
         versions.reserveCapacity(written.count)
         do {
@@ -125,72 +124,27 @@ extension LMDBIncrementalStore {
                         rows[position].version += 1
                     }
                 }
-                // 3. Secondary entries: remove the old ones that changed (updates and deletions), then add the new
-                // ones, in the order the context sent the objects (inserts in key order, updates sorted by ID).
-                // An insert's entries are put as they are made (below); an update's, by its offset among the updates,
-                // are compared with its old ones.
-                var newEntries: [(indexes: [IndexEntry], uniques: [IndexEntry])] = []
-                newEntries.reserveCapacity(request.updatedObjects.count)
-                for position in insertCount..<written.count {
-                    newEntries.append(rewrites[position]
-                        ? maintainer.entries(for: rows[position], key: try key(of: written[position].objectID), entity: entities[position])
-                        : ([], []))
-                }
-                // An updated row's old entries, to tell which of its new ones are there already. A row has at most
-                // one entry per table, so entries match by table and bytes — a few comparisons, no hashing.
-                var oldEntries: [[IndexEntry]] = Array(repeating: [], count: request.updatedObjects.count)
-                for (offset, change) in request.updatedObjects.enumerated() where rewrites[insertCount + offset] {
-                    let entity = entities[insertCount + offset]
-                    let old = maintainer.entries(for: updatedRows[offset]!, key: try key(of: change.objectID), entity: entity)
-                    let new = newEntries[offset]
-                    oldEntries[offset] = old.indexes + old.uniques
-                    for entry in oldEntries[offset] where !new.indexes.contains(entry) && !new.uniques.contains(entry) {
-                        try remove(entry, from: state.table(of: entry, in: entity), transaction)
-                    }
+                // 3. Secondary entries, each table by its maintainer: the stale entries of updated and deleted rows
+                // go first, then inserted rows' entries are put, then updated rows' new ones (in the order the
+                // context sent the objects: inserts in key order, updates sorted by ID) — so a value one row gives
+                // up may be taken by another in the same save.
+                var indexes = IndexUpdates()
+                for position in insertCount..<written.count where rewrites[position] {
+                    try indexes.update(state.maintainers(of: entities[position]), old: updatedRows[position - insertCount]!, new: rows[position],
+                                       key: try key(of: written[position].objectID), row: position, in: transaction)
                 }
                 for (offset, change) in request.deletedObjects.enumerated() {
                     guard let row = deletedRows[offset], let entity = state.entity(of: change.objectID) else { continue }
-                    let old = maintainer.entries(for: row, key: try key(of: change.objectID), entity: entity)
-                    for entry in old.indexes + old.uniques { try remove(entry, from: state.table(of: entry, in: entity), transaction) }
+                    try indexes.update(state.maintainers(of: entity), old: row, new: nil, key: try key(of: change.objectID), row: -1, in: transaction)
                 }
-                var scratch = IndexEntries.Scratch()
+                func violation(_ position: Int, _ constraint: Int) -> ManagedObjectContextError {
+                    uniquenessViolation(written[position].objectID, constraint: constraint, rows[position])
+                }
                 for position in 0..<insertCount {
-                    let entity = entities[position], tables = state.secondaryTables[Int(entity.tag)]
-                    try maintainer.forEachEntry(of: rows[position], key: try key(of: written[position].objectID), entity: entity, scratch: &scratch) {
-                        table, kind, key, value in
-                        switch kind {
-                        case .value:
-                            // A new row's key comes from the sequence, so its entry (row key first) sorts after every
-                            // other row's under the same index key: appended to that key's values without searching
-                            // them. Out of order (a key below one already stored), LMDB refuses and it is put in place.
-                            do {
-                                try tables[table].put(value, forKey: key, in: transaction, options: .appendDuplicate)
-                            } catch LMDBError.keyExists {
-                                try tables[table].put(value, forKey: key, in: transaction)
-                            }
-                        case .uniqueKey, .uniqueValue:
-                            try putChecked(value, forKey: key, kind: kind, in: tables[table], transaction) {
-                                uniquenessViolation(written[position].objectID, constraint: entity.constraint(ofTable: table), rows[position])
-                            }
-                        }
-                    }
+                    try indexes.insert(state.maintainers(of: entities[position]), row: rows[position], key: try key(of: written[position].objectID),
+                                       position: position, in: transaction, violation: violation)
                 }
-                for (offset, entries) in newEntries.enumerated() where rewrites[insertCount + offset] {
-                    let position = insertCount + offset, entity = entities[position]
-                    let existing = oldEntries[offset]
-                    for entry in entries.indexes where !existing.contains(entry) {
-                        try state.table(of: entry, in: entity).put(entry.value, forKey: entry.key, in: transaction)
-                    }
-                    for entry in entries.uniques where !existing.contains(entry) {
-                        try entry.key.withUnsafeBytes { key in
-                            try entry.value.withUnsafeBytes { value in
-                                try putChecked(value, forKey: key, kind: entry.kind, in: state.table(of: entry, in: entity), transaction) {
-                                    uniquenessViolation(written[position].objectID, constraint: entity.constraint(ofTable: entry.table), rows[position])
-                                }
-                            }
-                        }
-                    }
-                }
+                try indexes.putPending(in: transaction, violation: violation)
                 // 4. Link tables, then rows.
                 for change in request.deletedObjects {
                     guard let entity = state.entity(of: change.objectID) else { continue }
@@ -252,15 +206,6 @@ extension LMDBIncrementalStore {
             throw storeError(error, "the save failed and wrote nothing")
         }
         return versions
-    }
-
-    /// Removes one secondary entry (a duplicate by key and value, a unique entry by key).
-    private func remove(_ entry: IndexEntry, from table: Database, _ transaction: any KeyValueTransaction) throws {
-        if entry.isDuplicate {
-            try table.delete(key: entry.key, value: entry.value, in: transaction)
-        } else {
-            try table.delete(key: entry.key, in: transaction)
-        }
     }
 
     /// Records which objects the save touched, under the next change number, and forgets saves older than the log's
@@ -407,23 +352,6 @@ extension LMDBIncrementalStore {
                 throw ManagedObjectContextError(.validation,
                     message: "\(entity.name).\(name) is \(text.count) characters, longer than its maximum length \(maximum) (object \(objectID))")
             }
-        }
-    }
-
-    /// Puts an entry a uniqueness constraint checks: a `unique/…` key that must be free
-    /// (``IndexEntry/Kind/uniqueKey``), or a value of an index key that must hold no other row's
-    /// (``IndexEntry/Kind/uniqueValue``: the row's own entry under that key was removed before, or is the same and not
-    /// put again). Throws `violation()` when it is taken.
-    private func putChecked(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, kind: IndexEntry.Kind, in table: Database,
-                            _ transaction: any KeyValueTransaction, violation: () -> ManagedObjectContextError) throws {
-        if kind == .uniqueValue {
-            guard try table.withValue(forKey: key, in: transaction, { _ in true }) == nil else { throw violation() }
-            return try table.put(value, forKey: key, in: transaction)
-        }
-        do {
-            try table.put(value, forKey: key, in: transaction, options: .noOverwrite)
-        } catch LMDBError.keyExists {
-            throw violation()
         }
     }
 

@@ -11,7 +11,9 @@ extension LMDBIncrementalStore {
     /// - Throws: ``ManagedObjectContextError`` when the store is not loaded or cannot be read at all.
     public func verify() throws -> [String] {
         let state = try open
-        let maintainer = IndexEntries()
+        // Maintainers of every entity, over the store's tables: each computes the entries a row should have.
+        let maintainers = layout.entitiesByTag.map { entity in entity.map { EntityMaintainers($0) { state.databases[$0] } } }
+        var scratch = EntryScratch()
         return try state.environment.read { transaction in
             var problems: [String] = []
             var expected: [String: Set<[UInt8]>] = [:]
@@ -35,11 +37,12 @@ extension LMDBIncrementalStore {
                                 return true
                             }
                             present[root, default: []].insert(key)
-                            let entries = maintainer.entries(for: row, key: key, entity: entity)
-                            for entry in entries.indexes + entries.uniques { expected[entry.database, default: []].insert(entry.key + [0xFF] + entry.value) }
-                            for entry in entries.uniques where entry.kind == .uniqueValue
-                                && !constrainedKeys[entry.database, default: []].insert(entry.key).inserted {
-                                problems.append("\(entry.database): row \(key) has another row's values of the uniqueness constraint this index keeps")
+                            maintainers[Int(entity.tag)]?.forEachEntry(of: row, key: key, scratch: &scratch) { table, _, entryKey, value, check in
+                                let name = table.name ?? "?"
+                                expected[name, default: []].insert(Array(entryKey) + [0xFF] + Array(value))
+                                if check == .noOtherRow && !constrainedKeys[name, default: []].insert(Array(entryKey)).inserted {
+                                    problems.append("\(name): row \(key) has another row's values of the uniqueness constraint this index keeps")
+                                }
                             }
                         } catch {
                             problems.append("\(root) row \(key): \(error)")
@@ -55,7 +58,7 @@ extension LMDBIncrementalStore {
                 case let counter??: if highest > counter { problems.append("\(root): row key \(highest) is above its sequence \(counter)") }
                 }
             }
-            for name in layout.databaseNames where name.hasPrefix("index/") || name.hasPrefix("unique/") || name.hasPrefix("toone/") {
+            for name in layout.databaseNames where layout.tables[name]?.holdsRowEntries == true {
                 var actual = Set<[UInt8]>()
                 try database(name, in: state).withCursor(in: transaction) { cursor in
                     try cursor.forEach { entry in actual.insert(Array(entry.key) + [0xFF] + Array(entry.value)); return true }
@@ -65,10 +68,9 @@ extension LMDBIncrementalStore {
                 if missing > 0 { problems.append("\(name): \(missing) entr\(missing == 1 ? "y is" : "ies are") missing for existing rows") }
                 if extra > 0 { problems.append("\(name): \(extra) entr\(extra == 1 ? "y points" : "ies point") at no matching row") }
             }
-            for name in layout.databaseNames where name.hasPrefix("link/") || name.hasPrefix("members/") {
-                let parts = name.split(separator: "/")
-                guard parts.count == 3, let owner = layout.entity(String(parts[1])),
-                      let relationship = model.relationship(named: String(parts[2]), in: owner.name),
+            for name in layout.databaseNames {
+                guard case .toMany(let ownerName, let relationshipName, _)? = layout.tables[name], let owner = layout.entity(ownerName),
+                      let relationship = model.relationship(named: relationshipName, in: owner.name),
                       let target = layout.entity(relationship.destinationEntityName) else { continue }
                 // An ordered relationship's key is the owner's key and a u32 position; an unordered one's, the owner's.
                 let keySize = relationship.isOrdered ? 12 : 8

@@ -80,9 +80,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let identities: RowIdentities
         /// The row table of each entity (its root's), by entity tag: a fault finds it without building its name.
         let rowTables: [Database?]
-        /// Each entity's secondary tables (``StoreLayout/EntityLayout/secondaryTables``' order), by entity tag: a
-        /// save puts index entries without looking tables up by name.
-        let secondaryTables: [[Database]]
+        /// The maintainers of each entity's secondary tables, by entity tag: a save keeps its indexes without looking
+        /// tables up by name.
+        private let entityMaintainers: [EntityMaintainers?]
         /// Each entity's link tables (``StoreLayout/EntityLayout/linkTables``' order) and the tables its to-many
         /// relationships are read from, by entity tag.
         let linkTables: [[Database]]
@@ -99,7 +99,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             let count = Int(layout.entityNamesByTag.keys.max() ?? 0) + 1
             var namespaces = [ObjectIDNamespace?](repeating: nil, count: count)
             var rowTables = [Database?](repeating: nil, count: count)
-            var secondaryTables = [[Database]](repeating: [], count: count)
+            var entityMaintainers = [EntityMaintainers?](repeating: nil, count: count)
             var linkTables = [[Database]](repeating: [], count: count)
             var toManyTables = [[String: (isLink: Bool, table: Database)]](repeating: [:], count: count)
             func table(_ name: String) -> Database {
@@ -112,14 +112,14 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                 namespaces[Int(tag)] = namespace
                 guard let entity = layout.entity(name) else { continue }
                 rowTables[Int(tag)] = databases[StoreLayout.rowsDatabase(root: entity.root)]
-                secondaryTables[Int(tag)] = entity.secondaryTables.map(table)
+                entityMaintainers[Int(tag)] = EntityMaintainers(entity) { table($0) }
                 linkTables[Int(tag)] = entity.linkTables.map(table)
                 toManyTables[Int(tag)] = entity.toManyTables.mapValues { ($0.isLink, table($0.table)) }
                 entitiesByNamespace[ObjectIdentifier(namespace)] = entity
             }
             identities = RowIdentities(storeIdentifier: storeIdentifier, namespaces: namespaces)
             self.rowTables = rowTables
-            self.secondaryTables = secondaryTables
+            self.entityMaintainers = entityMaintainers
             self.linkTables = linkTables
             self.toManyTables = toManyTables
             self.entitiesByNamespace = entitiesByNamespace
@@ -131,9 +131,12 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             entitiesByNamespace[objectID.namespaceIdentity] ?? layout.entity(objectID.entityName)
         }
 
-        /// The table a secondary entry of `entity` goes to.
-        func table(of entry: IndexEntry, in entity: StoreLayout.EntityLayout) -> Database {
-            secondaryTables[Int(entity.tag)][entry.table]
+        /// The maintainers of `entity`'s secondary tables.
+        func maintainers(of entity: StoreLayout.EntityLayout) -> EntityMaintainers {
+            guard Int(entity.tag) < entityMaintainers.count, let maintainers = entityMaintainers[Int(entity.tag)] else {
+                preconditionFailure("the layout's secondary tables of \(entity.name) were not opened")
+            }
+            return maintainers
         }
 
         /// The row table holding `entity`'s rows.

@@ -1,4 +1,5 @@
 import Foundation
+import LMDB
 @testable import LMDBStore
 import ObjectGraph
 import TestSupport
@@ -138,14 +139,18 @@ import Testing
         }
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Note")!
-        var scratch = IndexEntries.Scratch()
+        let tables = Dictionary(uniqueKeysWithValues: (entity.indexTables + entity.uniqueTables).enumerated().map {
+            ($1, Database(handle: UInt32($0 + 1), name: $1, options: []))
+        })
+        let maintainers = EntityMaintainers(entity) { tables[$0] }
+        var scratch = EntryScratch()
         for (title, code) in [(String(repeating: "t", count: 700), nil), ("short", "c1"), (String(repeating: "é", count: 400), "c2")] as [(String, String?)] {
             var attributes: [String: AttributeValue] = ["title": .string(title), "rank": .integer(7)]
             if let code { attributes["code"] = .string(code) }
             let row = StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:])
             var keys: [(table: Int, unique: Bool, key: [UInt8])] = []
-            IndexEntries().forEachEntry(of: row, key: 5, entity: entity, scratch: &scratch) { table, kind, key, _ in
-                keys.append((table, kind == .uniqueKey, Array(key)))
+            maintainers.forEachEntry(of: row, key: 5, scratch: &scratch) { table, _, key, _, check in
+                keys.append((Int(table.handle), check == .keyFree, Array(key)))
             }
             var titleElement: [UInt8] = [], rankElement: [UInt8] = []
             TupleEncoding.append(.string(title), to: &titleElement)

@@ -226,6 +226,49 @@ import Testing
         #expect(try ManagedObjectContext(coordinator: coordinator).count(for: zurich) == 2)
     }
 
+    /// An index that keeps a uniqueness constraint is rebuilt with every row's entry — those whose constrained values
+    /// are set (the entries that check the constraint) as well as those with a NULL — and keeps checking it.
+    @Test func aRebuiltIndexThatKeepsAConstraintHoldsEveryRow() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("City") {
+                AttributeDescription("code", .string, isOptional: true)
+                AttributeDescription("population", .integer64)
+                FetchIndexDescription("byCode", properties: ["code"])
+                UniquenessConstraint("code")
+            }
+        }
+        let folder = StoreFolder()
+        do {
+            let (coordinator, store) = try folder.coordinator(model)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for (offset, code) in ["ams", "ber", nil, "cph", nil].enumerated() {
+                let city = try context.insertNewObject(forEntityName: "City")
+                if let code { try city.setValue(code, forKey: "code") }
+                try city.setValue(Int64(offset), forKey: "population")
+            }
+            try context.save()
+            // Back to format 1: the index emptied (the upgrade makes it again from the rows), no model recorded.
+            let state = try store.open
+            try state.environment.write { transaction in
+                try store.database("index/City/byCode", in: state).clear(in: transaction)
+                let meta = store.database("meta", in: state)
+                try meta.put(Array("1".utf8), forKey: Array("format".utf8), in: transaction)
+                _ = try meta.delete(key: Array("model".utf8), in: transaction)
+            }
+        }
+        let (coordinator, store) = try folder.coordinator(model, "store.lmdb")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(try store.verify().isEmpty, "every row's entry was rebuilt")
+        let state = try store.open
+        #expect(try state.environment.read { try store.database("index/City/byCode", in: state).entryCount(in: $0) } == 5)
+        let berlin = FetchRequest(entityName: "City", predicate: try FetchPredicate(format: "code == 'ber'"))
+        #expect(store.explain(berlin).contains("byCode"))
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: berlin) == 1)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try context.insertNewObject(forEntityName: "City").setValue("ber", forKey: "code")
+        #expect(throws: ManagedObjectContextError.self, "the rebuilt index still checks the constraint") { try context.save() }
+    }
+
     /// A format-3 file holds every row in row format 1 (fields as number, type, value): it opens as format 4
     /// without a row or an index being touched, reads and filters those rows as before, and a save writes the rows
     /// it changes in row format 2 (with a field table) beside the old ones.

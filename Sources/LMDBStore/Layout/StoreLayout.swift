@@ -1,4 +1,3 @@
-import LMDB
 import ObjectGraph
 
 /// How a model maps onto named databases, entity tags and row field numbers (specified in `Docs/FORMAT.md`).
@@ -65,9 +64,6 @@ struct StoreLayout: Sendable {
         /// (`Docs/FORMAT.md`).
         let indexOfConstraint: [Int]
         let constraintOfIndex: [Int]
-        /// ``indexTables``, ``uniqueTables`` and ``toOneTables`` in one list: an ``IndexEntry``'s `table` is a
-        /// position in it.
-        let secondaryTables: [String]
         /// The field numbers of each index's elements, each uniqueness constraint's properties and each to-one (in
         /// ``indexes``', ``uniques``' and ``toOneRelationships``' order): a save computes entries without names.
         let indexFields: [[Int]]
@@ -102,14 +98,6 @@ struct StoreLayout: Sendable {
         /// a transient attribute): what a row read a value at a time is asked for.
         let fieldOfAttribute: [Int]
         let fieldOfToOne: [Int]
-        /// The uniqueness constraint (a position in ``uniques``) whose entries go to the secondary table at `table`
-        /// (a position in ``secondaryTables``): a `unique/…` table's, or the one an index keeps; -1 for none.
-        func constraint(ofTable table: Int) -> Int {
-            if table < indexTables.count { return constraintOfIndex[table] }
-            let constraint = table - indexTables.count
-            return constraint < uniqueTables.count ? constraint : -1
-        }
-
         /// A row's fields, all NULL, in a new array: what a row being built starts from. Grown by `reserveCapacity`
         /// and `append`, which the compiler specializes; a copy of one shared all-NULL array on the row's first write
         /// moved each element through the generic value witness (≈ 800 instructions for an employee's row), and
@@ -167,7 +155,6 @@ struct StoreLayout: Sendable {
                     : StoreLayout.uniqueDatabase(entity: uniques[constraint].owner, number: uniques[constraint].number)
             }
             toOneTables = zip(toOneRelationships, toOneOwners).map { StoreLayout.toOneDatabase(entity: $1, relationship: $0.name) }
-            secondaryTables = indexTables + uniqueTables + toOneTables
             toOneFields = toOneRelationships.map { fieldIndex[$0.name] ?? -1 }
             self.handle = handle
             self.toManyTables = toManyTables
@@ -197,6 +184,8 @@ struct StoreLayout: Sendable {
     let entityNamesByTag: [UInt16: String]
     /// Entities by tag (tags are 1…n), for reading rows without a lookup by name.
     let entitiesByTag: [EntityLayout?]
+    /// Every table the model needs, by name, with its kind.
+    let tables: [String: TableKind]
 
     /// The entity a row's tag names.
     @inline(__always)
@@ -255,6 +244,7 @@ struct StoreLayout: Sendable {
         var byTag = [EntityLayout?](repeating: nil, count: names.count + 1)
         for (tag, name) in names { byTag[Int(tag)] = entities[name] }
         entitiesByTag = byTag
+        tables = Self.tables(model, entities)
     }
 
     /// Where each to-many relationship of `entity` is read from: its link table, or its inverse's to-one index.
@@ -303,14 +293,6 @@ struct StoreLayout: Sendable {
         (relationship.isOrdered ? "link/" : "members/") + entity + "/" + relationship.name
     }
 
-    /// The LMDB flags a table is created with: fetch indexes, to-one indexes and unordered to-many tables keep their
-    /// rows as sorted, fixed-size duplicate values of each key (row key + entity tag — and a covering index's stored
-    /// values, each of its type's full width), so LMDB counts a key's rows without visiting them, stores the key once
-    /// for all of them and hands them out a page at a time.
-    static func options(for database: String) -> DatabaseOptions {
-        database.hasPrefix("index/") || database.hasPrefix("toone/") || database.hasPrefix("members/") ? [.dupSort, .dupFixed] : []
-    }
-
     /// The entity that declares a relationship (the first in the ancestry that has it).
     func declaringEntity(of relationship: String, in entityName: String) -> String {
         Self.declaringEntity(of: relationship, in: entityName, model)
@@ -320,24 +302,29 @@ struct StoreLayout: Sendable {
         model.ancestry(of: entityName).first { model.entity(named: $0)?.relationships.contains { $0.name == relationship } == true } ?? entityName
     }
 
-    /// Every named database the model needs.
-    var databaseNames: [String] {
-        var names: Set<String> = [Self.metadataDatabase, Self.sequenceDatabase, Self.changesDatabase]
+    /// Every named database the model needs, sorted.
+    var databaseNames: [String] { tables.keys.sorted() }
+
+    /// Every table the model needs, with its kind.
+    private static func tables(_ model: ManagedObjectModel, _ entities: [String: EntityLayout]) -> [String: TableKind] {
+        var tables: [String: TableKind] = [metadataDatabase: .metadata, sequenceDatabase: .sequences, changesDatabase: .changeLog]
         for name in model.entityNames {
             let layout = entities[name]!
-            names.insert(Self.rowsDatabase(root: layout.root))
-            for entry in layout.indexes { names.insert(Self.indexDatabase(entity: entry.owner, index: entry.index.name)) }
+            tables[rowsDatabase(root: layout.root)] = .rows
+            for entry in layout.indexes { tables[indexDatabase(entity: entry.owner, index: entry.index.name)] = .fetchIndex }
             for (constraint, entry) in layout.uniques.enumerated() where layout.indexOfConstraint[constraint] < 0 {
-                names.insert(Self.uniqueDatabase(entity: entry.owner, number: entry.number))
+                tables[uniqueDatabase(entity: entry.owner, number: entry.number)] = .uniqueness
             }
             for relationship in layout.toOneRelationships {
-                names.insert(Self.toOneDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship.name))
+                tables[toOneDatabase(entity: declaringEntity(of: relationship.name, in: name, model), relationship: relationship.name)] = .toOneIndex
             }
             for relationship in layout.linkRelationships {
-                names.insert(Self.linkDatabase(entity: declaringEntity(of: relationship.name, in: name), relationship: relationship))
+                let owner = declaringEntity(of: relationship.name, in: name, model)
+                tables[linkDatabase(entity: owner, relationship: relationship)] = .toMany(owner: owner, relationship: relationship.name,
+                                                                                          isOrdered: relationship.isOrdered)
             }
         }
-        return names.sorted()
+        return tables
     }
 }
 

@@ -1,0 +1,341 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+/// What putting an entry must not meet (`Docs/FORMAT.md`, "Uniqueness constraints").
+enum EntryCheck {
+    /// Nothing: the entry is one of its key's values (a fetch index, a to-one index).
+    case none
+    /// The key must be free: a `unique/…` table holds one row per key.
+    case keyFree
+    /// The key must hold no other row's value: an index that keeps a uniqueness constraint, for a row whose
+    /// constrained values are not NULL.
+    case noOtherRow
+}
+
+/// Keeps one secondary table true to the rows of one entity — a fetch index, a uniqueness constraint or a to-one's
+/// inverse. Each kind knows how a row becomes its entry (at most one per row) and what its table refuses; what they
+/// share — comparing a row's old and new entries, removing the stale one, putting the fresh one — is written once,
+/// in ``IndexUpdates`` and the extension below. A new kind of index is a new conforming type and a line in
+/// ``EntityMaintainers``. Maintainers are classes: a save hands each to its row loop with one retain, not one per
+/// array it holds.
+protocol IndexMaintainer: AnyObject {
+    /// The table the entries go to.
+    var table: Database { get }
+    /// The fields an entry is made of: a row whose values in these fields did not change keeps its entry.
+    var fields: [Int] { get }
+    /// The uniqueness constraint (a position in the entity's ``StoreLayout/EntityLayout/uniques``) this table checks,
+    /// or -1.
+    var constraint: Int { get }
+    /// Writes the entry of `row` into `scratch` (its value starts with the row's reference, already there) and says
+    /// what putting it must not meet; `nil` when the row has no entry in this table.
+    func makeEntry(of row: StoredRow, into scratch: inout EntryScratch) -> EntryCheck?
+}
+
+extension IndexMaintainer {
+    /// Whether `old` and `new` (two states of one row) hold the same values in every field the entry is made of.
+    @inline(__always)
+    func keepsEntry(from old: StoredRow, to new: StoredRow) -> Bool {
+        for field in fields where field >= 0 && old.fields[field] != new.fields[field] { return false }
+        return true
+    }
+
+    /// Calls `body` with the entry of `row`, if it has one: the bytes live during the call. `scratch` was started
+    /// for the row (``EntryScratch/startRow(reference:tag:)``).
+    @inline(__always)
+    func withEntry<Result>(of row: StoredRow, scratch: inout EntryScratch,
+                           _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ check: EntryCheck) throws -> Result) rethrows -> Result? {
+        scratch.startEntry()
+        guard let check = makeEntry(of: row, into: &scratch) else { return nil }
+        return try scratch.key.withUnsafeBytes { key in try scratch.value.withUnsafeBytes { try body(key, $0, check) } }
+    }
+}
+
+/// The bytes of one entry being made, reused from entry to entry and row to row: no allocation per entry.
+struct EntryScratch {
+    var key: [UInt8] = []
+    /// The row's reference (row key, entity tag), then — for a covering index — the attributes it stores.
+    var value: [UInt8] = []
+    /// Where each element of ``key`` ends, in the first ``boundCount`` positions (overwritten, not emptied).
+    private var bounds: [Int] = Array(repeating: 0, count: 8)
+    private var boundCount = 0
+
+    init() {
+        key.reserveCapacity(64)
+        value.reserveCapacity(32)
+    }
+
+    /// Starts the entries of the row under `reference` tagged `tag`: every entry's value begins with them.
+    @inline(__always)
+    mutating func startRow(reference: UInt64, tag: UInt16) {
+        value.removeAll(keepingCapacity: true)
+        for shift in stride(from: 56, through: 0, by: -8) { value.append(UInt8(truncatingIfNeeded: reference >> UInt64(shift))) }
+        value.append(UInt8(truncatingIfNeeded: tag >> 8))
+        value.append(UInt8(truncatingIfNeeded: tag))
+        startEntry()
+    }
+
+    /// Starts the row's next entry: an empty key, the value back to the row's reference.
+    @inline(__always)
+    mutating func startEntry() {
+        if !key.isEmpty { key.removeAll(keepingCapacity: true) }
+        if value.count > IndexEntries.referenceSize { value.removeSubrange(IndexEntries.referenceSize...) }
+        boundCount = 0
+    }
+
+    /// Appends one element to the key, its bytes inverted when it sorts descending.
+    @inline(__always)
+    mutating func appendElement(_ element: AttributeValue?, descending: Bool = false) {
+        let start = key.count
+        TupleEncoding.append(element, to: &key)
+        if descending {
+            for byte in start..<key.count { key[byte] = ~key[byte] }
+        }
+        if boundCount == bounds.count { bounds.append(0) }
+        bounds[boundCount] = key.count
+        boundCount += 1
+    }
+
+    /// Cuts the key's elements to fit LMDB's key limit, as ``IndexEntries/fit(_:)`` does, when they are too long.
+    @inline(__always)
+    mutating func fitKey() {
+        guard key.count > IndexEntries.maxTupleBytes else { return }
+        var start = 0
+        let elements = bounds[..<boundCount].map { end in
+            defer { start = end }
+            return Array(key[start..<end])
+        }
+        key = IndexEntries.fit(elements)
+    }
+
+    /// Whether this entry and `other` have the same key and value.
+    @inline(__always)
+    func sameEntry(as other: EntryScratch) -> Bool {
+        key == other.key && value == other.value
+    }
+}
+
+/// A fetch index (`index/<Entity>/<index>`): the row's elements as a tuple, each folded as the element's collation
+/// says and inverted when descending, cut to fit; a covering index's value goes on with the attributes it stores,
+/// each at its type's full width. An index that keeps a uniqueness constraint refuses a second row under a key.
+final class FetchIndexMaintainer: IndexMaintainer {
+    let table: Database
+    let fields: [Int]
+    let constraint: Int
+    private let elementFields: [Int]
+    private let elements: [(isAscending: Bool, collation: FetchIndexElementDescription.Collation)]
+    private let storedFields: [Int]
+    private let storedWidths: [Int]
+    /// The fields of the constraint this index keeps: an entry checks it only when none of them is NULL.
+    private let constrainedFields: [Int]
+
+    init(_ entity: StoreLayout.EntityLayout, index position: Int, table: Database) {
+        self.table = table
+        elementFields = entity.indexFields[position]
+        elements = entity.indexElements[position]
+        storedFields = entity.indexStoredFields[position]
+        storedWidths = entity.indexStoredWidths[position]
+        constraint = entity.constraintOfIndex[position]
+        constrainedFields = constraint >= 0 ? entity.uniqueFields[constraint] : []
+        fields = elementFields + storedFields
+    }
+
+    func makeEntry(of row: StoredRow, into scratch: inout EntryScratch) -> EntryCheck? {
+        for offset in elementFields.indices {
+            scratch.appendElement(IndexEntries.folded(IndexEntries.element(elementFields[offset], of: row), elements[offset].collation),
+                                  descending: !elements[offset].isAscending)
+        }
+        scratch.fitKey()
+        for (field, width) in zip(storedFields, storedWidths) {
+            let start = scratch.value.count
+            TupleEncoding.append(IndexEntries.element(field, of: row), to: &scratch.value)
+            while scratch.value.count < start + width { scratch.value.append(0) }
+        }
+        guard constraint >= 0 else { return EntryCheck.none }
+        return constrainedFields.contains { row.fields[$0] == nil } ? EntryCheck.none : .noOtherRow
+    }
+}
+
+/// A uniqueness constraint no index keeps (`unique/<Entity>/<n>`): the constrained values as a tuple, cut to fit, the
+/// key's only value; a row with a NULL among them has no entry (NULLs never clash).
+final class UniquenessMaintainer: IndexMaintainer {
+    let table: Database
+    let fields: [Int]
+    let constraint: Int
+
+    init(_ entity: StoreLayout.EntityLayout, constraint position: Int, table: Database) {
+        self.table = table
+        fields = entity.uniqueFields[position]
+        constraint = position
+    }
+
+    func makeEntry(of row: StoredRow, into scratch: inout EntryScratch) -> EntryCheck? {
+        if fields.contains(where: { $0 < 0 || row.fields[$0] == nil }) { return nil }
+        for field in fields { scratch.appendElement(IndexEntries.element(field, of: row)) }
+        scratch.fitKey()
+        return .keyFree
+    }
+}
+
+/// A to-one's inverse (`toone/<Entity>/<relationship>`): under the destination's row key, the references of the rows
+/// pointing at it.
+final class ToOneIndexMaintainer: IndexMaintainer {
+    let table: Database
+    let fields: [Int]
+    var constraint: Int { -1 }
+    private let field: Int
+
+    init(_ entity: StoreLayout.EntityLayout, toOne position: Int, table: Database) {
+        self.table = table
+        field = entity.toOneFields[position]
+        fields = [field]
+    }
+
+    func makeEntry(of row: StoredRow, into scratch: inout EntryScratch) -> EntryCheck? {
+        guard field >= 0, let reference = row.reference(field) else { return nil }
+        withUnsafeBytes(of: reference.key.bigEndian) { scratch.key.append(contentsOf: $0) }
+        return EntryCheck.none
+    }
+}
+
+/// The maintainers of one entity's secondary tables, by kind, in the layout's order (fetch indexes, the uniqueness
+/// constraints no index keeps, to-ones): made once when the store opens, and shared (a class: handing it to a save
+/// retains it once, not each of its arrays).
+final class EntityMaintainers {
+    let fetchIndexes: [FetchIndexMaintainer]
+    let uniqueness: [UniquenessMaintainer]
+    let toOneIndexes: [ToOneIndexMaintainer]
+
+    /// The maintainers of `entity` whose tables `table` finds (by name); a table it does not find is left out.
+    init(_ entity: StoreLayout.EntityLayout, table: (String) -> Database?) {
+        fetchIndexes = entity.indexTables.indices.compactMap { position in
+            table(entity.indexTables[position]).map { FetchIndexMaintainer(entity, index: position, table: $0) }
+        }
+        uniqueness = entity.uniqueTables.indices.compactMap { position in
+            guard entity.indexOfConstraint[position] < 0 else { return nil }  // its index keeps it
+            return table(entity.uniqueTables[position]).map { UniquenessMaintainer(entity, constraint: position, table: $0) }
+        }
+        toOneIndexes = entity.toOneTables.indices.compactMap { position in
+            table(entity.toOneTables[position]).map { ToOneIndexMaintainer(entity, toOne: position, table: $0) }
+        }
+    }
+
+    /// Calls `body` with every entry of `row` (the row under `key`): its table, the constraint it checks, its bytes.
+    func forEachEntry(of row: StoredRow, key: UInt64, scratch: inout EntryScratch,
+                      _ body: (_ table: Database, _ constraint: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ check: EntryCheck) throws -> Void) rethrows {
+        scratch.startRow(reference: key, tag: row.entityTag)
+        func visit<M: IndexMaintainer>(_ maintainers: [M]) throws {
+            for maintainer in maintainers {
+                try maintainer.withEntry(of: row, scratch: &scratch) { try body(maintainer.table, maintainer.constraint, $0, $1, $2) }
+            }
+        }
+        try visit(fetchIndexes)
+        try visit(uniqueness)
+        try visit(toOneIndexes)
+    }
+}
+
+/// The secondary-table work of one save. A row's stale entries are removed when it is offered (``update(_:old:new:key:row:in:)``);
+/// its fresh ones wait until every row's stale ones are gone (``putPending(in:violation:)``), so a value one row gives
+/// up may be taken by another in the same save. Inserted rows' entries are put at once (``insert(_:row:key:position:in:violation:)``),
+/// appended to their key's values: a new row's key sorts after every other.
+struct IndexUpdates {
+    private var scratch = EntryScratch()
+    private var other = EntryScratch()
+    /// Entries to put: their table, check and constraint, the row they belong to (a position in the save), and where
+    /// their key and value lie in ``bytes``.
+    private var pending: [(table: Database, check: EntryCheck, constraint: Int, row: Int, key: Range<Int>, value: Range<Int>)] = []
+    private var bytes: [UInt8] = []
+
+    /// Removes the entries of a row's old state (`old`) that its new state (`new`; `nil` for a deleted row) does
+    /// not have, and keeps the new state's entries that the old one did not have for ``putPending(in:violation:)``.
+    /// `row` is the row's position in the save, for the error a uniqueness violation gives.
+    mutating func update(_ maintainers: EntityMaintainers, old: StoredRow, new: StoredRow?, key: UInt64, row: Int,
+                         in transaction: any KeyValueTransaction) throws {
+        try update(maintainers.fetchIndexes, old: old, new: new, key: key, row: row, transaction)
+        try update(maintainers.uniqueness, old: old, new: new, key: key, row: row, transaction)
+        try update(maintainers.toOneIndexes, old: old, new: new, key: key, row: row, transaction)
+    }
+
+    private mutating func update<M: IndexMaintainer>(_ maintainers: [M], old: StoredRow, new: StoredRow?, key: UInt64, row: Int,
+                                                     _ transaction: any KeyValueTransaction) throws {
+        for maintainer in maintainers {
+            if let new, maintainer.keepsEntry(from: old, to: new) { continue }  // no value it reads changed: nothing to do
+            scratch.startRow(reference: key, tag: old.entityTag)
+            let oldCheck = maintainer.makeEntry(of: old, into: &scratch)
+            var check: EntryCheck?
+            if let new {
+                other.startRow(reference: key, tag: new.entityTag)
+                check = maintainer.makeEntry(of: new, into: &other)
+                if oldCheck != nil, check != nil, scratch.sameEntry(as: other) { continue }
+            }
+            if let oldCheck {
+                if oldCheck == .keyFree {
+                    // The key's only value: removed with its key.
+                    _ = try scratch.key.withUnsafeBytes { try maintainer.table.delete(key: $0, in: transaction) }
+                } else {
+                    _ = try scratch.key.withUnsafeBytes { key in
+                        try scratch.value.withUnsafeBytes { try maintainer.table.delete(key: key, value: $0, in: transaction) }
+                    }
+                }
+            }
+            if let check {
+                let keyStart = bytes.count
+                bytes.append(contentsOf: other.key)
+                let valueStart = bytes.count
+                bytes.append(contentsOf: other.value)
+                pending.append((maintainer.table, check, maintainer.constraint, row, keyStart..<valueStart, valueStart..<bytes.count))
+            }
+        }
+    }
+
+    /// Puts the entries of a new row (the row under `key`, at `position` in the save).
+    mutating func insert(_ maintainers: EntityMaintainers, row: StoredRow, key: UInt64, position: Int, in transaction: any KeyValueTransaction,
+                         violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
+        try maintainers.forEachEntry(of: row, key: key, scratch: &scratch) { table, constraint, key, value, check in
+            guard check == .none else {
+                return try Self.putChecked(value, forKey: key, check: check, in: table, transaction) { violation(position, constraint) }
+            }
+            // A new row's key comes from the sequence, so its entry (row key first) sorts after every other row's
+            // under the same index key: appended to that key's values without searching them. Out of order (a key
+            // below one already stored), LMDB refuses and it is put in place.
+            do {
+                try table.put(value, forKey: key, in: transaction, options: .appendDuplicate)
+            } catch LMDBError.keyExists {
+                try table.put(value, forKey: key, in: transaction)
+            }
+        }
+    }
+
+    /// Puts the entries ``update(_:old:new:key:row:in:)`` kept, in the order they came.
+    mutating func putPending(in transaction: any KeyValueTransaction, violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
+        try bytes.withUnsafeBytes { bytes in
+            for entry in pending {
+                let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
+                if entry.check == .none {
+                    try entry.table.put(value, forKey: key, in: transaction)
+                } else {
+                    try Self.putChecked(value, forKey: key, check: entry.check, in: entry.table, transaction) { violation(entry.row, entry.constraint) }
+                }
+            }
+        }
+        pending.removeAll(keepingCapacity: true)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
+    /// Puts an entry a uniqueness constraint checks: a `unique/…` key that must be free, or a value of an index key
+    /// that must hold no other row's (the row's own entry under that key was removed before, or is the same and not
+    /// put again). Throws `violation()` when it is taken.
+    private static func putChecked(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, check: EntryCheck, in table: Database,
+                                   _ transaction: any KeyValueTransaction, violation: () -> ManagedObjectContextError) throws {
+        if check == .noOtherRow {
+            guard try table.withValue(forKey: key, in: transaction, { _ in true }) == nil else { throw violation() }
+            return try table.put(value, forKey: key, in: transaction)
+        }
+        do {
+            try table.put(value, forKey: key, in: transaction, options: .noOverwrite)
+        } catch LMDBError.keyExists {
+            throw violation()
+        }
+    }
+}
