@@ -151,7 +151,7 @@ extension LMDBIncrementalStore {
                     for (relationship, table) in zip(entity.linkChecks, state.linkTables[Int(entity.tag)]) {
                         try rewriteLinks(relationship, in: table, of: change.objectID, to: [], &references, state: state, transaction: transaction)
                     }
-                    try state.rows(of: entity).delete(key: Self.keyBytes(try key(of: change.objectID)), in: transaction)
+                    try state.rows(of: entity).delete(key: try key(of: change.objectID), in: transaction)
                 }
                 for position in written.indices {
                     let isInsert = position < insertCount
@@ -171,31 +171,11 @@ extension LMDBIncrementalStore {
                     }
                     versions[objectID] = Int64(bitPattern: rows[position].version)
                     guard rewrites[position] else { continue }
-                    // The blob is written straight into the page LMDB reserves for it (no buffer of its own).
-                    let row = rows[position], size = RowCodec.encodedSize(row), table = state.rows(of: entity)
-                    let modelHash = modelHashPrefix
-                    func put(_ options: PutOptions) throws {
-                        try withUnsafeBytes(of: try key(of: objectID).bigEndian) { rowKey in
-                            try table.reserve(count: size.bytes, forKey: rowKey, in: transaction, options: options) {
-                                RowCodec.write(row, modelHash: modelHash, size: size, into: $0)
-                            }
-                        }
-                    }
-                    guard isInsert else {
-                        try put([])
-                        continue
-                    }
-                    // Keys come from a sequence, so new rows usually go after every row the table holds: appended
-                    // without a search. Out of order (another context saved later keys first) they are put in place;
-                    // either way a key that is taken refuses the insert and the save.
-                    do {
-                        try put(.append)
-                    } catch LMDBError.keyExists {
-                        do {
-                            try put(.noOverwrite)
-                        } catch LMDBError.keyExists {
-                            throw ManagedObjectContextError(.constraintViolation, message: "\(objectID) is already in the store")
-                        }
+                    // New rows' keys come from a sequence, so they usually go after every row the table holds; a key
+                    // that is taken refuses the insert and the save.
+                    guard try state.rows(of: entity).write(rows[position], key: try key(of: objectID), modelHash: modelHashPrefix, inserting: isInsert,
+                                                           in: transaction) else {
+                        throw ManagedObjectContextError(.constraintViolation, message: "\(objectID) is already in the store")
                     }
                 }
                 try appendToChangeLog(request, state: state, transaction: transaction)
@@ -208,19 +188,10 @@ extension LMDBIncrementalStore {
         return versions
     }
 
-    /// Records which objects the save touched, under the next change number, and forgets saves older than the log's
-    /// length.
+    /// Records which objects the save touched, under the next change number.
     private func appendToChangeLog(_ request: SaveChangesRequest, state: OpenState, transaction: any KeyValueTransaction) throws {
-        let sequences = database(StoreLayout.sequenceDatabase, in: state)
-        let log = database(StoreLayout.changesDatabase, in: state)
-        let counterKey = Array(StoreLayout.changeSequenceKey.utf8)
-        let number = try sequences.counter(forKey: counterKey, in: transaction) + 1
-        try sequences.put(Self.keyBytes(number), forKey: counterKey, in: transaction)
-        // One 11-byte record per object (kind, entity tag, row key), written straight into the reserved value.
         let count = request.insertedObjects.count + request.updatedObjects.count + request.deletedObjects.count
-        try log.reserve(count: 11 * count, forKey: Self.keyBytes(number), in: transaction) { payload in
-            guard let base = payload.baseAddress, count > 0 else { return }
-            var writer = RawWriter(base)
+        try state.changeLog.append(count: count, in: transaction) { writer in
             // Objects come many of one entity at a time: its tag is looked up again only when the entity changes.
             var last: (namespace: ObjectIdentifier, tag: UInt16)?
             func record(_ kind: UInt8, _ id: ManagedObjectID) throws {
@@ -235,12 +206,9 @@ extension LMDBIncrementalStore {
             for index in request.updatedObjects.indices { try record(2, request.updatedObjects[index].objectID) }
             for index in request.deletedObjects.indices { try record(3, request.deletedObjects[index].objectID) }
         }
-        if number > StoreLayout.changeLogLength {
-            try log.delete(key: Self.keyBytes(number - StoreLayout.changeLogLength), in: transaction)
-        }
     }
 
-    func rowsDatabase(_ objectID: ManagedObjectID, _ state: OpenState) throws(ManagedObjectContextError) -> Database {
+    func rowTable(_ objectID: ManagedObjectID, _ state: OpenState) throws(ManagedObjectContextError) -> RowTable {
         guard let entity = state.entity(of: objectID) else {
             throw ManagedObjectContextError(.unknownName, message: "\(objectID) names an entity the model does not have")
         }
@@ -250,7 +218,7 @@ extension LMDBIncrementalStore {
     /// The row of `objectID`, or `nil` when there is none — or when the row under its key is another entity's (an
     /// ID naming a sub-entity with the key of a parent-entity row is no object, not that row).
     func readRow(_ objectID: ManagedObjectID, state: OpenState, transaction: any KeyValueTransaction) throws -> StoredRow? {
-        let row = try withRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), of: objectID, transaction: transaction) {
+        let row = try withRow(key: try key(of: objectID), in: try rowTable(objectID, state), of: objectID, transaction: transaction) {
             bytes throws(RowDecodingError) in try RowCodec.decode(bytes, layout: layout)
         }
         return row.flatMap { $0.entityTag == state.entity(of: objectID)?.tag ? $0 : nil }
@@ -259,7 +227,7 @@ extension LMDBIncrementalStore {
     /// The entity tag and version of the row of `objectID`, checked (checksum, header, field table) but not decoded;
     /// `nil` when there is none. Works in write transactions, unlike ``encodedRow(_:state:transaction:)``.
     func storedHeader(_ objectID: ManagedObjectID, state: OpenState, transaction: any KeyValueTransaction) throws -> (tag: UInt16, version: UInt64)? {
-        try withRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), of: objectID, transaction: transaction) {
+        try withRow(key: try key(of: objectID), in: try rowTable(objectID, state), of: objectID, transaction: transaction) {
             bytes throws(RowDecodingError) in
             let row = try EncodedRow(bytes, layout: layout)
             return (tag: row.entityTag, version: row.version)
@@ -268,15 +236,13 @@ extension LMDBIncrementalStore {
 
     /// Lends the bytes of the row under `key` in `rows` to `read`, in a read or a write transaction (the key's bytes
     /// on the stack); `nil` when there is no row. A row `read` finds damaged is an error naming `objectID`.
-    func withRow<Value>(key: UInt64, in rows: Database, of objectID: ManagedObjectID, transaction: any KeyValueTransaction,
+    func withRow<Value>(key: UInt64, in rows: RowTable, of objectID: ManagedObjectID, transaction: any KeyValueTransaction,
                         _ read: (UnsafeRawBufferPointer) throws(RowDecodingError) -> Value) throws -> Value? {
-        try withUnsafeBytes(of: key.bigEndian) { keyBytes in
-            try rows.withValue(forKey: keyBytes, in: transaction) { bytes in
-                do throws(RowDecodingError) {
-                    return try read(bytes)
-                } catch {
-                    throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
-                }
+        try rows.withBytes(key: key, in: transaction) { bytes in
+            do throws(RowDecodingError) {
+                return try read(bytes)
+            } catch {
+                throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
             }
         }
     }
@@ -284,16 +250,15 @@ extension LMDBIncrementalStore {
     /// The row of `objectID` in a read transaction, checked but not decoded (its bytes are borrowed from the map
     /// until the transaction ends), or `nil` when there is none.
     func encodedRow(_ objectID: ManagedObjectID, state: OpenState, transaction: any KeyValueTransaction) throws -> EncodedRow? {
-        try encodedRow(key: try key(of: objectID), in: try rowsDatabase(objectID, state), transaction: transaction, naming: "of \(objectID)")
+        try encodedRow(key: try key(of: objectID), in: try rowTable(objectID, state), transaction: transaction, naming: "of \(objectID)")
     }
 
     /// The row under `key` in the row table `rows` (a fetch knows its table: no lookup by entity name per row);
     /// `naming` completes "the row …" in the error a corrupted row gives. `checkingFields: false` when the caller
     /// decodes every field next, which checks them as it goes.
-    func encodedRow(key: UInt64, in rows: Database, transaction: any KeyValueTransaction, naming: @autoclosure () -> String,
+    func encodedRow(key: UInt64, in rows: RowTable, transaction: any KeyValueTransaction, naming: @autoclosure () -> String,
                     checkingFields: Bool = true) throws -> EncodedRow? {
-        let found = try withUnsafeBytes(of: key.bigEndian) { try rows.borrowedValue(forKey: $0, in: transaction) }
-        guard let found else { return nil }
+        guard let found = try rows.bytes(key: key, in: transaction) else { return nil }
         do {
             return try EncodedRow(found, layout: layout, checkingFields: checkingFields)
         } catch {
@@ -305,10 +270,10 @@ extension LMDBIncrementalStore {
     /// lets LMDB search the leaf page of the row before instead of descending from the root. The checksum and header
     /// are checked, the fields not (the caller decodes or filters them); the bytes stay in the map until the read
     /// transaction ends. `naming` completes "the row …" in the error a corrupted row gives.
-    func encodedRow(key: UInt64, cursor: any KeyValueCursor, naming: @autoclosure () -> String) throws -> EncodedRow? {
-        guard let found = try withUnsafeBytes(of: key.bigEndian, { try cursor.seek(exactly: $0) }) else { return nil }
+    func encodedRow(key: UInt64, in rows: RowTable, cursor: any KeyValueCursor, naming: @autoclosure () -> String) throws -> EncodedRow? {
+        guard let found = try rows.bytes(key: key, cursor: cursor) else { return nil }
         do {
-            return try EncodedRow(found.value, layout: layout, checkingFields: false)
+            return try EncodedRow(found, layout: layout, checkingFields: false)
         } catch {
             throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming()) cannot be read: \(error.reason); the store file is corrupted")
         }
@@ -370,106 +335,66 @@ extension LMDBIncrementalStore {
 
     /// Adds and removes single members of an unordered relationship's `members/…` table: one put or delete per
     /// member, nothing read.
-    private func applyLinkChanges(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, _ delta: ToManyChange,
+    private func applyLinkChanges(_ relationship: RelationshipCheck, in table: ToManyTable, of objectID: ManagedObjectID, _ delta: ToManyChange,
                                   _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws {
         let owner = try key(of: objectID)
         for target in delta.removed {
             // A member's value holds its entity tag, which its ID names; an object of no entity of the model was
             // never a member.
             guard let tag = state.entity(of: target)?.tag else { continue }
-            try removeMember(from: table, owner: owner, target: try key(of: target), tag: tag, transaction)
+            try table.remove(StoredRow.Reference(entityTag: tag, key: try key(of: target)), from: owner, in: transaction)
         }
         for target in delta.added {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-            try putLink(in: table, owner: owner, target: try key(of: target), tag: tag, transaction)
+            try table.add(StoredRow.Reference(entityTag: tag, key: try key(of: target)), to: owner, at: 0, in: transaction)
         }
     }
 
     /// Puts the links of a new object (which has none yet): one put per member, nothing read or removed.
-    private func insertLinks(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
+    private func insertLinks(_ relationship: RelationshipCheck, in table: ToManyTable, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                              _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws {
         let owner = try key(of: objectID)
         for (position, target) in targets.enumerated() {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-            let targetKey = try key(of: target)
+            let member = StoredRow.Reference(entityTag: tag, key: try key(of: target))
             // The owner's key comes from the sequence, so its first entry usually goes after every entry the table
             // holds: appended without a search, else put in place. An unordered relationship's later members go
             // under the same key (`append` refuses an equal key), among its values.
-            if relationship.isOrdered || position == 0 {
+            if table.isOrdered || position == 0 {
                 do {
-                    try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: relationship.isOrdered ? position : nil,
-                                options: .append, transaction)
+                    try table.add(member, to: owner, at: position, options: .append, in: transaction)
                     continue
                 } catch LMDBError.keyExists {}
             }
-            try putLink(in: table, owner: owner, target: targetKey, tag: tag, position: relationship.isOrdered ? position : nil, transaction)
+            try table.add(member, to: owner, at: position, in: transaction)
         }
     }
 
-    /// Puts one entry without allocating (`Docs/FORMAT.md`): in an ordered relationship's `link/…` table under the
-    /// owner's key and the member's `position`, in an unordered one's `members/…` table as one of the values of the
-    /// owner's key; the value is the member's key and entity tag.
-    private func putLink(in table: Database, owner: UInt64, target: UInt64, tag: UInt16, position: Int? = nil, options: PutOptions = [],
-                         _ transaction: any KeyValueTransaction) throws {
-        try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
-            if let position {
-                try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try table.put(value, forKey: $0, in: transaction, options: options) }
-            } else {
-                try withUnsafeBytes(of: owner.bigEndian) { try table.put(value, forKey: $0, in: transaction, options: options) }
-            }
-        }
-    }
-
-    /// Removes one member from an unordered relationship's `members/…` table (nothing when it is not there).
-    private func removeMember(from table: Database, owner: UInt64, target: UInt64, tag: UInt16, _ transaction: any KeyValueTransaction) throws {
-        _ = try withUnsafeBytes(of: (target.bigEndian, tag.bigEndian)) { value in
-            try withUnsafeBytes(of: owner.bigEndian) { try table.delete(key: $0, value: value, in: transaction) }
-        }
-    }
-
-    /// Replaces the entries of one object's relationship in its link table `table` (`members/…` when unordered,
-    /// `link/…` when ordered).
-    private func rewriteLinks(_ relationship: RelationshipCheck, in table: Database, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
+    /// Replaces the members of one object's relationship in its table (`members/…` when unordered, `link/…` when
+    /// ordered).
+    private func rewriteLinks(_ relationship: RelationshipCheck, in table: ToManyTable, of objectID: ManagedObjectID, to targets: [ManagedObjectID],
                               _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws {
-        let ownerKey = try key(of: objectID)
-        let owner = Self.keyBytes(ownerKey)
-        if !relationship.isOrdered {
-            // Unordered: write only the difference, so adding one member to a large relationship costs one put (a
-            // bulk load that grows many-to-many relationships batch by batch stays linear).
-            if targets.isEmpty {
-                _ = try table.delete(key: owner, in: transaction)  // every value of the key
-                return
-            }
-            var wanted: [UInt64: ManagedObjectID] = [:]
-            wanted.reserveCapacity(targets.count)
-            for target in targets { wanted[try key(of: target)] = target }
-            var unwanted: [StoredRow.Reference] = []
-            try table.withCursor(in: transaction) { cursor in
-                var entry = try cursor.seek(exactly: owner)
-                while let current = entry {
-                    let member = try table.reference(in: current)
-                    if wanted.removeValue(forKey: member.key) == nil { unwanted.append(member) }
-                    entry = try cursor.nextDuplicate()
-                }
-            }
-            for member in unwanted { try removeMember(from: table, owner: ownerKey, target: member.key, tag: member.entityTag, transaction) }
-            // Only members not linked before are checked: a large relationship gaining one costs one lookup.
-            for (targetKey, target) in wanted {
+        let owner = try key(of: objectID)
+        guard !table.isOrdered, !targets.isEmpty else {
+            try table.removeAll(of: owner, in: transaction)
+            for (position, target) in targets.enumerated() {
                 let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-                try putLink(in: table, owner: ownerKey, target: targetKey, tag: tag, transaction)
+                try table.add(StoredRow.Reference(entityTag: tag, key: try key(of: target)), to: owner, at: position, in: transaction)
             }
             return
         }
-        try table.withCursor(in: transaction) { cursor in
-            var entry = try cursor.seek(atOrAfter: owner)
-            while let current = entry, current.key.starts(with: owner) {
-                try cursor.deleteCurrent()
-                entry = try cursor.current()
-            }
+        // Unordered: write only the difference, so adding one member to a large relationship costs one put (a bulk
+        // load that grows many-to-many relationships batch by batch stays linear).
+        var wanted: [UInt64: ManagedObjectID] = [:]
+        wanted.reserveCapacity(targets.count)
+        for target in targets { wanted[try key(of: target)] = target }
+        for member in try table.members(of: owner, in: transaction) where wanted.removeValue(forKey: member.key) == nil {
+            try table.remove(member, from: owner, in: transaction)
         }
-        for (position, target) in targets.enumerated() {
+        // Only members not linked before are checked: a large relationship gaining one costs one lookup.
+        for (targetKey, target) in wanted {
             let tag = try checkTarget(target, of: relationship, owner: objectID, &references, state: state, transaction: transaction)
-            try putLink(in: table, owner: ownerKey, target: try key(of: target), tag: tag, position: position, transaction)
+            try table.add(StoredRow.Reference(entityTag: tag, key: targetKey), to: owner, at: 0, in: transaction)
         }
     }
 
@@ -503,7 +428,7 @@ extension LMDBIncrementalStore {
         }
         if references.inserted.contains(target) { return entity.tag }
         let stored = try references.deleted.contains(target) ? nil
-            : state.rows(of: entity).withValue(forKey: Self.keyBytes(try key(of: target)), in: transaction) { RowCodec.entityTag($0) }
+            : state.rows(of: entity).entityTag(key: try key(of: target), in: transaction)
         guard stored == entity.tag else {
             throw ManagedObjectContextError(.objectNotFound,
                 message: "\(owner.entityName).\(relationship.name) of \(owner) points at \(target), which is not in the store\(references.deleted.contains(target) ? " (the same save deletes it)" : "")")

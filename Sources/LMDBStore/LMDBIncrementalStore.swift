@@ -79,14 +79,17 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         /// The object IDs of the store's rows: each entity's namespace, by entity tag.
         let identities: RowIdentities
         /// The row table of each entity (its root's), by entity tag: a fault finds it without building its name.
-        let rowTables: [Database?]
+        let rowTables: [RowTable?]
         /// The maintainers of each entity's secondary tables, by entity tag: a save keeps its indexes without looking
         /// tables up by name.
         private let entityMaintainers: [EntityMaintainers?]
         /// Each entity's link tables (``StoreLayout/EntityLayout/linkTables``' order) and the tables its to-many
         /// relationships are read from, by entity tag.
-        let linkTables: [[Database]]
+        let linkTables: [[ToManyTable]]
         let toManyTables: [[String: (isLink: Bool, table: Database)]]
+        /// The key counters, and the log of recent saves.
+        let sequences: SequenceTable
+        let changeLog: ChangeLog
         /// Each entity's layout by the identity of its object-ID namespace in this store: a save finds the layout
         /// of an ID without hashing its entity name.
         private let entitiesByNamespace: [ObjectIdentifier: StoreLayout.EntityLayout]
@@ -98,9 +101,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             self.storeIdentifier = storeIdentifier
             let count = Int(layout.entityNamesByTag.keys.max() ?? 0) + 1
             var namespaces = [ObjectIDNamespace?](repeating: nil, count: count)
-            var rowTables = [Database?](repeating: nil, count: count)
+            var rowTables = [RowTable?](repeating: nil, count: count)
             var entityMaintainers = [EntityMaintainers?](repeating: nil, count: count)
-            var linkTables = [[Database]](repeating: [], count: count)
+            var linkTables = [[ToManyTable]](repeating: [], count: count)
             var toManyTables = [[String: (isLink: Bool, table: Database)]](repeating: [:], count: count)
             func table(_ name: String) -> Database {
                 guard let table = databases[name] else { preconditionFailure("the layout names a database \(name) that was not opened") }
@@ -111,9 +114,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                 let namespace = ObjectIDNamespace.shared(entityName: name, storeIdentifier: storeIdentifier)
                 namespaces[Int(tag)] = namespace
                 guard let entity = layout.entity(name) else { continue }
-                rowTables[Int(tag)] = databases[StoreLayout.rowsDatabase(root: entity.root)]
+                rowTables[Int(tag)] = RowTable(database: table(StoreLayout.rowsDatabase(root: entity.root)))
                 entityMaintainers[Int(tag)] = EntityMaintainers(entity) { table($0) }
-                linkTables[Int(tag)] = entity.linkTables.map(table)
+                linkTables[Int(tag)] = zip(entity.linkTables, entity.linkChecks).map { ToManyTable(database: table($0), isOrdered: $1.isOrdered) }
                 toManyTables[Int(tag)] = entity.toManyTables.mapValues { ($0.isLink, table($0.table)) }
                 entitiesByNamespace[ObjectIdentifier(namespace)] = entity
             }
@@ -124,6 +127,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             self.toManyTables = toManyTables
             self.entitiesByNamespace = entitiesByNamespace
             self.layout = layout
+            sequences = SequenceTable(database: table(StoreLayout.sequenceDatabase))
+            changeLog = ChangeLog(sequences: sequences, database: table(StoreLayout.changesDatabase))
         }
 
         /// The layout of the entity an ID names (IDs of this store by their namespace, others by entity name).
@@ -140,7 +145,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         }
 
         /// The row table holding `entity`'s rows.
-        func rows(of entity: StoreLayout.EntityLayout) -> Database {
+        func rows(of entity: StoreLayout.EntityLayout) -> RowTable {
             guard Int(entity.tag) < rowTables.count, let table = rowTables[Int(entity.tag)] else {
                 preconditionFailure("the layout's row table of \(entity.name) was not opened")
             }
@@ -257,7 +262,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     enum FaultLookup { case otherEntity(UInt16), found(IncrementalStoreNode) }
 
     /// A fault's read, in `transaction`: the row under `key`, checked and copied into a node.
-    func faultLookup(key: UInt64, rows: Database, objectID: ManagedObjectID, tag: UInt16, state: OpenState,
+    func faultLookup(key: UInt64, rows: RowTable, objectID: ManagedObjectID, tag: UInt16, state: OpenState,
                      transaction: any KeyValueTransaction) throws -> FaultLookup? {
         try withRow(key: key, in: rows, of: objectID, transaction: transaction) { bytes throws(RowDecodingError) -> FaultLookup in
             let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
@@ -381,9 +386,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             let root = wanted[start].entity.root
             var end = start + 1
             while end < wanted.count && wanted[end].entity.root == root { end += 1 }
-            try state.rows(of: wanted[start].entity).withCursor(in: transaction) { cursor in
+            let rows = state.rows(of: wanted[start].entity)
+            try rows.database.withCursor(in: transaction) { cursor in
                 for (index, key, entity) in wanted[start..<end] {
-                    guard let row = try encodedRow(key: key, cursor: cursor, naming: "of \(objectIDs[index])") else { continue }
+                    guard let row = try encodedRow(key: key, in: rows, cursor: cursor, naming: "of \(objectIDs[index])") else { continue }
                     if row.entityTag == entity.tag { try body(index, row) }
                 }
             }
@@ -426,7 +432,6 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// Keys from one sequence per root entity, allocated in one short write transaction.
     public func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] {
         let state = try open
-        let sequences = database(StoreLayout.sequenceDatabase, in: state)
         // Each object's key sequence (its root entity's, by position in `roots`) and ID namespace, looked up once per
         // run of one entity; counted per root without hashing a name per object.
         var last: (name: String, root: Int, namespace: ObjectIDNamespace)?
@@ -450,9 +455,8 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         // The first key of each root's run: its sequence's counter, moved past the keys handed out here.
         var next = try state.environment.write { transaction -> [UInt64] in
             try roots.indices.map { position in
-                let name = Array(roots[position].utf8)
-                let current = try sequences.counter(forKey: name, in: transaction)
-                try sequences.put(Self.keyBytes(current + counts[position]), forKey: name, in: transaction)
+                let current = try state.sequences.counter(roots[position], in: transaction)
+                try state.sequences.setCounter(roots[position], to: current + counts[position], in: transaction)
                 return current + 1
             }
         }
@@ -532,44 +536,38 @@ extension LMDBIncrementalStore {
     /// The number of the last save recorded in the change log (by any process). One read of the `seq` table.
     public func currentChangeToken() throws -> UInt64 {
         let state = try open
-        let sequences = database(StoreLayout.sequenceDatabase, in: state)
-        return try state.environment.read { transaction in
-            try sequences.counter(forKey: Array(StoreLayout.changeSequenceKey.utf8), in: transaction)
-        }
+        return try state.environment.read { try state.changeLog.lastNumber(in: $0) }
     }
 
     /// The objects saves after `token` inserted, updated and deleted (an object deleted later counts only as
     /// deleted), from the change log; `nil` when the log no longer reaches back to `token`.
     public func changes(since token: UInt64) throws -> (changes: ContextChanges, token: UInt64)? {
         let state = try open
-        let log = database(StoreLayout.changesDatabase, in: state)
         let current = try currentChangeToken()
         guard token < current else { return (ContextChanges(), current) }
         return try state.environment.read { transaction -> (changes: ContextChanges, token: UInt64)? in
             var changes = ContextChanges()
             var expected = token + 1
             var complete = true
-            try log.withCursor(in: transaction) { cursor in
-                try cursor.forEach(in: KeyRange(lower: .exclusive(Self.keyBytes(token)), upper: .inclusive(Self.keyBytes(current)))) { entry in
-                    if try log.rowKey(in: entry) != expected { complete = false; return false }
-                    expected += 1
-                    var offset = 0
-                    while offset + 11 <= entry.value.count {
-                        let kind = entry.value[offset]
-                        let tag = UInt16(entry.value[offset + 1]) << 8 | UInt16(entry.value[offset + 2])
-                        let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(entry.value, at: offset + 3), in: state)
-                        switch kind {
-                        case 1: changes.inserted.insert(id)
-                        case 2: if !changes.inserted.contains(id) { changes.updated.insert(id) }
-                        default:
-                            changes.inserted.remove(id)
-                            changes.updated.remove(id)
-                            changes.deleted.insert(id)
-                        }
-                        offset += 11
+            try state.changeLog.forEachSave(after: token, through: current, in: transaction) { number, records in
+                if number != expected { complete = false; return false }
+                expected += 1
+                var offset = 0
+                while offset + 11 <= records.count {
+                    let kind = records[offset]
+                    let tag = UInt16(records[offset + 1]) << 8 | UInt16(records[offset + 2])
+                    let id = objectID(entityTag: tag, key: TupleEncoding.readBigEndianUInt64(records, at: offset + 3), in: state)
+                    switch kind {
+                    case 1: changes.inserted.insert(id)
+                    case 2: if !changes.inserted.contains(id) { changes.updated.insert(id) }
+                    default:
+                        changes.inserted.remove(id)
+                        changes.updated.remove(id)
+                        changes.deleted.insert(id)
                     }
-                    return true
+                    offset += 11
                 }
+                return true
             }
             guard complete, expected == current + 1 else { return nil }
             return (changes, current)

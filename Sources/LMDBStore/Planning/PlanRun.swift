@@ -26,7 +26,7 @@ final class PlanRun {
     let request: FetchRequest
     /// The fetched entity's layout; its root's table holds every candidate's row.
     let entity: StoreLayout.EntityLayout
-    let rows: Database
+    let rows: RowTable
     /// The tags of the fetched entities (the entity, and its sub-entities when the request includes them).
     let family: TagSet
     /// The tags of every entity whose rows share the table: a row with any other tag is damage.
@@ -376,7 +376,7 @@ final class PlanRun {
 
     /// The bytes of the row under `key` (`nil` when there is none).
     func borrowedRow(_ key: UInt64) throws -> UnsafeRawBufferPointer? {
-        try withUnsafeBytes(of: key.bigEndian) { try rows.borrowedValue(forKey: $0, in: transaction) }
+        try rows.bytes(key: key, in: transaction)
     }
 
     /// The entity tag of a row of the table, from its header alone; a row too short for a header, or whose tag no
@@ -418,7 +418,7 @@ struct RowCheck {
     private let state: LMDBIncrementalStore.OpenState
     private let transaction: any KeyValueTransaction
     private let layout: StoreLayout
-    private let rows: Database
+    private let rows: RowTable
     private let root: String
 
     init(_ run: PlanRun) {
@@ -462,7 +462,7 @@ struct RowCheck {
             guard let found = try withUnsafeBytes(of: candidate.key.bigEndian, { try cursor.seek(exactly: $0) }) else { return nil }
             bytes = found.value
         } else {
-            guard let found = try withUnsafeBytes(of: candidate.key.bigEndian, { try rows.borrowedValue(forKey: $0, in: transaction) })
+            guard let found = try rows.bytes(key: candidate.key, in: transaction)
             else { return nil }
             bytes = found
         }

@@ -225,7 +225,7 @@ extension QueryPlan {
                     }
                 case .toOneField(let name, let rowsName):
                     let naming = "with key \(destinationKey) in \(rowsName)"
-                    guard let row = try store.encodedRow(key: destinationKey, in: store.database(rowsName, in: run.state),
+                    guard let row = try store.encodedRow(key: destinationKey, in: RowTable(database: store.database(rowsName, in: run.state)),
                                                          transaction: run.transaction, naming: naming),
                           let field = row.entity.fieldIndex[name] else { return true }
                     do {

@@ -1,0 +1,207 @@
+import LMDB
+import ObjectGraph
+
+// Typed handles on the store's tables (`Docs/FORMAT.md`), resolved once when the store opens: each owns its keys'
+// and values' bytes and its calls to the key-value engine, so the save, fault and fetch paths ask for a row, a
+// member or a counter instead of building keys. Secondary tables are kept by their ``IndexMaintainer``s.
+
+/// An entity hierarchy's rows (`rows/<Root>`): the row key as a big-endian u64 → the row blob.
+struct RowTable {
+    let database: Database
+
+    /// Lends the bytes of the row under `key` to `read` (in a read or a write transaction); `nil` when there is none.
+    @inline(__always)
+    func withBytes<Value>(key: UInt64, in transaction: any KeyValueTransaction,
+                          _ read: (UnsafeRawBufferPointer) throws -> Value) throws -> Value? {
+        try withUnsafeBytes(of: key.bigEndian) { try database.withValue(forKey: $0, in: transaction, read) }
+    }
+
+    /// The bytes of the row under `key`, borrowed from the engine until the read transaction ends; `nil` when there
+    /// is none.
+    @inline(__always)
+    func bytes(key: UInt64, in transaction: any KeyValueTransaction) throws -> UnsafeRawBufferPointer? {
+        try withUnsafeBytes(of: key.bigEndian) { try database.borrowedValue(forKey: $0, in: transaction) }
+    }
+
+    /// The bytes of the row under `key`, found with `cursor` (on this table): a cursor moving forward through keys in
+    /// order lets the engine search the leaf of the row before instead of descending from the root.
+    @inline(__always)
+    func bytes(key: UInt64, cursor: any KeyValueCursor) throws -> UnsafeRawBufferPointer? {
+        try withUnsafeBytes(of: key.bigEndian) { try cursor.seek(exactly: $0) }?.value
+    }
+
+    /// Runs `body` with a cursor on the table, for walks in row-key order.
+    @inline(__always)
+    func withCursor<Result>(in transaction: any KeyValueTransaction, _ body: (any KeyValueCursor) throws -> Result) throws -> Result {
+        try database.withCursor(in: transaction, body)
+    }
+
+    /// The row key an entry of the table is stored under.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table when the key is not 8 bytes.
+    @inline(__always)
+    func rowKey(in entry: CursorEntry) throws(ManagedObjectContextError) -> UInt64 {
+        try database.rowKey(in: entry)
+    }
+
+    /// The number of rows the table holds.
+    func entryCount(in transaction: any KeyValueTransaction) throws -> Int {
+        try database.entryCount(in: transaction)
+    }
+
+    /// The entity tag of the row under `key` (bytes 2–3, unchecked), `nil` when there is none (or its bytes are too
+    /// few for a row).
+    func entityTag(key: UInt64, in transaction: any KeyValueTransaction) throws -> UInt16? {
+        try withBytes(key: key, in: transaction) { RowCodec.entityTag($0) } ?? nil
+    }
+
+    /// Writes `row` under `key`, encoded straight into the room the engine reserves for it (no buffer of its own).
+    /// A new row (`inserting`) is appended when its key is above every other — keys come from a sequence — and put in
+    /// place otherwise; returns `false`, writing nothing, when the key of a new row is taken.
+    func write(_ row: StoredRow, key: UInt64, modelHash: UInt64, inserting: Bool, in transaction: any KeyValueTransaction) throws -> Bool {
+        let size = RowCodec.encodedSize(row)
+        func put(_ options: PutOptions) throws {
+            try withUnsafeBytes(of: key.bigEndian) { rowKey in
+                try database.reserve(count: size.bytes, forKey: rowKey, in: transaction, options: options) {
+                    RowCodec.write(row, modelHash: modelHash, size: size, into: $0)
+                }
+            }
+        }
+        guard inserting else {
+            try put([])
+            return true
+        }
+        do {
+            try put(.append)
+        } catch LMDBError.keyExists {
+            do {
+                try put(.noOverwrite)
+            } catch LMDBError.keyExists {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// Removes the row under `key` (nothing when there is none).
+    func delete(key: UInt64, in transaction: any KeyValueTransaction) throws {
+        _ = try withUnsafeBytes(of: key.bigEndian) { try database.delete(key: $0, in: transaction) }
+    }
+}
+
+/// A to-many relationship's own table: an unordered one's `members/…` (the owner's key → each member's reference, as
+/// sorted duplicate values) or an ordered one's `link/…` (the owner's key and the member's position → its reference).
+struct ToManyTable {
+    let database: Database
+    let isOrdered: Bool
+
+    /// Puts one member of `owner` — at `position` in an ordered relationship — without allocating.
+    func add(_ member: StoredRow.Reference, to owner: UInt64, at position: Int, options: PutOptions = [],
+             in transaction: any KeyValueTransaction) throws {
+        try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
+            if isOrdered {
+                try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try database.put(value, forKey: $0, in: transaction, options: options) }
+            } else {
+                try withUnsafeBytes(of: owner.bigEndian) { try database.put(value, forKey: $0, in: transaction, options: options) }
+            }
+        }
+    }
+
+    /// Removes one member of `owner` in an unordered relationship (nothing when it is not there).
+    func remove(_ member: StoredRow.Reference, from owner: UInt64, in transaction: any KeyValueTransaction) throws {
+        _ = try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
+            try withUnsafeBytes(of: owner.bigEndian) { try database.delete(key: $0, value: value, in: transaction) }
+        }
+    }
+
+    /// Removes every member of `owner`.
+    func removeAll(of owner: UInt64, in transaction: any KeyValueTransaction) throws {
+        try withUnsafeBytes(of: owner.bigEndian) { owner in
+            guard isOrdered else {
+                _ = try database.delete(key: owner, in: transaction)  // every value of the key
+                return
+            }
+            try database.withCursor(in: transaction) { cursor in
+                var entry = try cursor.seek(atOrAfter: owner)
+                while let current = entry, current.key.starts(with: owner) {
+                    try cursor.deleteCurrent()
+                    entry = try cursor.current()
+                }
+            }
+        }
+    }
+
+    /// The members of `owner` in an unordered relationship, in key order.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference.
+    func members(of owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
+        var members: [StoredRow.Reference] = []
+        try withUnsafeBytes(of: owner.bigEndian) { owner in
+            try database.withCursor(in: transaction) { cursor in
+                var entry = try cursor.seek(exactly: owner)
+                while let current = entry {
+                    members.append(try database.reference(in: current))
+                    entry = try cursor.nextDuplicate()
+                }
+            }
+        }
+        return members
+    }
+}
+
+/// The `seq` table: each root entity's key counter (under the root's name) and the change log's (``ChangeLog``).
+struct SequenceTable {
+    let database: Database
+
+    /// The counter under `name` (0 when there is none).
+    ///
+    /// - Throws: ``ManagedObjectContextError`` when the value is not 8 bytes, or the engine's error.
+    func counter(_ name: String, in transaction: any KeyValueTransaction) throws -> UInt64 {
+        try database.counter(forKey: Array(name.utf8), in: transaction)
+    }
+
+    /// Sets the counter under `name` to `value`.
+    func setCounter(_ name: String, to value: UInt64, in transaction: any KeyValueTransaction) throws {
+        try withUnsafeBytes(of: value.bigEndian) { value in try database.put(value, forKey: Array(name.utf8), in: transaction) }
+    }
+}
+
+/// The change log (`changes`, its counter in `seq`): under each save's number, one 11-byte record per object the save
+/// touched — kind (1 inserted, 2 updated, 3 deleted), entity tag, row key.
+struct ChangeLog {
+    let sequences: SequenceTable
+    let database: Database
+
+    /// The number of the last save recorded.
+    func lastNumber(in transaction: any KeyValueTransaction) throws -> UInt64 {
+        try sequences.counter(StoreLayout.changeSequenceKey, in: transaction)
+    }
+
+    /// Records a save of `count` objects under the next number: `write` fills the records in the room reserved for
+    /// them. Forgets the save ``StoreLayout/changeLogLength`` numbers before it.
+    func append(count: Int, in transaction: any KeyValueTransaction, _ write: (inout RawWriter) throws -> Void) throws {
+        let number = try lastNumber(in: transaction) + 1
+        try sequences.setCounter(StoreLayout.changeSequenceKey, to: number, in: transaction)
+        try withUnsafeBytes(of: number.bigEndian) { key in
+            try database.reserve(count: 11 * count, forKey: key, in: transaction) { payload in
+                guard let base = payload.baseAddress, count > 0 else { return }
+                var writer = RawWriter(base)
+                try write(&writer)
+            }
+        }
+        if number > StoreLayout.changeLogLength {
+            _ = try withUnsafeBytes(of: (number - StoreLayout.changeLogLength).bigEndian) { try database.delete(key: $0, in: transaction) }
+        }
+    }
+
+    /// Calls `body` with each save recorded after `token` up to `last`, in order, with its number and its records;
+    /// stops when `body` returns `false`.
+    func forEachSave(after token: UInt64, through last: UInt64, in transaction: any KeyValueTransaction,
+                     _ body: (_ number: UInt64, _ records: UnsafeRawBufferPointer) throws -> Bool) throws {
+        try database.withCursor(in: transaction) { cursor in
+            try cursor.forEach(in: KeyRange(lower: .exclusive(LMDBIncrementalStore.keyBytes(token)), upper: .inclusive(LMDBIncrementalStore.keyBytes(last)))) { entry in
+                try body(try database.rowKey(in: entry), entry.value)
+            }
+        }
+    }
+}
