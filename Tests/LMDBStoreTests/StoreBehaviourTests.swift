@@ -818,6 +818,53 @@ extension LoadedFetchTests {
         #expect(try other.mergeRemoteChanges(from: store, since: &token).isEmpty)
         #expect(token == 3 && copy.isFault, "everything was refreshed instead")
     }
+
+    /// A bulk import leaves a bounded log: past `changeLogRecords` records the oldest saves are forgotten (the last
+    /// save always kept, however large), the count the log keeps of its records stays true — also in a file whose
+    /// log was written before that count was kept — and what is still there merges as before.
+    @Test func theLogHoldsABoundedNumberOfRecords() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let budget = Int(StoreLayout.changeLogRecords)
+        let state = try store.open
+        func held() throws -> (counted: UInt64, actual: Int, saves: [UInt64]) {
+            try state.environment.read { transaction in
+                var actual = 0, saves: [UInt64] = []
+                try store.database("changes", in: state).withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entry in
+                        actual += entry.value.count / 11
+                        saves.append(TupleEncoding.readBigEndianUInt64(entry.key, at: 0))
+                        return true
+                    }
+                }
+                return (try state.sequences.counter(StoreLayout.changeRecordsKey, in: transaction), actual, saves)
+            }
+        }
+        func insert(_ count: Int) throws -> [ManagedObjectID] {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let notes = try (0..<count).map { _ in try context.insertNewObject(forEntityName: "Note") }
+            for note in notes { try note.setValue("n", forKey: "title") }
+            try context.save()
+            return notes.map(\.objectID)
+        }
+        _ = try insert(10)
+        // A file whose log was written before the count was kept: the next save counts the log once.
+        _ = try state.environment.write { try store.database("seq", in: state).delete(key: Array(StoreLayout.changeRecordsKey.utf8), in: $0) }
+        _ = try insert(budget / 2)
+        #expect(try held() == (UInt64(10 + budget / 2), 10 + budget / 2, [1, 2]))
+        _ = try insert(budget / 2)
+        #expect(try held() == (UInt64(budget), budget, [2, 3]), "the first save went: the log held one more than it keeps")
+        #expect(try store.changes(since: 1)?.changes.inserted.count == budget)
+        #expect(try store.changes(since: 0) == nil, "the first save is forgotten")
+        let fourth = try insert(budget + 5)
+        #expect(try held() == (UInt64(budget + 5), budget + 5, [4]), "the last save stays whole, the others go")
+        #expect(try store.changes(since: 3)?.changes == ContextChanges(inserted: Set(fourth)))
+        #expect(try store.changes(since: 2) == nil)
+        // A small save after it: the big one goes, since keeping both is over the budget.
+        let fifth = try insert(1)
+        #expect(try held() == (1, 1, [5]))
+        #expect(try store.changes(since: 4)?.changes == ContextChanges(inserted: Set(fifth)))
+    }
 }
 
 @Suite(.onEveryEngine) struct DerivedInverseTests {

@@ -280,8 +280,13 @@ struct StoreLayout: Sendable {
     static let changesDatabase = "changes"
     /// The `seq` key of the change log's counter (no entity name can start with "~").
     static let changeSequenceKey = "~changes"
-    /// How many saves the change log remembers.
+    /// The `seq` key of the number of records the change log holds.
+    static let changeRecordsKey = "~changeRecords"
+    /// How many saves the change log remembers at most.
     static let changeLogLength: UInt64 = 10_000
+    /// How many objects' records (11 bytes each) the change log holds at most: past that, its oldest saves are
+    /// forgotten — a bulk import leaves about 550 KB of log, not 11 bytes per object imported.
+    static let changeLogRecords: UInt64 = 50_000
     static func rowsDatabase(root: String) -> String { "rows/" + root }
     static func indexDatabase(entity: String, index: String) -> String { "index/\(entity)/\(index)" }
     static func uniqueDatabase(entity: String, number: Int) -> String { "unique/\(entity)/\(number)" }

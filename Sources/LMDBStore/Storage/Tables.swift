@@ -166,7 +166,7 @@ struct SequenceTable {
     }
 }
 
-/// The change log (`changes`, its counter in `seq`): under each save's number, one 11-byte record per object the save
+/// The change log (`changes`, its counters in `seq`): under each save's number, one 11-byte record per object the save
 /// touched — kind (1 inserted, 2 updated, 3 deleted), entity tag, row key.
 struct ChangeLog {
     let sequences: SequenceTable
@@ -178,9 +178,12 @@ struct ChangeLog {
     }
 
     /// Records a save of `count` objects under the next number: `write` fills the records in the room reserved for
-    /// them. Forgets the save ``StoreLayout/changeLogLength`` numbers before it.
+    /// them. Then forgets the oldest saves the log no longer keeps: the save ``StoreLayout/changeLogLength`` numbers
+    /// back, and as many of the oldest as it takes to hold at most ``StoreLayout/changeLogRecords`` records (the save
+    /// just recorded is always kept). A process that falls behind what the log keeps refreshes everything instead.
     func append(count: Int, in transaction: any KeyValueTransaction, _ write: (inout RawWriter) throws -> Void) throws {
         let number = try lastNumber(in: transaction) + 1
+        var held = try recordsHeld(in: transaction) + UInt64(count)
         try sequences.setCounter(StoreLayout.changeSequenceKey, to: number, in: transaction)
         try withUnsafeBytes(of: number.bigEndian) { key in
             try database.reserve(count: 11 * count, forKey: key, in: transaction) { payload in
@@ -190,8 +193,42 @@ struct ChangeLog {
             }
         }
         if number > StoreLayout.changeLogLength {
-            _ = try withUnsafeBytes(of: (number - StoreLayout.changeLogLength).bigEndian) { try database.delete(key: $0, in: transaction) }
+            let forgotten = try withUnsafeBytes(of: (number - StoreLayout.changeLogLength).bigEndian) { key in
+                try database.withValue(forKey: key, in: transaction) { UInt64($0.count / 11) }
+            }
+            if let forgotten {
+                _ = try withUnsafeBytes(of: (number - StoreLayout.changeLogLength).bigEndian) { try database.delete(key: $0, in: transaction) }
+                held -= min(held, forgotten)
+            }
         }
+        if held > StoreLayout.changeLogRecords {
+            try database.withCursor(in: transaction) { cursor in
+                var entry = try cursor.first()
+                while let oldest = entry, held > StoreLayout.changeLogRecords, try database.rowKey(in: oldest) != number {
+                    held -= min(held, UInt64(oldest.value.count / 11))
+                    try cursor.deleteCurrent()
+                    entry = try cursor.current()
+                }
+            }
+        }
+        try sequences.setCounter(StoreLayout.changeRecordsKey, to: held, in: transaction)
+    }
+
+    /// How many records the log holds: `seq/~changeRecords`, or — in a file written before that counter was kept —
+    /// counted once from the log.
+    private func recordsHeld(in transaction: any KeyValueTransaction) throws -> UInt64 {
+        let name = Array(StoreLayout.changeRecordsKey.utf8)
+        if try sequences.database.withValue(forKey: name, in: transaction, { _ in true }) != nil {
+            return try sequences.database.counter(forKey: name, in: transaction)
+        }
+        var held: UInt64 = 0
+        try database.withCursor(in: transaction) { cursor in
+            try cursor.forEach { entry in
+                held += UInt64(entry.value.count / 11)
+                return true
+            }
+        }
+        return held
     }
 
     /// Calls `body` with each save recorded after `token` up to `last`, in order, with its number and its records;
