@@ -8,7 +8,7 @@ struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lmdbstore-bench",
         abstract: "Benchmark LMDBStore against SQLite (GRDB) and raw LMDB on a generated dataset.",
-        subcommands: [Run.self, Generate.self],
+        subcommands: [Run.self, Generate.self, Packages.self],
         defaultSubcommand: Run.self)
 }
 
