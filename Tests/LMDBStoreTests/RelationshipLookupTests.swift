@@ -137,6 +137,79 @@ import Testing
     }
 
     /// Debian's question "the largest packages of one section": a compound fetch index whose first element is a
+    /// A sort whose first key an index yields and whose other keys it does not (the largest packages of a section,
+    /// ties by name): the index is walked in its order and each run of ties is sorted by the rest, run by run, the
+    /// walk stopping once the window is full — the same answers as a full sort, for objects, IDs, windows, both
+    /// directions, and a one-attribute index with a range.
+    @Test func aStreamOfTheFirstSortKeySortsEachRunOfTiesByTheRest() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Section") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("packages", destination: "Package", inverse: "section", toMany: true)
+            }
+            EntityDescription("Package") {
+                AttributeDescription("name", .string)
+                AttributeDescription("size", .integer64)
+                AttributeDescription("rank", .integer32, isOptional: true)
+                RelationshipDescription("section", destination: "Section", inverse: "packages")
+                FetchIndexDescription("bySectionSize", elements: [.ascending("section"), .ascending("size")])
+                FetchIndexDescription("byRank", properties: ["rank"])
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let memory = PersistentStoreCoordinator(managedObjectModel: model)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        for target in [coordinator, memory] {
+            var random = SplitMix64(seed: 23)  // the same data in both
+            let setup = ManagedObjectContext(coordinator: target)
+            let sections = try (0..<3).map { n in
+                let section = try setup.insertNewObject(forEntityName: "Section")
+                try section.setValue("section \(n)", forKey: "name")
+                return section
+            }
+            for n in 0..<600 {
+                let package = try setup.insertNewObject(forEntityName: "Package")
+                // Names out of key order, few sizes and ranks (long runs of ties), some ranks NULL.
+                try package.setValue("package \((n * 7919) % 600)", forKey: "name")
+                try package.setValue(Int64(random.next() % 12), forKey: "size")
+                if n % 5 != 0 { try package.setValue(Int64(random.next() % 9), forKey: "rank") }
+                try package.setValue(sections[n % 3], forKey: "section")
+            }
+            try setup.save()
+        }
+        func names(_ target: PersistentStoreCoordinator, _ request: FetchRequest) throws -> [String] {
+            let context = ManagedObjectContext(coordinator: target)
+            return try withExtendedLifetime(context) { try context.fetch(request).map { $0["name"] as? String ?? "?" } }
+        }
+        func section(_ target: PersistentStoreCoordinator) throws -> ManagedObject {
+            let context = ManagedObjectContext(coordinator: target)
+            return try context.fetch(request("Section", "name == 'section 1'", []))[0]
+        }
+        for ascending in [false, true] {
+            for (limit, offset) in [(20, 0), (7, 5), (0, 0), (1, 199)] {
+                func largest(_ target: PersistentStoreCoordinator) throws -> FetchRequest {
+                    var request = try request("Package", "section == %@", [section(target)])
+                    request.sortDescriptors = [FetchSortDescriptor(keyPath: "size", ascending: ascending), FetchSortDescriptor(keyPath: "name")]
+                    request.fetchLimit = limit
+                    request.fetchOffset = offset
+                    return request
+                }
+                let plan = store.explain(try largest(coordinator))
+                #expect(plan.hasPrefix("IndexRange(Package.bySectionSize") && plan.contains("of each run of equal size"), "\(plan)")
+                let expected = try names(memory, try largest(memory))
+                #expect(try names(coordinator, try largest(coordinator)) == expected, "ascending \(ascending), limit \(limit), offset \(offset)")
+                #expect(try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(try largest(coordinator)).count == expected.count)
+            }
+            var ranked = try request("Package", "rank >= 2 AND rank <= 6", [])
+            ranked.sortDescriptors = [FetchSortDescriptor(keyPath: "rank", ascending: ascending), FetchSortDescriptor(keyPath: "size", ascending: false),
+                                      FetchSortDescriptor(keyPath: "name")]
+            ranked.fetchLimit = 30
+            #expect(store.explain(ranked).contains("of each run of equal rank"), "\(store.explain(ranked))")
+            #expect(try names(coordinator, ranked) == (try names(memory, ranked)), "ascending \(ascending)")
+        }
+    }
+
     /// to-one is walked under the section's key, in size order, and stops after the limit.
     @Test func aCompoundIndexThatStartsWithAToOneAnswersEqualitySortedByItsNextElement() throws {
         let model = try ManagedObjectModel {

@@ -96,7 +96,8 @@ struct CostEstimator {
         var cost: Double
         // In a constant, not an argument: `streams || sortsOnEntries` written as the argument crashed the release
         // compiler's jump threading (Swift 6.3.1, "cannot get borrow introducers").
-        let ordered = streams || sortsOnEntries
+        // A stream of the first of several sort keys needs the rows to order its ties.
+        let ordered = (streams && request.sortDescriptors.count <= 1) || sortsOnEntries
         if answeredByEntries(covered: covered || entryChecked, streams: ordered) {
             let stepped = streams && request.resultType != .count ? min(entries, (wanted ?? entries) / kept) : entries
             cost = stepped * Self.indexEntry * (covered ? 1 : 2)

@@ -73,7 +73,8 @@ final class PlanRun {
     /// of the window: the predicate is settled without rows, and the candidates can be put in the requested order —
     /// none asked for, or the index yields it (and no cut text key needs the rows to order a run).
     var answersFromCandidates: Bool {
-        settledWithoutRows && (request.sortDescriptors.isEmpty || (plan.streamsInSortOrder && indexRange?.resortsLongKeys != true)
+        settledWithoutRows && (request.sortDescriptors.isEmpty
+                               || (plan.streamsInSortOrder && indexRange?.resortsLongKeys != true && indexRange?.resortsRuns != true)
                                || indexRange?.sortsOnEntries == true)
     }
 
@@ -104,7 +105,7 @@ final class PlanRun {
         if let gathered = try gatheredCandidates() { return gathered }
         if let index = indexRange, index.sortsOnEntries, !plan.streamsInSortOrder { return try sortedOnEntries(index) }
         var found: [Candidate] = []
-        if let index = indexRange, index.direction == .reverse || index.resortsLongKeys {
+        if let index = indexRange, index.direction == .reverse || index.resortsLongKeys || index.resortsRuns {
             found = try collectInIndexOrder(index) { candidate, entry in try entryOrRowMatches(candidate, entry) ? candidate : nil }
         } else {
             let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
@@ -193,8 +194,9 @@ final class PlanRun {
     func views() throws -> [RowView] {
         let check = RowCheck(self)
         if plan.streamsInSortOrder, let index = indexRange {
-            // The index yields the requested order: rows read as their entries come, runs of cut text keys put in
-            // order by the rows' values, the walk stopped once the window is full.
+            // The index yields the requested order — or that of its first key, each run of ties then sorted by the
+            // rest: rows read as their entries come, runs of cut text keys (or of ties) put in order by the rows'
+            // values, the walk stopped once the window is full.
             return try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
                 entryMayMatch(entry) ? try check.view(of: candidate) : nil
             }
@@ -303,7 +305,7 @@ final class PlanRun {
         let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
         let reverse = index.direction == .reverse
         let cutPrefix = index.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
-        let byRun = reverse || index.resortsLongKeys
+        let byRun = reverse || index.resortsLongKeys || index.resortsRuns
         // A struct, not variables a nested function captures: those are checked for exclusive access at run time
         // on every entry.
         var runs = EntryRuns<Item>()
@@ -312,7 +314,7 @@ final class PlanRun {
                 // Borrowed from the map, as the entry is: valid until the read transaction ends.
                 let runKey = UnsafeRawBufferPointer(rebasing: entry.key.prefix(cutPrefix))
                 if !runs.key.elementsEqual(runKey) {
-                    runs.close(reversing: reverse, resorting: runs.key.count >= cutPrefix, by: resort)
+                    runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, by: resort)
                     if runs.items.count >= wanted { return false }
                     runs.key = runKey
                 }
@@ -320,7 +322,7 @@ final class PlanRun {
             if family.contains(tag), let item = try take(Candidate(key: key, tag: tag), entry) { runs.items.append(item) }
             return byRun || runs.items.count < wanted
         }
-        if byRun { runs.close(reversing: reverse, resorting: runs.key.count >= cutPrefix, by: resort) }
+        if byRun { runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, by: resort) }
         return runs.items
     }
 

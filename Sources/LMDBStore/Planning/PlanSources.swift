@@ -59,6 +59,10 @@ extension QueryPlan {
         /// The range streams text in sort order, whose values too long for a key are cut: runs of keys sharing the cut
         /// prefix are sorted by the rows' values before they are handed on.
         var resortsLongKeys = false
+        /// The range streams the order of the first of several sort keys: each run of entries under one key (the rows
+        /// tied on that sort key) is put in the full order by the rows' values before it is handed on (an incremental
+        /// sort), and the walk stops once the window is full at the end of a run.
+        var resortsRuns = false
         /// Every value the plan's filter reads is an element of the keys (these, decoded in order) or stored in the
         /// values: the filter is checked on each entry before any row is read, and counts and object IDs read no row.
         var entryElements: [EntryElement]?
@@ -69,7 +73,7 @@ extension QueryPlan {
         /// there (top-K with a limit), and counts, IDs and faults read no row.
         var sortsOnEntries = false
 
-        var yieldsKeyOrder: Bool { holdsOneKey && direction == .forward && !resortsLongKeys }
+        var yieldsKeyOrder: Bool { holdsOneKey && direction == .forward && !resortsLongKeys && !resortsRuns }
 
         /// The size of each entry's value: the row's reference, then the stored attributes at their full widths.
         var valueSize: Int { stored.reduce(IndexEntries.referenceSize) { $0 + IndexEntries.storedWidth($1.type) } }

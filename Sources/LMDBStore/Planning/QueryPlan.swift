@@ -9,7 +9,8 @@ import ObjectGraph
 /// a scan, or nothing. Each source node runs itself and prints itself; nodes with children (a union's ranges, a
 /// join's destination range) run those. After the source come the **steps** on the rows it yields, each present
 /// only when the source leaves it something to do: the **filter** (the predicate still checked on each row), the
-/// **sort** (top-K with a limit; absent when the source streams in sort order) and the **window** (offset, limit).
+/// **sort** (top-K with a limit; absent when the source streams in sort order, and run by run when it streams the
+/// order of the first sort key only) and the **window** (offset, limit).
 ///
 /// `description` prints the tree as the pipeline it runs, left to right:
 /// `IndexRange(Employee.byAge [30, 40)) → Filter(name BEGINSWITH "A") → Sort(salary descending) → Limit(20)`.
@@ -36,6 +37,8 @@ struct QueryPlan: CustomStringConvertible {
         }
         if !sort.isEmpty && !streamsInSortOrder {
             steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))" + (indexRange?.sortsOnEntries == true ? " on index entries" : ""))
+        } else if indexRange?.resortsRuns == true, let first = sort.first {
+            steps.append("Sort(\(sort.map(\.description).joined(separator: ", "))) of each run of equal \(first.keyPath)")
         }
         if offset > 0 { steps.append("Offset(\(offset))") }
         if limit > 0 { steps.append("Limit(\(limit))") }

@@ -113,7 +113,7 @@ extension QueryPlanner {
             var streams = false
             var direction = ScanDirection.forward
             if let next, position + 1 == index.elements.count, next.collation == .binary,
-               let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == next.propertyName,
+               let sort = request.sortDescriptors.first, sort.keyPath == next.propertyName,
                sort.comparison == .default,
                keysAreNeverCut(model.attribute(named: next.propertyName, in: request.entityName)?.type) {
                 streams = true

@@ -130,8 +130,10 @@ enum QueryPlanner {
                 && (request.includesSubentities || model.directSubentities(of: compound.owner).isEmpty)
                 && zip(conjunctTerms, conjunctLookups).allSatisfy { term, lookup in answered(term) || answered(lookup?.toOneEquality) }
             let checked = !covered && checkedOnEntries(compound.index)
-            analysis.compound = (compound.index, compound.streams, compound.direction, checked, covered,
-                                 !compound.streams && (covered || checked) && sortsOnEntries(compound.index, request, model: model))
+            // Entries that give every sort key beat a stream of the first one only (whose ties need the rows).
+            let onEntries = (covered || checked) && sortsOnEntries(compound.index, request, model: model)
+            let streams = compound.streams && !(request.sortDescriptors.count > 1 && onEntries)
+            analysis.compound = (compound.index, streams, compound.direction, checked, covered, !streams && onEntries)
         }
         // What the request reads — its sort keys and the attributes its predicate names —, which an index whose
         // entries store them answers without the rows.
@@ -154,16 +156,19 @@ enum QueryPlanner {
             var streams = false
             var direction = ScanDirection.forward
             let type = model.attribute(named: keyPath, in: request.entityName)?.type
-            if let sort = request.sortDescriptors.first, request.sortDescriptors.count == 1, sort.keyPath == keyPath,
+            if let sort = request.sortDescriptors.first, sort.keyPath == keyPath,
                sort.comparison == .default, single.elementCount == 1, collation == .binary,
                keysAreNeverCut(type) || type == .string {
                 streams = true
                 direction = sort.ascending ? .forward : .reverse
             }
             let checked = !covered && checkedOnEntries(single.range)
+            // Entries that give every sort key beat a stream of the first one only (whose ties need the rows).
+            let onEntries = (covered || checked) && sortsOnEntries(single.range, request, model: model)
+            if request.sortDescriptors.count > 1 && onEntries { streams = false }
             analysis.singles.append(Analysis.Single(range: single.range, streams: streams, direction: direction, covered: covered,
                                                     exactPath: exact && allUsable ? keyPath : "", checkedOnEntries: checked,
-                                                    sortsOnEntries: !streams && (covered || checked) && sortsOnEntries(single.range, request, model: model)))
+                                                    sortsOnEntries: !streams && onEntries))
         }
         analysis.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
         analysis.unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
@@ -212,6 +217,8 @@ enum QueryPlanner {
                    model.attribute(named: element.propertyName, in: request.entityName)?.type == .string {
                     range.resortsLongKeys = true
                 }
+                // Streaming the first of several sort keys: the rows tied on it are sorted by the rest, run by run.
+                if best.streams, request.sortDescriptors.count > 1 { range.resortsRuns = true }
                 if !best.covered {
                     range.entryElements = entryElements(range, predicate: predicate.node, entity: request.entityName, model: model)
                 }
@@ -222,7 +229,8 @@ enum QueryPlanner {
         }
         // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
         if analysis.compound == nil, analysis.join == nil, analysis.unions.isEmpty, analysis.toMany == nil, analysis.singles.count == 1,
-           let only = analysis.singles.first, estimator.answeredByEntries(covered: only.covered, streams: only.streams || only.sortsOnEntries) {
+           let only = analysis.singles.first,
+           estimator.answeredByEntries(covered: only.covered, streams: (only.streams && request.sortDescriptors.count <= 1) || only.sortsOnEntries) {
             return chosen(Candidate(source: only.range, rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true,
                                     sortsOnEntries: only.sortsOnEntries))
         }
