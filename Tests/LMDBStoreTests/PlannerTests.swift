@@ -451,7 +451,9 @@ let longName = String(repeating: "L", count: 600)
         // True for members without a team, or not a comparison with a constant: no join.
         assertPlan(store, try request("team.name != 'Red'"), "Scan(Member) → Filter(team.name != \"Red\")")
         assertPlan(store, try request("team.name == nil"), "Scan(Member) → Filter(team.name == nil)")
-        assertPlan(store, try request("team.name ==[c] 'red'"), "Scan(Member) → Filter(team.name ==[c] \"red\")")
+        // No index answers the comparison: the 20 teams are scanned and checked, not the 300 members.
+        assertPlan(store, try request("team.name ==[c] 'red'"),
+                   "Join(Scan(Team) → Filter(name ==[c] \"red\") → Member.team) → Filter(team.name ==[c] \"red\")")
         assertPlan(store, try request("team.members.@count > 2"), "Scan(Member) → Filter(team.members.@count > 2)")
     }
 
@@ -463,7 +465,8 @@ let longName = String(repeating: "L", count: 600)
             switch random.next() % 6 {
             case 0: return "team.name \(random.pick(["==", "BEGINSWITH", "<", ">=", "!=", "=="])) '\(random.pick(["Red", "Gr", "Gold 4", "Ruby 10", "B", "", "Zed"]))'"
             case 1: return "team.size \(random.pick(["==", "<", ">", "<=", "!="])) \(random.pick(["0", "3", "11", "nil", "5.5"]))"
-            case 2: return random.pick(["team.size BETWEEN {2, 6}", "team.name IN {'Red', 'Blue 2', 'Gold'}", "team.size IN {1, nil, 7}", "'Red' == team.name"])
+            case 2: return random.pick(["team.size BETWEEN {2, 6}", "team.name IN {'Red', 'Blue 2', 'Gold'}", "team.size IN {1, nil, 7}", "'Red' == team.name",
+                                        "team.name ==[c] 'red'", "team.name BEGINSWITH[cd] 'gr'"])
             case 3: return "age \(random.pick(["<", ">=", "=="])) \(random.pick(["10", "25", "nil"]))"
             case 4: return "name BEGINSWITH '\(random.pick(["A", "Bob 1", "C"]))'"
             default: return random.pick(["team == nil", "team != nil", "NOT team.name BEGINSWITH 'R'"])
@@ -471,5 +474,7 @@ let longName = String(repeating: "L", count: 600)
         }
         let joins = plans.filter { $0.hasPrefix("Join(") }.count
         #expect(joins > 50, "the trials exercise joins (\(joins) of 400)")
+        let scans = plans.filter { $0.hasPrefix("Join(Scan(") }.count
+        #expect(scans > 5, "and joins through a scan of the teams (\(scans) of 400)")
     }
 }

@@ -149,11 +149,21 @@ struct CostEstimator {
     /// A range of the destination's index, then the rows pointing at each destination (as many per destination as
     /// the to-one table holds on average).
     mutating func join(_ join: QueryPlan.Join, rank: Int) -> QueryPlanner.Candidate {
-        let (destinations, counted) = entries(of: join.destination)
-        let fanout = Double(statistics.entries(join.toOneDatabase)) / Double(max(1, statistics.entries(join.destination.database)))
+        let destinations: Double, counted: Bool, found: Double
+        switch join.destinations {
+        case .range(let range):
+            (destinations, counted) = entries(of: range)
+            found = destinations * Self.indexEntry
+        case .scan:
+            // Every destination row read and checked; a tenth of them assumed to match.
+            let scanned = Double(statistics.entries(join.destinationTable))
+            (destinations, counted) = (max(1, scanned * 0.1), false)
+            found = scanned * Self.scannedRow
+        }
+        let fanout = Double(statistics.entries(join.toOneDatabase)) / Double(max(1, statistics.entries(join.destinationTable)))
         let pointing = destinations * fanout
         var candidate = QueryPlanner.Candidate(source: join, rank: rank, entries: pointing, counted: counted)
-        candidate.cost = destinations * Self.indexEntry + pointing * (Self.rowRead + Self.indexEntry + residual) + sortCost(pointing, streams: false)
+        candidate.cost = found + pointing * (Self.rowRead + Self.indexEntry + residual) + sortCost(pointing, streams: false)
         return candidate
     }
 

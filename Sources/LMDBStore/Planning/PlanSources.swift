@@ -162,19 +162,46 @@ extension QueryPlan {
     /// destination keys, and the relationship's `toone/…` table the rows pointing at each — destination by
     /// destination, in key order within each. Prints as `Join(IndexRange(…) → Employee.department)`.
     struct Join: PlanSource {
-        let destination: IndexRange
+        /// Where the destinations come from: a range of their index, or — with no index on the compared attribute —
+        /// a scan of their table, each row checked (chosen when the destination's table is small beside the fetched
+        /// one's: `Join(Scan(Section) → Filter(name == "libs") → Package.section)`).
+        enum Destinations {
+            case range(IndexRange)
+            case scan(DestinationScan)
+        }
+
+        let destinations: Destinations
         let toOneDatabase: String
         let label: String
 
         var yieldsKeyOrder: Bool { false }
 
-        var description: String { "Join(\(destination) → \(label))" }
+        var description: String {
+            switch destinations {
+            case .range(let range): "Join(\(range) → \(label))"
+            case .scan(let scan): "Join(\(scan) → \(label))"
+            }
+        }
+
+        /// The table the destinations' count is taken from (their index, or their rows).
+        var destinationTable: String {
+            switch destinations {
+            case .range(let range): range.database
+            case .scan(let scan): scan.rowsDatabase
+            }
+        }
 
         func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
             let toOne = run.store.database(toOneDatabase, in: run.state)
             let family = run.family
+            func forEachDestination(_ visit: (UInt64) throws -> Bool) throws {
+                switch destinations {
+                case .range(let range): try range.forEachEntry(in: run) { destination, _, _ in try visit(destination) }
+                case .scan(let scan): try scan.forEachMatch(in: run, visit)
+                }
+            }
             try toOne.withCursor(in: run.transaction) { pointers in
-                try destination.forEachEntry(in: run) { destination, _, _ in
+                try forEachDestination { destination in
                     // Every row pointing at this destination: the values of its key in the to-one table.
                     var going = true
                     let key = LMDBIncrementalStore.keyBytes(destination)
@@ -184,6 +211,44 @@ extension QueryPlan {
                         return going
                     }
                     return going
+                }
+            }
+        }
+    }
+
+    /// The rows of a join's destination entity that match a comparison of one of their attributes, found by reading
+    /// every row of its table (no index answers the comparison): for a small destination table, such as a to-one's
+    /// lookup entity.
+    struct DestinationScan: CustomStringConvertible {
+        let entityName: String
+        /// The root of the destination's hierarchy, and the table of its rows.
+        let root: String
+        let rowsDatabase: String
+        /// The comparison, on the destination's attribute.
+        let predicate: FetchPredicate
+        /// The destination entity's tags (and its sub-entities').
+        let family: TagSet
+
+        var description: String { "Scan(\(entityName)) → Filter(\(predicate.predicateFormat))" }
+
+        /// Calls `visit` with the key of each matching destination row until it returns false.
+        func forEachMatch(in run: PlanRun, _ visit: (UInt64) throws -> Bool) throws {
+            let rows = RowTable(database: run.store.database(rowsDatabase, in: run.state))
+            try rows.withCursor(in: run.transaction) { cursor in
+                try cursor.forEach { entry in
+                    let key = try rows.rowKey(in: entry)
+                    let row: EncodedRow
+                    do throws(RowDecodingError) {
+                        row = try EncodedRow(entry.value, layout: run.store.layout, checkingFields: false)
+                    } catch {
+                        throw run.store.corruptedRow(key, in: root, error)
+                    }
+                    guard family.contains(row.entityTag) else { return true }
+                    let view = RowView(store: run.store, state: run.state, transaction: run.transaction,
+                                       id: run.state.identities.objectID(entityTag: row.entityTag, key: key), row: row)
+                    let matched = try predicate.evaluate(with: view)
+                    if let failure = view.failure { throw run.store.corruptedRow(key, in: root, failure) }
+                    return matched ? try visit(key) : true
                 }
             }
         }

@@ -261,12 +261,22 @@ extension QueryPlanner {
     /// pointing at the destinations in the range are a superset of the matches.
     static func join(_ conjuncts: [PredicateNode], entity: String, layout: StoreLayout, model: ManagedObjectModel) -> QueryPlan.Join? {
         for conjunct in conjuncts {
-            guard let found = destinationRange(conjunct, modifier: .direct, entity: entity, layout: layout, model: model),
+            guard let found = destinations(conjunct, modifier: .direct, entity: entity, layout: layout, model: model),
                   !found.relationship.isToMany else { continue }
-            return QueryPlan.Join(destination: found.range,
-                                  toOneDatabase: StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: found.relationship.name, in: entity),
-                                                                          relationship: found.relationship.name),
-                                  label: "\(entity).\(found.relationship.name)")
+            let toOne = StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: found.relationship.name, in: entity),
+                                                  relationship: found.relationship.name)
+            let label = "\(entity).\(found.relationship.name)"
+            switch found.destinations {
+            case .range(let range):
+                return QueryPlan.Join(destinations: .range(range), toOneDatabase: toOne, label: label)
+            case .scan(let predicate):
+                let destination = found.destination
+                let family = layout.tags(of: Set(model.entityAndDescendants(of: destination.name).compactMap { layout.entity($0)?.tag }))
+                let scan = QueryPlan.DestinationScan(entityName: destination.name, root: destination.root,
+                                                     rowsDatabase: StoreLayout.rowsDatabase(root: destination.root),
+                                                     predicate: predicate, family: family)
+                return QueryPlan.Join(destinations: .scan(scan), toOneDatabase: toOne, label: label)
+            }
         }
         return nil
     }
@@ -293,6 +303,23 @@ extension QueryPlanner {
                                  model: ManagedObjectModel)
         -> (relationship: RelationshipDescription, destination: StoreLayout.EntityLayout, range: QueryPlan.IndexRange)?
     {
+        guard let found = destinations(conjunct, modifier: modifier, entity: entity, layout: layout, model: model),
+              case .range(let range) = found.destinations else { return nil }
+        return (found.relationship, found.destination, range)
+    }
+
+    /// Where the destinations that satisfy `relationship.attribute op constant` come from: a range of the destination's
+    /// index for the same comparison of the attribute alone, or — with no such index — the comparison itself, to be
+    /// checked on each destination row (a scan).
+    enum DestinationSource {
+        case range(QueryPlan.IndexRange)
+        case scan(FetchPredicate)
+    }
+
+    static func destinations(_ conjunct: PredicateNode, modifier: ComparisonModifier, entity: String, layout: StoreLayout,
+                             model: ManagedObjectModel)
+        -> (relationship: RelationshipDescription, destination: StoreLayout.EntityLayout, destinations: DestinationSource)?
+    {
         guard case .comparison(var comparison) = conjunct, comparison.modifier == modifier else { return nil }
         let path: String
         switch (comparison.lhs, comparison.rhs) {
@@ -305,9 +332,11 @@ extension QueryPlanner {
               let destination = layout.entity(relationship.destinationEntityName) else { return nil }
         comparison.modifier = .direct
         if case .keyPath = comparison.lhs { comparison.lhs = .keyPath(parts[1]) } else { comparison.rhs = .keyPath(parts[1]) }
-        guard let term = term(.comparison(comparison), entity: destination.name, model: model),
-              let choice = singleIndexRange([term], entity: destination) else { return nil }
-        return (relationship, destination, choice.range)
+        guard let term = term(.comparison(comparison), entity: destination.name, model: model) else { return nil }
+        guard let choice = singleIndexRange([term], entity: destination) else {
+            return (relationship, destination, .scan(FetchPredicate(node: .comparison(comparison))))
+        }
+        return (relationship, destination, .range(choice.range))
     }
 
     /// Whether a single-attribute range answers every term on its attribute exactly: no term was left out of the
