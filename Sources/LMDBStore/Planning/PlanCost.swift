@@ -148,7 +148,7 @@ struct CostEstimator {
 
     /// A range of the destination's index, then the rows pointing at each destination (as many per destination as
     /// the to-one table holds on average).
-    mutating func join(_ join: QueryPlan.Join, rank: Int) -> QueryPlanner.Candidate {
+    mutating func join(_ join: QueryPlan.Join, rank: Int, covered: Bool = false) -> QueryPlanner.Candidate {
         let destinations: Double, counted: Bool, found: Double
         switch join.destinations {
         case .range(let range):
@@ -162,8 +162,10 @@ struct CostEstimator {
         }
         let fanout = Double(statistics.entries(join.toOneDatabase)) / Double(max(1, statistics.entries(join.destinationTable)))
         let pointing = destinations * fanout
-        var candidate = QueryPlanner.Candidate(source: join, rank: rank, entries: pointing, counted: counted)
-        candidate.cost = found + pointing * (Self.rowRead + Self.indexEntry + residual) + sortCost(pointing, streams: false)
+        var candidate = QueryPlanner.Candidate(source: join, rank: rank, entries: pointing, counted: counted, covered: covered)
+        // Answered exactly, counts and IDs need only the to-one table's entries; otherwise each row is read and checked.
+        let perRow = answeredByEntries(covered: covered, streams: false) ? Self.indexEntry : Self.rowRead + Self.indexEntry + residual
+        candidate.cost = found + pointing * perRow + sortCost(pointing, streams: false)
         return candidate
     }
 

@@ -262,7 +262,13 @@ enum QueryPlanner {
             let covered = !exactPaths.contains("") && analysis.terms.allSatisfy { exactPaths.contains($0.keyPath) }
             candidates.append(estimator.intersection([first, second], sizes: (bySize[0].candidate, bySize[1].candidate), rank: 3, covered: covered))
         }
-        if let joined = analysis.join { candidates.append(estimator.join(joined, rank: 4)) }
+        if let joined = analysis.join {
+            // A join whose destinations are checked row by row with the comparison itself answers it exactly: when it
+            // is the whole predicate, nothing is left for the fetched rows.
+            var exact = false
+            if case .scan = joined.destinations { exact = analysis.conjunctCount == 1 }
+            candidates.append(estimator.join(joined, rank: 4, covered: exact))
+        }
         if let toMany = analysis.toMany { candidates.append(estimator.toManyJoin(toMany, rank: 5)) }
         for union in analysis.unions {
             candidates.append(estimator.union(union.ranges, rank: 6, covered: union.exact && analysis.conjunctCount == 1))
