@@ -131,7 +131,9 @@ enum QueryPlanner {
                 && zip(conjunctTerms, conjunctLookups).allSatisfy { term, lookup in answered(term) || answered(lookup?.toOneEquality) }
             let checked = !covered && checkedOnEntries(compound.index)
             // Entries that give every sort key beat a stream of the first one only (whose ties need the rows).
-            let onEntries = (covered || checked) && sortsOnEntries(compound.index, request, model: model)
+            // (Asked only when it could matter: a stream of the whole order needs nothing else.)
+            let onEntries = (!compound.streams || request.sortDescriptors.count > 1) && (covered || checked)
+                && sortsOnEntries(compound.index, request, model: model)
             let streams = compound.streams && !(request.sortDescriptors.count > 1 && onEntries)
             analysis.compound = (compound.index, streams, compound.direction, checked, covered, !streams && onEntries)
         }
@@ -164,7 +166,8 @@ enum QueryPlanner {
             }
             let checked = !covered && checkedOnEntries(single.range)
             // Entries that give every sort key beat a stream of the first one only (whose ties need the rows).
-            let onEntries = (covered || checked) && sortsOnEntries(single.range, request, model: model)
+            let onEntries = (!streams || request.sortDescriptors.count > 1) && (covered || checked)
+                && sortsOnEntries(single.range, request, model: model)
             if request.sortDescriptors.count > 1 && onEntries { streams = false }
             analysis.singles.append(Analysis.Single(range: single.range, streams: streams, direction: direction, covered: covered,
                                                     exactPath: exact && allUsable ? keyPath : "", checkedOnEntries: checked,
