@@ -1,6 +1,7 @@
 import Foundation
 @testable import LMDBStore
 import ObjectGraph
+import TestSupport
 import Testing
 
 /// The compiled row filter answers from a row's bytes only what the evaluator would answer, and leaves to it what
@@ -67,6 +68,40 @@ import Testing
             let (settled, expected) = try answers(format, values)
             #expect(settled == expected, "\(format) on \(values)")
         }
+    }
+
+    /// Substring tests on texts long enough for the eight-bytes-at-a-time passes (the ASCII check, the search for
+    /// the first byte in either case): random texts over an alphabet with the bytes around the case bit (`@`, `[`,
+    /// `` ` ``, `{`), letters of both cases, a carriage return or a non-ASCII letter now and then, random needles —
+    /// the filter settles every plain-ASCII text, and always as the evaluator does.
+    @Test func longTextSubstringsAreSettledAsTheEvaluatorAnswers() throws {
+        var random = SplitMix64(seed: 41)
+        let alphabet = Array("aAbBgGzZ@[`{ 09_-~")
+        var settledCount = 0
+        for round in 0..<1_500 {
+            var text = String((0..<Int(random.next() % 41)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+            if round % 17 == 0 { text.insert("\r", at: text.index(text.startIndex, offsetBy: Int(random.next() % UInt64(text.count + 1)))) }
+            if round % 23 == 0 { text += "é" }
+            let needle: String
+            if !text.isEmpty && random.next() % 2 == 0 {
+                // A piece of the text itself (found), its case flipped now and then.
+                let start = Int(random.next() % UInt64(text.count)), length = 1 + Int(random.next() % 5)
+                let piece = String(text.dropFirst(start).prefix(length))
+                needle = random.next() % 3 == 0 ? piece.uppercased() : piece
+            } else {
+                needle = String((0..<1 + Int(random.next() % 4)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+            }
+            let op = ["CONTAINS", "BEGINSWITH", "ENDSWITH"][Int(random.next() % 3)] + (random.next() % 2 == 0 ? "[c]" : "")
+            guard needle.utf8.allSatisfy({ $0 < 0x80 }) else { continue }  // (a non-ASCII needle is the evaluator's alone)
+            let (settled, expected) = try answers("name \(op) %@", ["name": .string(text)], [needle])
+            if let settled {
+                settledCount += 1
+                #expect(settled == expected, "\(text.debugDescription) \(op) \(needle.debugDescription)")
+            } else {
+                #expect(text.contains("\r") || text.contains("é"), "plain ASCII is settled: \(text.debugDescription) \(op) \(needle.debugDescription)")
+            }
+        }
+        #expect(settledCount > 1_000)
     }
 
     /// Dates, Booleans and BETWEEN are settled from the bytes too, with the evaluator's answer.

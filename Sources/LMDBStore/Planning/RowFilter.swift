@@ -354,14 +354,58 @@ struct RowFilter {
     /// CONTAINS, BEGINSWITH or ENDSWITH of an ASCII `needle` in text from the row, bytes compared (`foldsCase`:
     /// A–Z folded). Only ASCII text without a carriage return is settled: in it every character is one byte, while
     /// elsewhere a character can span bytes ("\r\n", a letter and its accents) or equal ASCII text canonically.
+    ///
+    /// This runs on every row of a scan, so both passes go eight bytes at a time: the check that the text is ASCII
+    /// without a carriage return, and the search for where the needle's first byte (either case, when folding a
+    /// letter) occurs — only there are the other bytes compared.
     private static func match(_ text: UnsafeRawBufferPointer, _ op: ComparisonOperator, _ needle: [UInt8], foldsCase: Bool) -> Bool? {
-        for byte in text where byte >= 0x80 || byte == 0x0D { return nil }
+        guard isPlainASCII(text) else { return nil }
         let count = needle.count
         guard count <= text.count else { return false }
-        func matches(at start: Int) -> Bool {
-            for offset in 0..<count {
-                let byte = text[start + offset]
-                if (foldsCase ? lowered(byte) : byte) != needle[offset] { return false }
+        guard count > 0 else { return true }
+        return needle.withUnsafeBufferPointer { needle in
+            foldsCase ? find(needle, in: text, op, folding: true, lowered) : find(needle, in: text, op, folding: false) { $0 }
+        }
+    }
+
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether some byte of `word` is zero (may also flag a byte above a zero byte: callers check each flagged word
+    /// byte by byte).
+    @inline(__always)
+    private static func hasZeroByte(_ word: UInt64) -> Bool {
+        (word &- ones) & ~word & highBits != 0
+    }
+
+    /// Whether every byte of `text` is ASCII and none is a carriage return.
+    @inline(__always)
+    private static func isPlainASCII(_ text: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        let count = text.count
+        while offset + 8 <= count {
+            let word = text.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            if word & highBits != 0 || hasZeroByte(word ^ (0x0D &* ones)) { return false }
+            offset += 8
+        }
+        while offset < count {
+            if text[offset] >= 0x80 || text[offset] == 0x0D { return false }
+            offset += 1
+        }
+        return true
+    }
+
+    /// Whether `needle` (not empty, no longer than `text`) begins, ends or is contained in `text` (by `op`), each
+    /// byte of the text passed through `fold` first (`folding`: `fold` lowers A–Z).
+    @inline(__always)
+    private static func find(_ needle: UnsafeBufferPointer<UInt8>, in text: UnsafeRawBufferPointer, _ op: ComparisonOperator,
+                             folding: Bool, _ fold: (UInt8) -> UInt8) -> Bool {
+        let count = needle.count
+        @inline(__always) func matches(at start: Int) -> Bool {
+            var offset = 0
+            while offset < count {
+                if fold(text[start + offset]) != needle[offset] { return false }
+                offset += 1
             }
             return true
         }
@@ -369,7 +413,23 @@ struct RowFilter {
         case .beginsWith: return matches(at: 0)
         case .endsWith: return matches(at: text.count - count)
         default:
-            for start in 0...(text.count - count) where matches(at: start) { return true }
+            let first = needle[0], last = text.count - count
+            // Setting bit 5 of every byte maps A–Z onto a–z, so one comparison finds the first letter in either case
+            // (and nothing else: a byte with bit 5 set equal to a lowercase letter is that letter or its capital).
+            let caseBit: UInt64 = folding && first &- 0x61 < 26 ? 0x20 &* ones : 0
+            let pattern = UInt64(first) &* ones
+            var start = 0
+            while start + 8 <= last + 1 {
+                let word = text.loadUnaligned(fromByteOffset: start, as: UInt64.self) | caseBit
+                if hasZeroByte(word ^ pattern) {
+                    for position in start..<start + 8 where fold(text[position]) == first && matches(at: position) { return true }
+                }
+                start += 8
+            }
+            while start <= last {
+                if fold(text[start]) == first && matches(at: start) { return true }
+                start += 1
+            }
             return false
         }
     }
