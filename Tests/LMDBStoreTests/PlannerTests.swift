@@ -459,6 +459,33 @@ let longName = String(repeating: "L", count: 600)
         assertPlan(store, try request("team.members.@count > 2"), "Scan(Member) → Filter(team.members.@count > 2)")
     }
 
+    /// Object IDs of one key of a one-attribute index (`size == k`), made as the entries come: the window (offsets and
+    /// limits past the end too), the fetched entity's family (a sub-entity alone, or a parent without its
+    /// sub-entities) — as the in-memory store answers.
+    @Test func idsOfOneIndexKeyKeepTheirWindowAndFamily() throws {
+        let folder = StoreFolder()
+        let (lmdb, store, memory) = try folder.twinStores(model, load)
+        var checked = 0
+        for entity in ["Team", "Squad"] {
+            for subentities in [true, false] {
+                for size in 0..<12 {
+                    for (offset, limit) in [(0, 0), (1, 0), (0, 1), (1, 2), (3, 0), (20, 0), (0, 20)] {
+                        var request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: "#size == %@", size))
+                        request.includesSubentities = subentities
+                        request.fetchOffset = offset
+                        request.fetchLimit = limit
+                        #expect(store.explain(request).hasPrefix("IndexRange(Team.bySize"), "\(store.explain(request))")
+                        let mine = try ManagedObjectContext(coordinator: lmdb).fetchObjectIDs(request).map(\.referenceObject)
+                        let theirs = try ManagedObjectContext(coordinator: memory).fetchObjectIDs(request).map(\.referenceObject)
+                        #expect(mine == theirs, "\(entity) size \(size), subentities \(subentities), offset \(offset), limit \(limit)")
+                        if !theirs.isEmpty { checked += 1 }
+                    }
+                }
+            }
+        }
+        #expect(checked > 40, "the windows hold IDs (\(checked))")
+    }
+
     @Test func randomJoinsGiveTheInMemoryStoresResults() throws {
         let folder = StoreFolder()
         let (lmdbCoordinator, store, memoryCoordinator) = try folder.twinStores(model, load)

@@ -165,7 +165,30 @@ final class PlanRun {
 
     /// The object IDs of ``candidates()``'s window.
     func objectIDs() throws -> [ManagedObjectID] {
-        try request.window(candidates()).map { objectID($0) }
+        if plan.filter == nil, request.sortDescriptors.isEmpty, let index = indexRange, index.yieldsKeyOrder {
+            return try objectIDsInIndexOrder(index)
+        }
+        return try request.window(candidates()).map { objectID($0) }
+    }
+
+    /// The object IDs of the window when an index range alone answers the predicate and yields row-key order (one
+    /// key's rows: `age == 30`): the entries' row keys gathered as they come — nothing to check, order or window but
+    /// the count — then made into IDs in an array of the right size.
+    private func objectIDsInIndexOrder(_ index: QueryPlan.IndexRange) throws -> [ManagedObjectID] {
+        let offset = request.fetchOffset, wanted = request.fetchLimit > 0 ? offset + request.fetchLimit : Int.max
+        guard wanted > 0 else { return [] }
+        var found: [Candidate] = []
+        let family = self.family
+        try index.forEachEntry(in: self) { key, tag, _ in
+            if family.contains(tag) { found.append(Candidate(key: key, tag: tag)) }
+            return found.count < wanted
+        }
+        guard found.count > offset else { return [] }
+        let identities = state.identities
+        var ids: [ManagedObjectID] = []
+        ids.reserveCapacity(found.count - offset)
+        for candidate in found[offset...] { ids.append(identities.objectID(entityTag: candidate.tag, key: candidate.key)) }
+        return ids
     }
 
     /// The nodes of ``candidates()``'s window: each row read with one cursor and decoded once.
