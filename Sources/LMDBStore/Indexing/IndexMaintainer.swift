@@ -2,7 +2,7 @@ import Foundation
 import LMDB
 import ObjectGraph
 
-/// What putting an entry must not meet (`Docs/FORMAT.md`, "Uniqueness constraints").
+/// What putting an entry must not meet (`Docs/FORMAT.md`, "Long keys": a uniqueness key, and a constraint an index keeps).
 enum EntryCheck {
     /// Nothing: the entry is one of its key's values (a fetch index, a to-one index).
     case none
