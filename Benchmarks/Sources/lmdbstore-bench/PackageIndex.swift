@@ -65,28 +65,38 @@ struct PackageIndex {
     init(parsing text: String) throws {
         var sectionIndex: [String: Int] = [:], maintainerIndex: [String: Int] = [:], packageIndex: [String: Int] = [:]
         var dependencies: [[String]] = []
-        for stanza in text.components(separatedBy: "\n\n") {
-            var fields: [Substring: Substring] = [:]
-            var last: Substring?
-            for line in stanza.split(separator: "\n") {
-                if line.first == " " || line.first == "\t" { if let last { fields[last]! += line }; continue }
-                guard let colon = line.firstIndex(of: ":") else { continue }
-                let key = line[..<colon]
-                fields[key] = line[line.index(after: colon)...].drop { $0 == " " }
-                last = key
-            }
-            guard let name = fields["Package"].map(String.init), packageIndex[name] == nil else { continue }
-            let section = String(fields["Section"] ?? "unknown"), maintainer = String(fields["Maintainer"] ?? "unknown")
-            if sectionIndex[section] == nil { sectionIndex[section] = sections.count; sections.append(section) }
-            if maintainerIndex[maintainer] == nil { maintainerIndex[maintainer] = maintainers.count; maintainers.append(maintainer) }
+        // The fields a stanza gives, read line by line as UTF-8 (a Packages file is ~50 MB: no Foundation splitting);
+        // continuation lines (a description's) are skipped.
+        var name: Substring?, section: Substring?, maintainer: Substring?, version: Substring?, size: Substring?
+        var relations: [Substring] = []
+        func endStanza() {
+            defer { (name, section, maintainer, version, size, relations) = (nil, nil, nil, nil, nil, []) }
+            guard let name = name.map(String.init), packageIndex[name] == nil else { return }
+            let sectionName = String(section ?? "unknown"), maintainerName = String(maintainer ?? "unknown")
+            if sectionIndex[sectionName] == nil { sectionIndex[sectionName] = sections.count; sections.append(sectionName) }
+            if maintainerIndex[maintainerName] == nil { maintainerIndex[maintainerName] = maintainers.count; maintainers.append(maintainerName) }
             packageIndex[name] = packages.count
-            packages.append(Package(name: name, version: String(fields["Version"] ?? ""), size: Int(fields["Installed-Size"] ?? "0") ?? 0,
-                                    section: sectionIndex[section]!, maintainer: maintainerIndex[maintainer]!))
-            let relations = [fields["Pre-Depends"], fields["Depends"]].compactMap { $0 }.joined(separator: ",")
-            dependencies.append(relations.split(separator: ",").flatMap { $0.split(separator: "|") }.compactMap { alternative in
+            packages.append(Package(name: name, version: String(version ?? ""), size: size.flatMap { Int($0) } ?? 0,
+                                    section: sectionIndex[sectionName]!, maintainer: maintainerIndex[maintainerName]!))
+            dependencies.append(relations.flatMap { $0.split(separator: ",") }.flatMap { $0.split(separator: "|") }.compactMap { alternative in
                 alternative.split(whereSeparator: { $0 == " " || $0 == "(" }).first.map { String($0.split(separator: ":").first ?? $0) }
             })
         }
+        for line in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            guard let first = line.first else { endStanza(); continue }
+            guard first != UInt8(ascii: " "), first != UInt8(ascii: "\t"), let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let value = Substring(line[line.index(after: colon)...]).drop { $0 == " " }
+            switch Substring(line[..<colon]) {
+            case "Package": name = value
+            case "Section": section = value
+            case "Maintainer": maintainer = value
+            case "Version": version = value
+            case "Installed-Size": size = value
+            case "Depends", "Pre-Depends": relations.append(value)
+            default: break
+            }
+        }
+        endStanza()
         for (position, names) in dependencies.enumerated() {
             var seen = Set<Int>()
             packages[position].dependsOn = names.compactMap { packageIndex[$0] }.filter { $0 != position && seen.insert($0).inserted }
