@@ -316,19 +316,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     func relatedKeys(_ relationship: RelationshipDescription, of objectID: ManagedObjectID, key: UInt64, state: OpenState,
                      transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
         guard let entity = state.entity(of: objectID), let source = state.toManyTables[Int(entity.tag)][relationship.name] else { return [] }
-        var result: [StoredRow.Reference] = []
         // Link values are target key (8 bytes) + target entity tag (2 bytes); a to-one index keeps one value per
-        // source under the destination's key, source key + entity tag: both read the same way, a page of values at a
-        // time (an ordered link table, keyed by owner and position, entry by entry).
-        try withUnsafeBytes(of: key.bigEndian) { owner in
-            try source.table.withCursor(in: transaction) { cursor in
-                try cursor.forEachValue(in: .prefix(Array(owner))) { entry in
-                    result.append(try source.table.reference(in: entry))
-                    return true
-                }
-            }
-        }
-        return result
+        // source under the destination's key, source key + entity tag: both read the same way.
+        return try source.table.references(under: key, in: transaction)
     }
 
     /// Many rows in one read transaction; see ``IncrementalStore/newValuesForObjects(with:)``.

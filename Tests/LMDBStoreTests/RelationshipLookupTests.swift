@@ -136,29 +136,30 @@ import Testing
         try expectAnswers(coordinator, shelfLookup, [shelf.objectID])
     }
 
-    /// Debian's question "the largest packages of one section": a compound fetch index whose first element is a
+    /// Packages in sections, as in Debian's index: a compound index led by the to-one, and a one-attribute index.
+    let packages = try! ManagedObjectModel {
+        EntityDescription("Section") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("packages", destination: "Package", inverse: "section", toMany: true)
+        }
+        EntityDescription("Package") {
+            AttributeDescription("name", .string)
+            AttributeDescription("size", .integer64)
+            AttributeDescription("rank", .integer32, isOptional: true)
+            RelationshipDescription("section", destination: "Section", inverse: "packages")
+            FetchIndexDescription("bySectionSize", elements: [.ascending("section"), .ascending("size")])
+            FetchIndexDescription("byRank", properties: ["rank"])
+        }
+    }
+
     /// A sort whose first key an index yields and whose other keys it does not (the largest packages of a section,
     /// ties by name): the index is walked in its order and each run of ties is sorted by the rest, run by run, the
     /// walk stopping once the window is full — the same answers as a full sort, for objects, IDs, windows, both
     /// directions, and a one-attribute index with a range.
     @Test func aStreamOfTheFirstSortKeySortsEachRunOfTiesByTheRest() throws {
-        let model = try ManagedObjectModel {
-            EntityDescription("Section") {
-                AttributeDescription("name", .string)
-                RelationshipDescription("packages", destination: "Package", inverse: "section", toMany: true)
-            }
-            EntityDescription("Package") {
-                AttributeDescription("name", .string)
-                AttributeDescription("size", .integer64)
-                AttributeDescription("rank", .integer32, isOptional: true)
-                RelationshipDescription("section", destination: "Section", inverse: "packages")
-                FetchIndexDescription("bySectionSize", elements: [.ascending("section"), .ascending("size")])
-                FetchIndexDescription("byRank", properties: ["rank"])
-            }
-        }
         let folder = StoreFolder()
-        let (coordinator, store) = try folder.coordinator(model)
-        let memory = PersistentStoreCoordinator(managedObjectModel: model)
+        let (coordinator, store) = try folder.coordinator(packages)
+        let memory = PersistentStoreCoordinator(managedObjectModel: packages)
         try memory.addPersistentStore(type: InMemoryStore.storeType)
         for target in [coordinator, memory] {
             var random = SplitMix64(seed: 23)  // the same data in both
@@ -210,22 +211,11 @@ import Testing
         }
     }
 
+    /// Debian's question "the largest packages of one section": a compound fetch index whose first element is a
     /// to-one is walked under the section's key, in size order, and stops after the limit.
     @Test func aCompoundIndexThatStartsWithAToOneAnswersEqualitySortedByItsNextElement() throws {
-        let model = try ManagedObjectModel {
-            EntityDescription("Section") {
-                AttributeDescription("name", .string)
-                RelationshipDescription("packages", destination: "Package", inverse: "section", toMany: true)
-            }
-            EntityDescription("Package") {
-                AttributeDescription("name", .string)
-                AttributeDescription("size", .integer64)
-                RelationshipDescription("section", destination: "Section", inverse: "packages")
-                FetchIndexDescription("bySectionSize", elements: [.ascending("section"), .ascending("size")])
-            }
-        }
         let folder = StoreFolder()
-        let (coordinator, store) = try folder.coordinator(model)
+        let (coordinator, store) = try folder.coordinator(packages)
         let setup = ManagedObjectContext(coordinator: coordinator)
         let sections = try (0..<4).map { n in
             let section = try setup.insertNewObject(forEntityName: "Section")

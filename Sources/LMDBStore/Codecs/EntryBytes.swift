@@ -59,11 +59,34 @@ extension Database {
     ///
     /// - Throws: ``ManagedObjectContextError`` when the value is not 8 bytes, or LMDB's error.
     func counter(forKey key: [UInt8], in transaction: any KeyValueTransaction) throws -> UInt64 {
+        try storedCounter(forKey: key, in: transaction) ?? 0
+    }
+
+    /// The counter this `seq` table holds under `key`, `nil` when there is none.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` when the value is not 8 bytes, or LMDB's error.
+    func storedCounter(forKey key: [UInt8], in transaction: any KeyValueTransaction) throws -> UInt64? {
         try withValue(forKey: key, in: transaction) { bytes throws(ManagedObjectContextError) -> UInt64 in
             guard let value = EntryBytes.integer(bytes) else {
                 throw EntryBytes.damaged(name ?? "?", "value", count: bytes.count, expected: 8)
             }
             return value
-        } ?? 0
+        }
+    }
+
+    /// The references this `members/…`, `link/…` or `toone/…` table holds under the row key `owner` (an ordered
+    /// `link/…` table's keys begin with it): a to-many's members, or the rows pointing at a destination, in key
+    /// order, a page of values at a time.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference, or LMDB's error.
+    func references(under owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
+        var references: [StoredRow.Reference] = []
+        try withCursor(in: transaction) { cursor in
+            try cursor.forEachValue(in: .prefix(LMDBIncrementalStore.keyBytes(owner))) { entry in
+                references.append(try reference(in: entry))
+                return true
+            }
+        }
+        return references
     }
 }

@@ -63,6 +63,12 @@ struct CostEstimator {
         }
     }
 
+    /// Whether a path that `streams` gives the whole requested order: a stream of the first of several sort keys
+    /// needs the rows to order its ties.
+    func streamsWholeOrder(_ streams: Bool) -> Bool {
+        streams && request.sortDescriptors.count <= 1
+    }
+
     private func sortCost(_ matches: Double, streams: Bool) -> Double {
         guard !request.sortDescriptors.isEmpty, !streams, matches > 1 else { return 0 }
         return matches * log2(matches) * Self.sortStep
@@ -96,8 +102,7 @@ struct CostEstimator {
         var cost: Double
         // In a constant, not an argument: `streams || sortsOnEntries` written as the argument crashed the release
         // compiler's jump threading (Swift 6.3.1, "cannot get borrow introducers").
-        // A stream of the first of several sort keys needs the rows to order its ties.
-        let ordered = (streams && request.sortDescriptors.count <= 1) || sortsOnEntries
+        let ordered = streamsWholeOrder(streams) || sortsOnEntries
         if answeredByEntries(covered: covered || entryChecked, streams: ordered) {
             let stepped = streams && request.resultType != .count ? min(entries, (wanted ?? entries) / kept) : entries
             cost = stepped * Self.indexEntry * (covered ? 1 : 2)

@@ -374,6 +374,18 @@ extension QueryPlanner {
         }
     }
 
+    /// How a range whose index yields the first sort key when it `streams` gives the requested order: streamed
+    /// (whole, or run by run when there are more sort keys), or sorted on its entries when they give every sort key
+    /// and settle the predicate (`settledOnEntries`) — which beats a stream of the first key only, whose ties need
+    /// the rows. (Entries are asked about only when that could matter.)
+    static func order(_ range: QueryPlan.IndexRange, streams: Bool, settledOnEntries: Bool, _ request: FetchRequest,
+                      model: ManagedObjectModel) -> (streams: Bool, sortsOnEntries: Bool) {
+        let severalKeys = request.sortDescriptors.count > 1
+        let onEntries = (!streams || severalKeys) && settledOnEntries && sortsOnEntries(range, request, model: model)
+        let streamed = streams && !(severalKeys && onEntries)
+        return (streamed, !streamed && onEntries)
+    }
+
     /// Whether a fetch from `range` can be sorted on the index entries: every sort key is a plain attribute its
     /// entries hold — stored in their values, or an element of the keys — of a type whose keys are never cut (so
     /// each entry gives its exact value), and no range of it streams the order already.

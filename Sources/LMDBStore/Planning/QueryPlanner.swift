@@ -130,12 +130,8 @@ enum QueryPlanner {
                 && (request.includesSubentities || model.directSubentities(of: compound.owner).isEmpty)
                 && zip(conjunctTerms, conjunctLookups).allSatisfy { term, lookup in answered(term) || answered(lookup?.toOneEquality) }
             let checked = !covered && checkedOnEntries(compound.index)
-            // Entries that give every sort key beat a stream of the first one only (whose ties need the rows).
-            // (Asked only when it could matter: a stream of the whole order needs nothing else.)
-            let onEntries = (!compound.streams || request.sortDescriptors.count > 1) && (covered || checked)
-                && sortsOnEntries(compound.index, request, model: model)
-            let streams = compound.streams && !(request.sortDescriptors.count > 1 && onEntries)
-            analysis.compound = (compound.index, streams, compound.direction, checked, covered, !streams && onEntries)
+            let order = order(compound.index, streams: compound.streams, settledOnEntries: covered || checked, request, model: model)
+            analysis.compound = (compound.index, order.streams, compound.direction, checked, covered, order.sortsOnEntries)
         }
         // What the request reads — its sort keys and the attributes its predicate names —, which an index whose
         // entries store them answers without the rows.
@@ -165,13 +161,10 @@ enum QueryPlanner {
                 direction = sort.ascending ? .forward : .reverse
             }
             let checked = !covered && checkedOnEntries(single.range)
-            // Entries that give every sort key beat a stream of the first one only (whose ties need the rows).
-            let onEntries = (!streams || request.sortDescriptors.count > 1) && (covered || checked)
-                && sortsOnEntries(single.range, request, model: model)
-            if request.sortDescriptors.count > 1 && onEntries { streams = false }
-            analysis.singles.append(Analysis.Single(range: single.range, streams: streams, direction: direction, covered: covered,
+            let order = order(single.range, streams: streams, settledOnEntries: covered || checked, request, model: model)
+            analysis.singles.append(Analysis.Single(range: single.range, streams: order.streams, direction: direction, covered: covered,
                                                     exactPath: exact && allUsable ? keyPath : "", checkedOnEntries: checked,
-                                                    sortsOnEntries: !streams && onEntries))
+                                                    sortsOnEntries: order.sortsOnEntries))
         }
         analysis.join = join(conjuncts, entity: request.entityName, layout: layout, model: model)
         analysis.unions = conjuncts.compactMap { union($0, entity: entity, request: request, model: model) }
@@ -233,7 +226,7 @@ enum QueryPlanner {
         // A lone range that answers the request from its entries beats a scan whatever its size: nothing to probe.
         if analysis.compound == nil, analysis.join == nil, analysis.unions.isEmpty, analysis.toMany == nil, analysis.singles.count == 1,
            let only = analysis.singles.first,
-           estimator.answeredByEntries(covered: only.covered, streams: (only.streams && request.sortDescriptors.count <= 1) || only.sortsOnEntries) {
+           estimator.answeredByEntries(covered: only.covered, streams: estimator.streamsWholeOrder(only.streams) || only.sortsOnEntries) {
             return chosen(Candidate(source: only.range, rank: 1, counted: false, streams: only.streams, direction: only.direction, covered: true,
                                     sortsOnEntries: only.sortsOnEntries))
         }

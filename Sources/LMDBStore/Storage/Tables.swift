@@ -131,21 +131,11 @@ struct ToManyTable {
         }
     }
 
-    /// The members of `owner` in an unordered relationship, in key order.
+    /// The members of `owner`: an unordered relationship's in key order, an ordered one's in position order.
     ///
     /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference.
     func members(of owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
-        var members: [StoredRow.Reference] = []
-        try withUnsafeBytes(of: owner.bigEndian) { owner in
-            try database.withCursor(in: transaction) { cursor in
-                var entry = try cursor.seek(exactly: owner)
-                while let current = entry {
-                    members.append(try database.reference(in: current))
-                    entry = try cursor.nextDuplicate()
-                }
-            }
-        }
-        return members
+        try database.references(under: owner, in: transaction)
     }
 }
 
@@ -217,10 +207,7 @@ struct ChangeLog {
     /// How many records the log holds: `seq/~changeRecords`, or — in a file written before that counter was kept —
     /// counted once from the log.
     private func recordsHeld(in transaction: any KeyValueTransaction) throws -> UInt64 {
-        let name = Array(StoreLayout.changeRecordsKey.utf8)
-        if try sequences.database.withValue(forKey: name, in: transaction, { _ in true }) != nil {
-            return try sequences.database.counter(forKey: name, in: transaction)
-        }
+        if let held = try sequences.database.storedCounter(forKey: Array(StoreLayout.changeRecordsKey.utf8), in: transaction) { return held }
         var held: UInt64 = 0
         try database.withCursor(in: transaction) { cursor in
             try cursor.forEach { entry in
