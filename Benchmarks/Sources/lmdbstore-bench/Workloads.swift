@@ -279,6 +279,28 @@ struct Workloads {
         let measured = try measureIDFetches(name, count: count, request: request, sql: sql)
         record(measured.lmdb, plannedFor: measured.planned)
         record(measured.grdb)
+
+        // What a screen does with them: fetch the objects (faults, the default) in a new context and show each
+        // one's name, against GRDB reading the same rows whole.
+        let reading = "top 20 of a to-one, reading each name"
+        let rowsSQL = "SELECT * FROM employee WHERE departmentId = ? ORDER BY salary DESC, id LIMIT 20"
+        func names(_ n: Int) throws -> [String] {
+            lmdb.resetContext()
+            return try lmdb.context.fetch(try request(n)).map { $0.value(forKey: "name") as? String ?? "" }
+        }
+        for n in [1, count] {
+            let mine = try names(n), theirs = try grdb.queue.read { try Row.fetchAll($0, sql: rowsSQL, arguments: [n]).map { $0["name"] as String } }
+            try check(reading, mine == theirs && !mine.isEmpty, "department \(n): LMDBStore \(mine.prefix(3)), GRDB \(theirs.prefix(3))")
+        }
+        record(try measure(reading, "LMDBStore", objects: dataset.employees, budget: budget) { n in
+            _ = try names(1 + n % count)
+        }, plannedFor: try request(1))
+        record(try grdb.queue.read { db in
+            let statement = try db.cachedStatement(sql: rowsSQL)
+            return try measure(reading, "GRDB", objects: dataset.employees, budget: budget) { n in
+                _ = try Row.fetchAll(statement, arguments: [1 + n % count]).map { $0["name"] as String }
+            }
+        })
     }
 
     /// A search inside one department — `department == %@ AND name CONTAINS[c] %@`, what the search field of a

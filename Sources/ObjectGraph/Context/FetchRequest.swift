@@ -72,6 +72,14 @@ public struct FetchRequest: Sendable, Hashable {
     public var includesPendingChanges: Bool
     /// Whether returned objects are faults (their values loaded on first use). Default: `true`.
     public var returnsObjectsAsFaults: Bool
+    /// Whether the results' property values come from the store with them. Default: `true`.
+    ///
+    /// When `true`, a returned fault loads together with the faults around it: touching one loads its batch — its
+    /// ``fetchBatchSize`` objects, or ``RelatedObjects/faultBatchSize`` when that is 0 — in one store call, as Core
+    /// Data's row cache, filled by the fetch, lets its faults fire without a trip each to the store. Set it to
+    /// `false` for a fetch whose objects' values you will not read (to delete them, or to test that they exist):
+    /// the results are then faults, whatever ``returnsObjectsAsFaults`` says, and each loads alone when touched.
+    public var includesPropertyValues: Bool
     /// When above 0, returned objects load their values this many at a time: touching one loads its whole batch in
     /// one store call. ``ManagedObjectContext/fetchBatched(_:)`` also keeps only a batch or two in memory.
     public var fetchBatchSize: Int
@@ -99,6 +107,7 @@ public struct FetchRequest: Sendable, Hashable {
         self.includesSubentities = true
         self.includesPendingChanges = true
         self.returnsObjectsAsFaults = true
+        self.includesPropertyValues = true
         self.fetchBatchSize = 0
         self.relationshipKeyPathsForPrefetching = []
         self.propertiesToFetch = []

@@ -245,7 +245,8 @@ public struct ToManyRelationship {
 /// transaction per employee. The collection is a snapshot of the relationship when it was asked for: changes made
 /// afterwards show in the next one.
 public struct RelatedObjects<Object: ManagedObject>: RandomAccessCollection {
-    /// How many objects' values load together when one of them fires its fault.
+    /// How many objects' values load together when one of them fires its fault: here, and among a fetch's results
+    /// when its request sets no ``FetchRequest/fetchBatchSize``.
     public static var faultBatchSize: Int { 100 }
 
     /// The IDs of the related objects, in the collection's order.

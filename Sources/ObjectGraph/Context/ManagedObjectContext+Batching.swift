@@ -28,14 +28,19 @@ extension ManagedObjectContext {
         try? loadValues(of: objects)
     }
 
-    /// Groups fetched objects into batches whose faults load together.
-    func assignBatches(_ ids: [ManagedObjectID], size: Int) {
-        guard size > 0 else { return }
-        for start in stride(from: 0, to: ids.count, by: size) {
-            let batch = FaultBatch(ids[start..<min(start + size, ids.count)], makesObjects: false)
-            for id in batch.objectIDs {
-                if let object = registered[id], object.isFaultStorage { object.faultBatch = batch }
-            }
+    /// Groups fetched objects into batches of `size` whose faults load together. A batch is made only where it has
+    /// two faults or more: a lone fault loads as quickly on its own.
+    func assignBatches(of objects: [ManagedObject], size: Int) {
+        guard size > 0, objects.count > 1 else { return }
+        var ids: [ManagedObjectID]?
+        for start in stride(from: 0, to: objects.count, by: size) {
+            let end = min(start + size, objects.count)
+            var faults = 0
+            for index in start..<end where objects[index].isFaultStorage { faults += 1 }
+            guard faults > 1 else { continue }
+            if ids == nil { ids = objects.map(\.objectID) }
+            let batch = FaultBatch(ids![start..<end], makesObjects: false)
+            for index in start..<end where objects[index].isFaultStorage { objects[index].faultBatch = batch }
         }
     }
 

@@ -11,7 +11,8 @@ extension ManagedObjectContext {
     ///   run the request, or a ``PredicateEvaluationError`` from matching pending changes.
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
         let objects: [ManagedObject]
-        switch try matches(request, loadingValues: !request.returnsObjectsAsFaults) {
+        let loadsValues = !request.returnsObjectsAsFaults && request.includesPropertyValues
+        switch try matches(request, loadingValues: loadsValues) {
         case .loaded(let loaded):
             // Each object holds the row the store just read for this fetch, or unsaved changes: none is stale.
             objects = loaded
@@ -19,8 +20,11 @@ extension ManagedObjectContext {
             objects = self.objects(with: ids)
             if parent == nil { refreshStale(objects) }
         }
-        if !request.returnsObjectsAsFaults { try loadValues(of: objects) }
-        if request.fetchBatchSize > 0 { assignBatches(objects.map(\.objectID), size: request.fetchBatchSize) }
+        if loadsValues {
+            try loadValues(of: objects)
+        } else if request.includesPropertyValues {
+            assignBatches(of: objects, size: request.fetchBatchSize > 0 ? request.fetchBatchSize : RelatedObjects<ManagedObject>.faultBatchSize)
+        }
         if !request.relationshipKeyPathsForPrefetching.isEmpty { try prefetch(request.relationshipKeyPathsForPrefetching, for: objects) }
         return objects
     }

@@ -31,6 +31,48 @@ import Testing
         #expect(store.callCounts.batchedObjectFaults == after.batchedObjectFaults)
     }
 
+    /// Without a batch size, a fetch's faults still load together — a hundred at a time, as Core Data's row cache,
+    /// filled by the fetch, lets its faults fire without a trip each to the store — and only the batch touched loads.
+    @Test func fetchedFaultsLoadTogetherByDefault() throws {
+        let (coordinator, store, _) = try stack(books: 250)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let books = try context.fetch(FetchRequest(entityName: "Book", sortDescriptors: [FetchSortDescriptor(keyPath: "title")]))
+        #expect(books.count == 250 && books.allSatisfy(\.isFault))
+        // A book of the last batch goes away elsewhere before it is touched.
+        let other = ManagedObjectContext(coordinator: coordinator)
+        let gone = books[230].objectID
+        other.delete(other.object(with: gone))
+        try other.save()
+
+        let before = store.callCounts
+        #expect(books[150]["title"] as? String != nil)
+        #expect(books.filter { !$0.isFault }.count == 100 && books[100..<200].allSatisfy { !$0.isFault }, "only the touched object's batch loads")
+        for book in books where book.objectID != gone { #expect(book["title"] as? String != nil) }
+        let after = store.callCounts
+        #expect(after.batchedObjectFaults - before.batchedObjectFaults == 3, "250 objects in batches of 100")
+        #expect(after.objectFaults == before.objectFaults, "no single-object faults")
+        // The gone book stayed a fault when its batch loaded; touching it reports why on its own.
+        #expect(books[230]["title"] == nil && books[230].faultError?.code == .objectNotFound)
+        #expect(store.callCounts.objectFaults == after.objectFaults + 1)
+    }
+
+    /// `includesPropertyValues = false` is for fetches whose values nobody reads: the results are faults, even when
+    /// `returnsObjectsAsFaults` is false, and each loads alone.
+    @Test func aFetchWithoutPropertyValuesHandsOutLoneFaults() throws {
+        let (coordinator, store, _) = try stack(books: 30)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let before = store.callCounts
+        let books = try context.fetch(FetchRequest(entityName: "Book").with {
+            $0.includesPropertyValues = false
+            $0.returnsObjectsAsFaults = false
+        })
+        #expect(books.count == 30 && books.allSatisfy(\.isFault))
+        for book in books.prefix(5) { #expect(book["title"] as? String != nil) }
+        let after = store.callCounts
+        #expect(after.objectFaults - before.objectFaults == 5 && after.batchedObjectFaults == before.batchedObjectFaults)
+        #expect(books.filter { !$0.isFault }.count == 5)
+    }
+
     @Test func walkingAToManyLoadsItsObjectsAWindowAtATime() throws {
         let (coordinator, store, authors) = try stack(books: 2500)  // 250 books per author
         let context = ManagedObjectContext(coordinator: coordinator)
