@@ -187,6 +187,43 @@ let longName = String(repeating: "L", count: 600)
         #expect(store.explain(request).hasPrefix("IndexRange(Person.byAge [20, 29])"))
     }
 
+    /// A range that answers the predicate exactly and streams the requested order stops after offset + limit
+    /// entries, where every other path reads each match: under a limit it is chosen without probing any range (the
+    /// fixed cost of the small fetches apps make most). Without a limit, or for a count, the sizes are still probed.
+    @Test func aCoveredStreamUnderALimitIsChosenWithoutProbing() throws {
+        let model = RelationshipLookupTests().packages
+        let layout = StoreLayout(model: model)
+        let section = ManagedObjectID(entityName: "Section", storeIdentifier: "S", referenceObject: .integer(2))
+        var probed: [String] = []
+        let statistics = PlanStatistics(entries: { _ in 100_000 }, probe: { range, limit in probed.append(range.database); return limit })
+        func plan(_ format: String, _ arguments: [any PredicateArgument], sort: String, limit: Int, type: FetchRequestResultType = .managedObject) throws -> String {
+            let request = FetchRequest(entityName: "Package", predicate: try FetchPredicate(format: format, argumentArray: arguments),
+                                       sortDescriptors: [FetchSortDescriptor(keyPath: sort, ascending: false)]).with {
+                $0.fetchLimit = limit
+                $0.resultType = type
+            }
+            let analysis = QueryPlanner.analyze(request, layout: layout, model: model, storeIdentifier: "S")
+            return QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics, analysis: analysis).description
+        }
+        // The section's largest packages: the compound index led by the to-one.
+        #expect(try plan("section == %@", [section], sort: "size", limit: 20) == "IndexRange(Package.bySectionSize [2] reverse) → Limit(20)")
+        #expect(probed.isEmpty, "\(probed)")
+        #expect(try plan("section == %@", [section], sort: "size", limit: 20, type: .managedObjectID).hasPrefix("IndexRange(Package.bySectionSize [2] reverse)"))
+        // A one-attribute range streaming its own attribute.
+        #expect(try plan("rank >= 3", [], sort: "rank", limit: 5) == "IndexRange(Package.byRank [3, +inf) reverse) → Limit(5)")
+        #expect(probed.isEmpty, "\(probed)")
+        // Without a limit the other paths are costed, and so is a count; so is a range that does not answer the
+        // predicate (the rows must check the rest).
+        _ = try plan("section == %@", [section], sort: "size", limit: 0)
+        #expect(!probed.isEmpty)
+        probed.removeAll()
+        _ = try plan("section == %@", [section], sort: "size", limit: 20, type: .count)
+        #expect(!probed.isEmpty)
+        probed.removeAll()
+        _ = try plan("section == %@ AND name BEGINSWITH 'lib'", [section], sort: "size", limit: 20)
+        #expect(!probed.isEmpty)
+    }
+
     @Test func randomPredicatesGiveTheInMemoryStoresResults() throws {
         let folder = StoreFolder()
         let rows = people(400, seed: 99)

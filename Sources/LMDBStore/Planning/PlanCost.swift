@@ -48,6 +48,14 @@ struct CostEstimator {
         self.rows = Double(rows)
     }
 
+    /// The rows evaluating a predicate reads per row, in ``rowRead`` units: one per to-one it follows, and for each
+    /// to-many the relationship's average size (its table's entries per row) — ``QueryPlanner/relationshipReads(_:entity:layout:model:)``.
+    func relationshipReads(toOnes: Int, toManyTables: [String]) -> Double {
+        var reads = Double(toOnes)
+        for table in toManyTables { reads += Double(statistics.entries(table)) / max(1, rows) }
+        return reads * Self.rowRead
+    }
+
     /// The rows the fetch hands out: offset + limit, or all.
     private var wanted: Double? { request.windowEnd.map(Double.init) }
 

@@ -70,6 +70,9 @@ enum QueryPlanner {
         var conjunctCount = 0
         /// The predicate is false for every row.
         var matchesNothing = false
+        /// What checking the predicate on a row reads besides the row: a row per to-one it names, and the entries of
+        /// each to-many's table (``relationshipReads(_:entity:layout:model:)``).
+        var relationshipReads: (toOnes: Int, toManyTables: [String]) = (0, [])
     }
 
     /// The candidate access paths for `request`'s shape (`nil` without a predicate or for an unknown entity).
@@ -178,6 +181,7 @@ enum QueryPlanner {
             }
         }
         analysis.toMany = toManyJoin(conjuncts, entity: request.entityName, layout: layout, model: model)
+        analysis.relationshipReads = relationshipReads(predicate.node, entity: entity, layout: layout, model: model)
         return analysis
     }
 
@@ -201,7 +205,7 @@ enum QueryPlanner {
             return plan
         }
         var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
-        estimator.residual = relationshipReads(predicate.node, entity: entity, layout: layout, model: model, statistics: statistics)
+        estimator.residual = estimator.relationshipReads(toOnes: analysis.relationshipReads.toOnes, toManyTables: analysis.relationshipReads.toManyTables)
         func chosen(_ best: Candidate) -> QueryPlan {
             plan.source = best.source
             plan.streamsInSortOrder = best.streams
@@ -235,6 +239,17 @@ enum QueryPlanner {
         if analysis.compound == nil, analysis.join == nil, analysis.singles.isEmpty, analysis.toMany == nil, analysis.unions.count == 1,
            let only = analysis.unions.first, only.exact, analysis.conjunctCount == 1, estimator.answeredByEntries(covered: true, streams: false) {
             return chosen(Candidate(source: QueryPlan.Union(ranges: only.ranges), rank: 6, counted: false, streams: request.sortDescriptors.isEmpty, covered: true))
+        }
+        // A path that answers the predicate exactly while streaming the whole requested order stops after offset +
+        // limit entries (and rows): every other path reads each match at least, so under a limit it wins whatever
+        // the sizes — nothing to probe.
+        if request.fetchLimit > 0, request.resultType == .managedObject || request.resultType == .managedObjectID {
+            if let compound = analysis.compound, compound.covered, estimator.streamsWholeOrder(compound.streams) {
+                return chosen(Candidate(source: compound.index, rank: 0, counted: false, streams: true, direction: compound.direction, covered: true))
+            }
+            if let single = analysis.singles.first(where: { $0.covered && estimator.streamsWholeOrder($0.streams) }) {
+                return chosen(Candidate(source: single.range, rank: 1, counted: false, streams: true, direction: single.direction, covered: true))
+            }
         }
         var candidates: [Candidate] = []
         if let compound = analysis.compound {
@@ -388,31 +403,27 @@ enum QueryPlanner {
         }
     }
 
-
-    /// The rows evaluating `node` reads per row, in ``CostEstimator/rowRead`` units: one per to-one it follows,
-    /// and for each to-many the relationship's average size (its link or to-one table's entries per row).
-    static func relationshipReads(_ node: PredicateNode, entity: StoreLayout.EntityLayout, layout: StoreLayout, model: ManagedObjectModel,
-                                  statistics: PlanStatistics) -> Double {
+    /// What evaluating `node` on a row reads besides the row, from its shape alone: the to-ones it follows (a row
+    /// each) and the tables of the to-manys it follows (whose entries per row give the relationship's average size,
+    /// ``CostEstimator/relationshipReads(toOnes:toManyTables:)``).
+    static func relationshipReads(_ node: PredicateNode, entity: StoreLayout.EntityLayout, layout: StoreLayout,
+                                  model: ManagedObjectModel) -> (toOnes: Int, toManyTables: [String]) {
         var names = Set<String>()
         forEachExpression(in: node) { expression in
             if case .keyPath(let path) = expression { names.insert(String(path.prefix { $0 != "." })) }
         }
-        let rows = Double(max(1, statistics.entries(StoreLayout.rowsDatabase(root: entity.root))))
-        var reads = 0.0
-        for name in names {
+        var toOnes = 0
+        var tables: [String] = []
+        for name in names.sorted() {
             guard let relationship = model.relationship(named: name, in: entity.name) else { continue }
-            guard relationship.isToMany else { reads += 1; continue }
-            let table: String
+            guard relationship.isToMany else { toOnes += 1; continue }
             if StoreLayout.needsLinkTable(relationship, model) {
-                table = StoreLayout.linkDatabase(entity: layout.declaringEntity(of: name, in: entity.name), relationship: relationship)
+                tables.append(StoreLayout.linkDatabase(entity: layout.declaringEntity(of: name, in: entity.name), relationship: relationship))
             } else if let inverse = model.inverse(of: relationship) {
-                table = StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: inverse.name, in: relationship.destinationEntityName),
-                                                  relationship: inverse.name)
-            } else {
-                continue
+                tables.append(StoreLayout.toOneDatabase(entity: layout.declaringEntity(of: inverse.name, in: relationship.destinationEntityName),
+                                                        relationship: inverse.name))
             }
-            reads += Double(statistics.entries(table)) / rows
         }
-        return reads * CostEstimator.rowRead
+        return (toOnes, tables)
     }
 }
