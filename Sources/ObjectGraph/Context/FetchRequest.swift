@@ -78,7 +78,8 @@ public struct FetchRequest: Sendable, Hashable {
     /// ``fetchBatchSize`` objects, or ``RelatedObjects/faultBatchSize`` when that is 0 — in one store call, as Core
     /// Data's row cache, filled by the fetch, lets its faults fire without a trip each to the store. Set it to
     /// `false` for a fetch whose objects' values you will not read (to delete them, or to test that they exist):
-    /// the results are then faults, whatever ``returnsObjectsAsFaults`` says, and each loads alone when touched.
+    /// the results the context did not hold loaded already are then faults, whatever ``returnsObjectsAsFaults``
+    /// says, and each loads alone when touched.
     public var includesPropertyValues: Bool
     /// When above 0, returned objects load their values this many at a time: touching one loads its whole batch in
     /// one store call. ``ManagedObjectContext/fetchBatched(_:)`` also keeps only a batch or two in memory.
