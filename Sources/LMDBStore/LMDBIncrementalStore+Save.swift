@@ -419,7 +419,7 @@ extension LMDBIncrementalStore {
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` for an object of
     ///   another entity, or ``ManagedObjectContextError/Code/objectNotFound`` naming the owner, the relationship and
     ///   the missing object.
-    private func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipCheck, owner: ManagedObjectID,
+    func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipCheck, owner: ManagedObjectID,
                              _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws -> UInt16 {
         if let known = references.verified[target], known.destination == relationship.destinationEntityName { return known.tag }
         guard let entity = state.entity(of: target), model.entity(target.entityName, isKindOf: relationship.destinationEntityName) else {

@@ -204,6 +204,13 @@ struct ChangeLog {
         try sequences.setCounter(StoreLayout.changeRecordsKey, to: held, in: transaction)
     }
 
+    /// Takes the next number for a save too large to record (more objects than the log keeps): no records go under
+    /// it, so a process catching up across it finds the number missing and refreshes everything, as it does when
+    /// it falls behind what the log keeps.
+    func skipNumber(in transaction: any KeyValueTransaction) throws {
+        try sequences.setCounter(StoreLayout.changeSequenceKey, to: try lastNumber(in: transaction) + 1, in: transaction)
+    }
+
     /// How many records the log holds: `seq/~changeRecords`, or — in a file written before that counter was kept —
     /// counted once from the log.
     private func recordsHeld(in transaction: any KeyValueTransaction) throws -> UInt64 {

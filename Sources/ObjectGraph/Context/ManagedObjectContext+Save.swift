@@ -131,35 +131,7 @@ extension ManagedObjectContext {
                     if !slot.isOptional { fail(slot.name, "a value is required") }
                     continue
                 }
-                if value.isNaN { fail(slot.name, "NaN is not a \(value.kindName): it is not equal to itself") }
-                guard slot.hasRules else { continue }
-                let attribute = slot.attribute!
-                let rules = attribute.validation
-                if let minimum = rules.minimumValue?.numericValue, let number = value.numericValue, number < minimum {
-                    fail(attribute.name, "\(value) is below the minimum \(rules.minimumValue!)")
-                }
-                if let maximum = rules.maximumValue?.numericValue, let number = value.numericValue, number > maximum {
-                    fail(attribute.name, "\(value) is above the maximum \(rules.maximumValue!)")
-                }
-                // Counting characters walks the whole string: only when a rule needs the length.
-                var length: Int?
-                if rules.minimumLength != nil || rules.maximumLength != nil {
-                    switch value {
-                    case .string(let text): length = text.count
-                    case .data(let data) where attribute.type == .binaryData: length = data.count
-                    default: break
-                    }
-                }
-                if let length, let minimum = rules.minimumLength, length < minimum {
-                    fail(attribute.name, "is \(length) long, shorter than the minimum length \(minimum)")
-                }
-                if let length, let maximum = rules.maximumLength, length > maximum {
-                    fail(attribute.name, "is \(length) long, longer than the maximum length \(maximum)")
-                }
-                if let pattern = rules.pattern, case .string(let text) = value,
-                   StringMatching.matches(text, pattern, options: []) != true {
-                    fail(attribute.name, "\"\(text)\" does not match the pattern \(pattern)")
-                }
+                slot.ruleFailures(of: value) { fail(slot.name, $0) }
             case .toMany:
                 guard slot.hasRules else { continue }
                 countFailures(object, slot, fail)

@@ -55,7 +55,7 @@ public enum AttributeValue: Sendable, Hashable {
     }
 
     /// The value converted to `type` when that loses nothing, or `nil`.
-    func converted(to type: AttributeType) -> AttributeValue? {
+    package func converted(to type: AttributeType) -> AttributeValue? {
         if fits(type) { return self }
         switch (self, type) {
         case (.integer(let value), .double): return Double(exactly: value).map(AttributeValue.double)

@@ -135,7 +135,7 @@ public struct ManagedObjectModel: Sendable {
         /// The slots of the properties a store keeps (not transient, not fetched), in order.
         let persistentSlots: [Slot]
         /// The slots of the persistent relationships, in order.
-        let relationshipSlots: [Slot]
+        package let relationshipSlots: [Slot]
         /// The slots of the attributes an object keeps as ``AttributeValue``s (every attribute but undefined-type
         /// transient ones), in their ``Slot/position`` order: the layout of ``AttributeSlots``.
         package let attributeSlots: [Slot]
@@ -306,7 +306,7 @@ public struct ManagedObjectModel: Sendable {
         /// The attribute's description (attributes only).
         let attribute: AttributeDescription?
         /// The relationship's description (relationships only).
-        let relationship: RelationshipDescription?
+        package let relationship: RelationshipDescription?
         /// The ``index`` of the relationship's inverse among the destination entity's properties, resolved once
         /// (-1 without an inverse). Sub-entities list inherited properties first, in their parent's order, so the
         /// index holds for every object the relationship may point at.

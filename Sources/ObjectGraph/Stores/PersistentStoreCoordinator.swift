@@ -489,6 +489,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return versions
     }
 
+    /// Forgets every cached row of `store` (its objects stay registered) and moves the row generation and the cache
+    /// epoch: after a change the coordinator did not see row by row, such as a batch request, no row read before it
+    /// is current — including rows a read under way now would cache.
+    func dropCachedRows(of store: any PersistentStore) {
+        let identifier = store.identifier
+        rowGeneration.add(1, ordering: .releasing)
+        lock.withLock {
+            cacheEpoch &+= 1
+            for index in rowCache.indices where rowCache.keys[index].storeIdentifier == identifier { rowCache.values[index].node = nil }
+        }
+    }
+
     /// Replaces (or drops, for `nil`) a cached row after a save or a refresh.
     func updateCache(_ objectID: ManagedObjectID, node: IncrementalStoreNode?) {
         lock.withLock { if let position = rowCache.index(forKey: objectID) { rowCache.values[position].node = node } }

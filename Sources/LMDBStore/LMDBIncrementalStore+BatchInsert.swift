@@ -1,0 +1,290 @@
+import LMDB
+import ObjectGraph
+
+extension LMDBIncrementalStore: BatchInsertingStore {
+    /// Inserts a batch's rows without managed objects: keys allocated in one step per transaction, rows appended in
+    /// key order, each row's index entries put as the row is (so a uniqueness constraint and a row pointing at an
+    /// object by unique value see the rows before it), to-one targets and link-table members checked once per
+    /// target, the save recorded in the change log. One write transaction for the whole request, or one per chunk
+    /// when the request commits each chunk.
+    ///
+    /// Relationships a row gives are written on its side: a to-one whose inverse is an unordered to-many (or that has
+    /// none), and a many-to-many (both link tables). A relationship whose other side lives in another row — a to-one
+    /// with a to-one or ordered inverse, a to-many whose inverse is a to-one — is refused with an error that says to
+    /// give it on the other side or to go through objects.
+    public func executeBatchInsert(_ rows: BatchInsertRows) throws {
+        let state = try open
+        guard let entity = layout.entity(rows.entityName) else {
+            throw ManagedObjectContextError(.unknownName, message: "the LMDB store holds no entity named \(rows.entityName)")
+        }
+        let plan = try BatchInsertPlan(entity, rows: rows, store: self, state: state)
+        do {
+            if rows.commitsEachChunk {
+                while let chunk = try rows.nextChunk() {
+                    let ids = try state.environment.write { transaction in
+                        try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
+                    }
+                    rows.didWrite(chunk.count, committed: true, objectIDs: ids)
+                }
+            } else {
+                try state.environment.write { transaction in
+                    while let chunk = try rows.nextChunk() {
+                        let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
+                        rows.didWrite(chunk.count, committed: false, objectIDs: ids)
+                    }
+                }
+                rows.didCommit()
+            }
+        } catch let error as ManagedObjectContextError {
+            throw error
+        } catch let stop as BatchInsertRows.Stopped {
+            throw stop
+        } catch {
+            throw storeError(error, "the batch insert into \(rows.entityName) failed; its transaction wrote nothing")
+        }
+    }
+
+    /// Writes one chunk in `transaction`: returns the new objects' IDs when the request wants them.
+    private func insert(_ chunk: [BatchInsertRow], plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState,
+                        transaction: any KeyValueTransaction) throws -> [ManagedObjectID] {
+        let entity = plan.entity
+        let table = state.rows(of: entity), maintainers = state.maintainers(of: entity)
+        // Keys for the whole chunk in one step.
+        let first = try state.sequences.counter(entity.root, in: transaction) + 1
+        try state.sequences.setCounter(entity.root, to: first + UInt64(chunk.count) - 1, in: transaction)
+        var indexes = IndexUpdates()
+        var resolver = plan.resolver
+        defer { plan.resolver = resolver }
+        var ids: [ManagedObjectID] = []
+        if rows.resultType == .objectIDs { ids.reserveCapacity(chunk.count) }
+        for (offset, input) in chunk.enumerated() {
+            let key = first + UInt64(offset)
+            try plan.checkRelationships(of: input)
+            var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
+            for field in entity.fields.indices {
+                let slot = entity.slotPositions[field]
+                guard entity.referenceFields[field] else {
+                    if let value = input.attributes[slot] { row.fields[field] = .attribute(value) }
+                    continue
+                }
+                guard let target = input.toOne[slot] else { continue }
+                let relationship = plan.toOneSlots[slot]!
+                row.fields[field] = .reference(try resolver.reference(target, relationship, row: input.position, rows: rows, transaction: transaction))
+            }
+            try indexes.insert(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
+                rows.rowError(.constraintViolation, position, uniquenessMessage(entity, constraint: constraint, row))
+            }
+            guard try table.write(row, key: key, modelHash: modelHashPrefix, inserting: true, in: transaction) else {
+                throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
+            }
+            for link in plan.links {
+                guard let members = input.toMany[link.slot.position] else { continue }
+                for (position, target) in members.enumerated() {
+                    let member = try resolver.reference(target, link.slot, row: input.position, rows: rows, transaction: transaction)
+                    try link.table.add(member, to: key, at: position, in: transaction)
+                    if let inverse = link.inverse {
+                        try inverse(member.entityTag).add(StoredRow.Reference(entityTag: entity.tag, key: key), to: member.key, at: 0, in: transaction)
+                    }
+                }
+            }
+            if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
+        }
+        try recordInsert(of: entity, keys: first..<(first + UInt64(chunk.count)), state: state, transaction: transaction)
+        return ids
+    }
+
+    /// Records an insert of the rows under `keys` in the change log — or, for more rows than the log keeps, moves
+    /// the log's number on without records, so a process catching up across it refreshes everything.
+    private func recordInsert(of entity: StoreLayout.EntityLayout, keys: Range<UInt64>, state: OpenState, transaction: any KeyValueTransaction) throws {
+        guard keys.count <= StoreLayout.changeLogRecords else {
+            try state.changeLog.skipNumber(in: transaction)
+            return
+        }
+        try state.changeLog.append(count: keys.count, in: transaction) { writer in
+            for key in keys {
+                writer.byte(1)
+                writer.bigEndian(entity.tag)
+                writer.bigEndian(key)
+            }
+        }
+    }
+
+    /// What a uniqueness violation of a batch row says: the constraint and the values taken.
+    private func uniquenessMessage(_ entity: StoreLayout.EntityLayout, constraint position: Int, _ row: StoredRow) -> String {
+        let constraint = entity.uniques.indices.contains(position) ? entity.uniques[position] : nil
+        let names = constraint?.constraint.propertyNames ?? []
+        let values = names.map { name in
+            entity.fieldIndex[name].map { row.attribute($0).map { "\($0)" } ?? row.reference($0).map { "key \($0.key)" } ?? "nil" } ?? "nil"
+        }
+        return "\(constraint?.owner ?? entity.name) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", "))) is already taken"
+    }
+}
+
+/// What a batch insert into one entity works out once: the relationships it writes and how, and the targets it has
+/// found so far (kept across chunks and transactions: a row found stays while the batch runs, since nothing but the
+/// batch writes meanwhile — LMDB has one writer, and each chunk's transaction follows the last).
+private final class BatchInsertPlan {
+    let entity: StoreLayout.EntityLayout
+    /// The relationship of each to-one position of the entity's handle (`nil`: not stored).
+    let toOneSlots: [ManagedObjectModel.Slot?]
+    /// The link tables a row's to-many values go to, and for a many-to-many the inverse's table by the member's tag.
+    let links: [(slot: ManagedObjectModel.Slot, table: ToManyTable, inverse: ((UInt16) throws -> ToManyTable)?)]
+    /// Relationships kept in other rows (see ``LMDBIncrementalStore/executeBatchInsert(_:)``), by kind and position:
+    /// a row that gives one is refused with the error.
+    let refusals: [(kind: ManagedObjectModel.Slot.Kind, position: Int, error: ManagedObjectContextError)]
+    var resolver: TargetResolver
+
+    /// Throws the refusal of a relationship `row` gives that the batch cannot write.
+    func checkRelationships(of row: BatchInsertRow) throws {
+        for refusal in refusals where refusal.kind == .toOne ? row.toOne[refusal.position] != nil : row.toMany[refusal.position]?.isEmpty == false {
+            throw refusal.error
+        }
+    }
+
+    init(_ entity: StoreLayout.EntityLayout, rows: BatchInsertRows, store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState) throws {
+        self.entity = entity
+        let handle = entity.handle
+        let model = store.model
+        func refuse(_ slot: ManagedObjectModel.Slot, _ why: String) -> ManagedObjectContextError {
+            ManagedObjectContextError(.unsupportedRequest,
+                message: "a batch insert into \(entity.name) cannot set \(slot.name): \(why); set it on the other side, or run the request with `fallback: .throughObjects`")
+        }
+        // Relationships a row may not give here: refused when a row gives one, with what to do instead.
+        var refusals: [(kind: ManagedObjectModel.Slot.Kind, position: Int, error: ManagedObjectContextError)] = []
+        var toOneSlots = [ManagedObjectModel.Slot?](repeating: nil, count: handle.emptyToOne.count)
+        for slot in handle.toOneSlots where slot.isPersistent {
+            toOneSlots[slot.position] = slot
+            guard let relationship = slot.relationship, let inverse = model.inverse(of: relationship) else { continue }
+            if !inverse.isToMany {
+                refusals.append((.toOne, slot.position, refuse(slot, "its inverse \(inverse.name) is a to-one, kept in the other object's row")))
+            } else if inverse.isOrdered {
+                refusals.append((.toOne, slot.position, refuse(slot, "its inverse \(inverse.name) is ordered, and a new member's place in it is not the row's to give")))
+            }
+        }
+        self.toOneSlots = toOneSlots
+        var links: [(slot: ManagedObjectModel.Slot, table: ToManyTable, inverse: ((UInt16) throws -> ToManyTable)?)] = []
+        for slot in handle.relationshipSlots where slot.kind == .toMany && slot.isPersistent {
+            guard let relationship = slot.relationship else { continue }
+            guard let link = entity.linkSlots.firstIndex(where: { $0 === slot }) else {
+                // Kept through its inverse's to-ones: the members' rows would change.
+                refusals.append((.toMany, slot.position,
+                                 refuse(slot, "it is kept through \(relationship.destinationEntityName).\(relationship.inverseName ?? "?"), a to-one in each member's row")))
+                continue
+            }
+            let table = state.linkTables[Int(entity.tag)][link]
+            var inverseTable: ((UInt16) throws -> ToManyTable)?
+            if let inverse = model.inverse(of: relationship) {
+                guard inverse.isToMany else {
+                    refusals.append((.toMany, slot.position, refuse(slot, "its inverse \(inverse.name) is a to-one, kept in each member's row")))
+                    continue
+                }
+                let inverseName = inverse.name
+                inverseTable = { tag in
+                    guard let name = store.layout.entityNamesByTag[tag], let destination = store.layout.entity(name),
+                          let position = destination.linkRelationships.firstIndex(where: { $0.name == inverseName }) else {
+                        throw ManagedObjectContextError(.storeUnusable, message: "the link table of \(inverseName) for entity tag \(tag) is not in the store's layout")
+                    }
+                    return state.linkTables[Int(tag)][position]
+                }
+            }
+            links.append((slot, table, inverseTable))
+        }
+        self.refusals = refusals
+        self.links = links
+        resolver = TargetResolver(store: store, state: state, entity: entity)
+    }
+}
+
+/// Finds the rows a batch's relationships point at — by object ID (checked to exist, as a save checks a target)
+/// or by the value of the destination's uniqueness constraint on one attribute (looked up in the table that keeps
+/// it) — and remembers each found, so a thousand rows pointing at one department look it up once.
+private struct TargetResolver {
+    let store: LMDBIncrementalStore
+    let state: LMDBIncrementalStore.OpenState
+    let entity: StoreLayout.EntityLayout
+    var references = LMDBIncrementalStore.References(inserted: [], deleted: [])
+    /// By relationship name, then value: the rows found by unique value.
+    var byUniqueValue: [String: [AttributeValue: StoredRow.Reference]] = [:]
+    /// By relationship name: where its unique values are looked up.
+    var lookups: [String: UniqueLookup] = [:]
+    private var scratch = EntryScratch()
+
+    init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, entity: StoreLayout.EntityLayout) {
+        self.store = store
+        self.state = state
+        self.entity = entity
+    }
+
+    /// How a relationship's unique values are found: the destination's layout, its key attribute's field and
+    /// type, and the maintainer of the table that keeps the constraint.
+    struct UniqueLookup {
+        let destination: StoreLayout.EntityLayout
+        let field: Int
+        let type: AttributeType
+        let maintainer: any IndexMaintainer
+    }
+
+    mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, row: Int, rows: BatchInsertRows,
+                            transaction: any KeyValueTransaction) throws -> StoredRow.Reference {
+        switch target {
+        case .object(let id):
+            let check = RelationshipCheckCache.check(for: slot, in: entity)
+            let owner = ManagedObjectID(entityName: entity.name, storeIdentifier: state.storeIdentifier, referenceObject: .string("batch row \(row)"))
+            do {
+                let tag = try store.checkTarget(id, of: check, owner: owner, &references, state: state, transaction: transaction)
+                return StoredRow.Reference(entityTag: tag, key: try store.key(of: id))
+            } catch let error as ManagedObjectContextError {
+                throw rows.rowError(error.code, row, "\(entity.name).\(slot.name) points at \(id), \(error.code == .objectNotFound ? "which is not in the store" : "which is not a \(check.destinationEntityName)")")
+            }
+        case .uniqueValue(let value):
+            if let found = byUniqueValue[slot.name]?[value] { return found }
+            let lookup = try uniqueLookup(slot, rows: rows)
+            guard let converted = value.converted(to: lookup.type) else {
+                throw rows.rowError(.wrongValueType, row,
+                    "\(entity.name).\(slot.name) is matched on \(lookup.destination.name).\(lookup.destination.fields[lookup.field].name), which is \(lookup.type.coreDataName), not \(value.kindName) \(value)")
+            }
+            var probe = StoredRow(entityTag: lookup.destination.tag, version: 1, fields: lookup.destination.newFields())
+            probe.fields[lookup.field] = .attribute(converted)
+            scratch.startRow(reference: 0, tag: lookup.destination.tag)
+            let found: StoredRow.Reference? = try lookup.maintainer.withEntry(of: probe, scratch: &scratch) { key, _, _ in
+                try lookup.maintainer.table.withValue(forKey: key, in: transaction) { entry in
+                    entry.count >= IndexEntries.referenceSize
+                        ? StoredRow.Reference(entityTag: UInt16(entry[8]) << 8 | UInt16(entry[9]), key: entry.loadUnaligned(as: UInt64.self).bigEndian)
+                        : nil
+                } ?? nil
+            } ?? nil
+            guard let found else {
+                throw rows.rowError(.objectNotFound, row,
+                    "\(entity.name).\(slot.name) points at the \(lookup.destination.name) whose \(lookup.destination.fields[lookup.field].name) is \(converted), and there is none")
+            }
+            byUniqueValue[slot.name, default: [:]][value] = found
+            return found
+        }
+    }
+
+    private mutating func uniqueLookup(_ slot: ManagedObjectModel.Slot, rows: BatchInsertRows) throws -> UniqueLookup {
+        if let known = lookups[slot.name] { return known }
+        let (destinationHandle, key) = try rows.uniqueKey(of: slot)
+        guard let destination = store.layout.entity(destinationHandle.name), let field = destination.fieldIndex[key.name],
+              let constraint = destination.uniques.firstIndex(where: { $0.constraint.propertyNames == [key.name] }) else {
+            throw ManagedObjectContextError(.unsupportedRequest, message: "the store keeps no uniqueness constraint on \(destinationHandle.name).\(key.name)")
+        }
+        let maintainers = state.maintainers(of: destination)
+        let maintainer: (any IndexMaintainer)? = maintainers.fetchIndexes.first { $0.constraint == constraint } ?? maintainers.uniqueness.first { $0.constraint == constraint }
+        guard let maintainer else {
+            throw ManagedObjectContextError(.storeUnusable, message: "the table of the uniqueness constraint on \(destinationHandle.name).\(key.name) is not open")
+        }
+        let lookup = UniqueLookup(destination: destination, field: field, type: key.type, maintainer: maintainer)
+        lookups[slot.name] = lookup
+        return lookup
+    }
+}
+
+/// The ``RelationshipCheck`` of a relationship slot of an entity: its to-one check or its link check.
+private enum RelationshipCheckCache {
+    static func check(for slot: ManagedObjectModel.Slot, in entity: StoreLayout.EntityLayout) -> RelationshipCheck {
+        if let position = entity.toOneRelationships.firstIndex(where: { $0.name == slot.name }) { return entity.toOneChecks[position] }
+        if let position = entity.linkRelationships.firstIndex(where: { $0.name == slot.name }) { return entity.linkChecks[position] }
+        preconditionFailure("\(entity.name).\(slot.name) is neither a stored to-one nor kept in a link table")
+    }
+}

@@ -1,0 +1,300 @@
+import Foundation
+
+/// An object a row of a batch insert points at.
+public enum BatchTarget: Sendable, Hashable {
+    /// The object with this ID.
+    case object(ManagedObjectID)
+    /// The object of the relationship's destination entity whose uniqueness constraint on one attribute holds this
+    /// value (converted to that attribute's type).
+    case uniqueValue(AttributeValue)
+}
+
+/// One row of a batch insert as a store receives it: checked against the model (every value of its property's
+/// type, required values present, validation rules kept), defaults applied.
+public struct BatchInsertRow: Sendable {
+    /// The row's position in the request, from 0: what an error about the row names.
+    public let position: Int
+    /// The persistent attribute values in the entity's attribute positions.
+    package var attributes: AttributeSlots
+    /// The to-one targets in the entity's to-one positions.
+    package var toOne: ContiguousArray<BatchTarget?>
+    /// The to-many targets in the entity's to-many positions; `nil` where the row gives none.
+    package var toMany: ContiguousArray<[BatchTarget]?>
+    let entity: ManagedObjectModel.EntityHandle
+
+    /// The attribute values by name (absent: NULL).
+    public var attributeValues: [String: AttributeValue] { entity.attributeDictionary(attributes) }
+
+    /// The to-one targets by name (absent: no object).
+    public var toOneTargets: [String: BatchTarget] {
+        var targets: [String: BatchTarget] = [:]
+        for slot in entity.toOneSlots where slot.isPersistent {
+            if let target = toOne[slot.position] { targets[slot.name] = target }
+        }
+        return targets
+    }
+
+    /// The to-many targets by name, for the relationships the row gives.
+    public var toManyTargets: [String: [BatchTarget]] {
+        var targets: [String: [BatchTarget]] = [:]
+        for slot in entity.relationshipSlots where slot.kind == .toMany && slot.isPersistent {
+            if let members = toMany[slot.position] { targets[slot.name] = members }
+        }
+        return targets
+    }
+}
+
+/// The rows of a ``BatchInsertRequest`` as a store reads them: a chunk at a time, each row checked against the model
+/// as it is prepared, so a request of any size holds one chunk.
+///
+/// A store that ``BatchInsertingStore/executeBatchInsert(_:)`` is given this reads chunks with ``nextChunk()`` and
+/// tells what it wrote with ``didWrite(_:committed:objectIDs:)``: when ``commitsEachChunk``, after committing each
+/// chunk in a transaction of its own; otherwise after writing each chunk in the one transaction of the whole request,
+/// then ``didCommit()`` once it is committed. ``nextChunk()`` throws when the request was stopped: a store lets that
+/// error end the request (and roll back the transaction it is in).
+public final class BatchInsertRows {
+    /// The entity the rows insert.
+    public let entityName: String
+    /// The most rows a chunk holds.
+    public let chunkSize: Int
+    /// Whether each chunk is committed on its own.
+    public let commitsEachChunk: Bool
+    /// What the result reports: a store hands over the new objects' IDs only for ``BatchResultType/objectIDs``.
+    public let resultType: BatchResultType
+    package let entity: ManagedObjectModel.EntityHandle
+    private let model: ManagedObjectModel
+    private var source: BatchInsertRequest.Source
+    private let progressHandler: ((BatchProgress) -> Bool)?
+    private let total: Int?
+    private var nextPosition = 0
+    private var exhausted = false
+    /// Set when the progress handler or the task asked to stop.
+    package private(set) var isStopped = false
+    private var written = 0
+    private var committed = 0
+    private var writtenIDs: [ManagedObjectID] = []
+    private var committedIDs: [ManagedObjectID] = []
+    /// The dictionary a handler fills, kept between rows (its storage is reused).
+    private var scratch: [String: BatchValue] = [:]
+
+    package init(_ request: BatchInsertRequest, model: ManagedObjectModel) throws(ManagedObjectContextError) {
+        guard let entity = model.existingHandle(forEntityNamed: request.entityName) else {
+            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
+        }
+        guard !entity.description.isAbstract else {
+            throw ManagedObjectContextError(.unknownName, message: "the entity \"\(request.entityName)\" is abstract; insert one of its sub-entities")
+        }
+        guard request.chunkSize > 0 else {
+            throw ManagedObjectContextError(.unsupportedRequest, message: "a batch insert's chunk size must be at least 1, not \(request.chunkSize)")
+        }
+        self.entityName = request.entityName
+        self.entity = entity
+        self.model = model
+        self.chunkSize = request.chunkSize
+        self.commitsEachChunk = request.commitsEachChunk
+        self.resultType = request.resultType
+        self.source = request.source
+        self.progressHandler = request.progressHandler
+        if case .rows(let rows) = request.source { total = rows.count } else { total = nil }
+    }
+
+    /// The error ``nextChunk()`` throws once the request was stopped.
+    package struct Stopped: Error {}
+
+    /// The next chunk of at most ``chunkSize`` rows, in request order; `nil` when there are none left.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the first row that breaks the model's rules (wrong type,
+    ///   unknown or transient property, required value missing, a validation rule), or an error that stops the
+    ///   request when its progress handler returned `false` or its task was cancelled.
+    public func nextChunk() throws -> [BatchInsertRow]? {
+        if isStopped || (nextPosition > 0 && Task.isCancelled) {
+            isStopped = true
+            throw Stopped()
+        }
+        var chunk: [BatchInsertRow] = []
+        while chunk.count < chunkSize, let values = nextValues() {
+            chunk.append(try prepare(values, position: nextPosition))
+            nextPosition += 1
+        }
+        return chunk.isEmpty ? nil : chunk
+    }
+
+    /// The next row's values from the array or the handler; `nil` at the end.
+    private func nextValues() -> [String: BatchValue]? {
+        guard !exhausted else { return nil }
+        switch source {
+        case .rows(let rows):
+            guard nextPosition < rows.count else {
+                exhausted = true
+                source = .rows([])  // lets the rows go
+                return nil
+            }
+            return rows[nextPosition]
+        case .handler(let handler):
+            scratch.removeAll(keepingCapacity: true)
+            if handler(&scratch) {
+                exhausted = true
+                return nil
+            }
+            return scratch
+        }
+    }
+
+    /// Tells the request that `count` more rows were written, with their IDs for ``BatchResultType/objectIDs``
+    /// (and nothing otherwise); `committed` when they are committed already (a chunk committed on its own). Calls
+    /// the progress handler.
+    public func didWrite(_ count: Int, committed isCommitted: Bool, objectIDs: [ManagedObjectID] = []) {
+        written += count
+        if resultType == .objectIDs { writtenIDs += objectIDs }
+        if isCommitted { didCommit() }
+        if let progressHandler, !progressHandler(BatchProgress(written: written, committed: committed, total: total)) { isStopped = true }
+        if Task.isCancelled { isStopped = true }
+    }
+
+    /// Tells the request that every row written so far is committed; `objectIDs` adds the IDs of rows reported
+    /// without them (for ``BatchResultType/objectIDs``), for a store that knows them only once they are committed.
+    public func didCommit(objectIDs: [ManagedObjectID] = []) {
+        committed = written
+        if resultType == .objectIDs { committedIDs += writtenIDs + objectIDs }
+        writtenIDs.removeAll()
+    }
+
+    /// The result: the committed rows, whether the request ran to the end.
+    package var result: BatchResult {
+        BatchResult(isComplete: !isStopped && exhausted && written == committed, count: committed,
+                    objectIDs: resultType == .objectIDs ? committedIDs : nil)
+    }
+
+    /// The error for row `position`: "row 12 of the batch insert into Employee: …".
+    package func rowError(_ code: ManagedObjectContextError.Code, _ position: Int, _ message: String) -> ManagedObjectContextError {
+        ManagedObjectContextError(code, message: "row \(position) of the batch insert into \(entityName): \(message)\(progressNote)")
+    }
+
+    /// What an error says about the rows the request committed before it.
+    private var progressNote: String {
+        guard commitsEachChunk else { return "; nothing was inserted" }
+        return committed == 0 ? "; nothing was inserted" : "; the \(committed) rows before its chunk were inserted and stay"
+    }
+
+    // MARK: - Checking a row
+
+    private func prepare(_ values: [String: BatchValue], position: Int) throws(ManagedObjectContextError) -> BatchInsertRow {
+        var row = BatchInsertRow(position: position, attributes: entity.newDefaultValues(), toOne: Self.nils(entity.emptyToOne.count),
+                                 toMany: Self.nils(entity.toManyCount), entity: entity)
+        for (name, value) in values {
+            guard let slot = entity.slot(named: name) else {
+                throw rowError(.unknownName, position, "\(entityName) has no property \"\(name)\"")
+            }
+            guard slot.isPersistent else {
+                throw rowError(.unknownName, position, "\(entityName).\(name) is transient or fetched: a batch insert writes stored properties only")
+            }
+            switch slot.kind {
+            case .attribute:
+                switch value {
+                case .null: row.attributes[slot.position] = nil
+                case .attribute(let given):
+                    guard let converted = given.converted(to: slot.type) else {
+                        throw rowError(.wrongValueType, position, "\(entityName).\(name) is \(slot.type.coreDataName), but the value is \(given.kindName) \(given)")
+                    }
+                    row.attributes[slot.position] = converted
+                default:
+                    throw rowError(.wrongValueType, position, "\(entityName).\(name) is an attribute; it takes a value, not \(Self.describe(value))")
+                }
+            case .toOne:
+                switch value {
+                case .null: row.toOne[slot.position] = nil
+                case .object(let id): row.toOne[slot.position] = .object(id)
+                case .uniqueValue(let key): row.toOne[slot.position] = .uniqueValue(key)
+                default:
+                    throw rowError(.wrongValueType, position,
+                                   "\(entityName).\(name) is a to-one relationship; it takes an object ID or a unique value, not \(Self.describe(value))")
+                }
+            case .toMany:
+                switch value {
+                case .null: row.toMany[slot.position] = []
+                case .objects(let ids): row.toMany[slot.position] = ids.map(BatchTarget.object)
+                case .uniqueValues(let keys): row.toMany[slot.position] = keys.map(BatchTarget.uniqueValue)
+                default:
+                    throw rowError(.wrongValueType, position,
+                                   "\(entityName).\(name) is a to-many relationship; it takes object IDs or unique values, not \(Self.describe(value))")
+                }
+            case .fetched:
+                throw rowError(.unknownName, position, "\(entityName).\(name) is a fetched property: a batch insert writes stored properties only")
+            }
+        }
+        try check(row)
+        return row
+    }
+
+    /// The model's rules for a prepared row: required values, each attribute's rules, to-many counts.
+    private func check(_ row: BatchInsertRow) throws(ManagedObjectContextError) {
+        var failures: [String] = []
+        for slot in entity.persistentSlots {
+            switch slot.kind {
+            case .attribute:
+                guard let value = row.attributes[slot.position] else {
+                    if !slot.isOptional { failures.append("\(slot.name): a value is required") }
+                    continue
+                }
+                slot.ruleFailures(of: value) { failures.append("\(slot.name): \($0)") }
+            case .toOne:
+                if row.toOne[slot.position] == nil, !slot.isOptional { failures.append("\(slot.name): an object is required") }
+            case .toMany:
+                let relationship = slot.relationship!
+                let count = row.toMany[slot.position]?.count ?? 0
+                if count == 0 && relationship.isOptional { continue }
+                if relationship.minimumCount > 0 && count < relationship.minimumCount {
+                    failures.append("\(slot.name): holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
+                }
+                if relationship.maximumCount > 0 && count > relationship.maximumCount {
+                    failures.append("\(slot.name): holds \(count) objects, more than the maximum \(relationship.maximumCount)")
+                }
+            case .fetched:
+                break
+            }
+        }
+        guard failures.isEmpty else { throw rowError(.validation, row.position, failures.joined(separator: "; ")) }
+    }
+
+    private static func describe(_ value: BatchValue) -> String {
+        switch value {
+        case .null: "nil"
+        case .attribute(let value): "the \(value.kindName) \(value)"
+        case .object(let id): "the object \(id)"
+        case .objects(let ids): "\(ids.count) object IDs"
+        case .uniqueValue(let value): "the unique value \(value)"
+        case .uniqueValues(let values): "\(values.count) unique values"
+        }
+    }
+
+    private static func nils<Element>(_ count: Int) -> ContiguousArray<Element?> {
+        var values = ContiguousArray<Element?>()
+        values.reserveCapacity(count)
+        for _ in 0..<count { values.append(nil) }
+        return values
+    }
+}
+
+extension BatchInsertRows {
+    /// The slot of the destination's uniqueness constraint on one attribute that a ``BatchTarget/uniqueValue(_:)``
+    /// of the relationship in `slot` is matched against, with the destination's handle.
+    ///
+    /// - Throws: ``ManagedObjectContextError/Code/unsupportedRequest`` when the destination has no such constraint
+    ///   or more than one.
+    package func uniqueKey(of slot: ManagedObjectModel.Slot) throws(ManagedObjectContextError) -> (destination: ManagedObjectModel.EntityHandle, key: ManagedObjectModel.Slot) {
+        let destinationName = slot.destinationName!
+        let destination = model.handle(forEntityNamed: destinationName)
+        var names: [String] = []
+        var entity: EntityDescription? = destination.description
+        while let current = entity {
+            for constraint in current.uniquenessConstraints where constraint.propertyNames.count == 1 { names.append(constraint.propertyNames[0]) }
+            entity = current.parentName.flatMap { model.entity(named: $0) }
+        }
+        let keys = names.compactMap { destination.slot(named: $0) }.filter { $0.kind == .attribute }
+        guard keys.count == 1 else {
+            throw ManagedObjectContextError(.unsupportedRequest,
+                message: "\(entityName).\(slot.name) is given by unique value, but \(destinationName) has \(keys.isEmpty ? "no" : "more than one") uniqueness constraint on one attribute to match it against")
+        }
+        return (destination, keys[0])
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+
+/// A value given for one property of a row that a ``BatchInsertRequest`` inserts.
+///
+/// Literals stand for attribute values (`["name": "Ada", "age": 36, "manager": nil]`); relationships take objects by
+/// ID, or by the value of the destination entity's uniqueness constraint on one attribute, so rows can point at
+/// objects that were themselves imported by a key (`["department": .uniqueValue("Sales")]`).
+public enum BatchValue: Sendable, Hashable {
+    /// No value: NULL for an attribute, no object for a to-one, no members for a to-many.
+    case null
+    /// An attribute's value, converted to the attribute's type when that loses nothing (an integer for a `double`).
+    case attribute(AttributeValue)
+    /// A to-one relationship's object.
+    case object(ManagedObjectID)
+    /// A to-many relationship's objects (in order, for an ordered one).
+    case objects([ManagedObjectID])
+    /// A to-one relationship's object, found by the value of its entity's uniqueness constraint on one attribute.
+    case uniqueValue(AttributeValue)
+    /// A to-many relationship's objects, each found as ``uniqueValue(_:)`` finds one.
+    case uniqueValues([AttributeValue])
+
+    /// `value` as an attribute value, or ``null`` for `nil`.
+    public init(_ value: AttributeValue?) {
+        self = value.map(BatchValue.attribute) ?? .null
+    }
+}
+
+extension BatchValue: ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByNilLiteral
+{
+    /// An integer attribute value.
+    public init(integerLiteral value: Int64) { self = .attribute(.integer(value)) }
+    /// A floating-point attribute value.
+    public init(floatLiteral value: Double) { self = .attribute(.double(value)) }
+    /// A string attribute value.
+    public init(stringLiteral value: String) { self = .attribute(.string(value)) }
+    /// A Boolean attribute value.
+    public init(booleanLiteral value: Bool) { self = .attribute(.boolean(value)) }
+    /// No value.
+    public init(nilLiteral: ()) { self = .null }
+}
+
+/// What a batch request's result holds besides whether it ran to the end (Core Data's result types).
+public enum BatchResultType: Sendable, Hashable {
+    /// Only whether the request ran to the end (``BatchResult/isComplete``).
+    case statusOnly
+    /// How many objects the request inserted, updated or deleted (``BatchResult/count``).
+    case count
+    /// The IDs of the objects, in the order they were written (``BatchResult/objectIDs``): what
+    /// ``ManagedObjectContext/mergeChanges(fromRemoteContextSave:into:)`` needs.
+    case objectIDs
+}
+
+/// What a batch request did.
+public struct BatchResult: Sendable, Hashable {
+    /// Whether every row was written: `false` when a progress handler stopped the request (then ``count`` rows
+    /// were committed — none for a request that commits its rows together).
+    public var isComplete: Bool
+    /// How many objects were inserted, updated or deleted and committed.
+    public var count: Int
+    /// The objects' IDs, for ``BatchResultType/objectIDs``; `nil` otherwise.
+    public var objectIDs: [ManagedObjectID]?
+
+    /// Creates a result.
+    public init(isComplete: Bool = true, count: Int, objectIDs: [ManagedObjectID]? = nil) {
+        self.isComplete = isComplete
+        self.count = count
+        self.objectIDs = objectIDs
+    }
+}
+
+/// How far a batch request has got, as its progress handler is told after each chunk.
+public struct BatchProgress: Sendable, Hashable {
+    /// Rows written so far (committed or not).
+    public var written: Int
+    /// Rows committed so far: the same as ``written`` when each chunk is committed, 0 until the end otherwise.
+    public var committed: Int
+    /// How many rows the request has in all, when that is known before it ends (an array of rows; not a handler).
+    public var total: Int?
+
+    /// Creates a progress report.
+    public init(written: Int, committed: Int, total: Int?) {
+        self.written = written
+        self.committed = committed
+        self.total = total
+    }
+}
+
+/// Inserts rows of one entity straight into its store, without managed objects (Core Data's `NSBatchInsertRequest`).
+///
+/// Each row is a dictionary of property names and ``BatchValue``s, given as an array or made one at a time by a
+/// handler, so an import of any size holds one chunk of rows at a time. Rows are checked as a save checks objects —
+/// value types, required values, the model's validation rules, uniqueness constraints, that related objects exist —
+/// and a bad row stops the request with an error that names its position. Attributes a row leaves out take their
+/// default values. No context sees the new objects until it fetches them; see
+/// ``ManagedObjectContext/mergeChanges(fromRemoteContextSave:into:)`` for contexts that show results already.
+///
+/// By default the whole request is one transaction: all rows or none. With ``commitsEachChunk`` each chunk of
+/// ``chunkSize`` rows commits on its own; an error or a stop then leaves the chunks before it in the store.
+public struct BatchInsertRequest {
+    /// Where the rows come from.
+    enum Source {
+        case rows([[String: BatchValue]])
+        case handler((inout [String: BatchValue]) -> Bool)
+    }
+
+    /// The entity whose objects the rows become.
+    public var entityName: String
+    /// What the result reports. Default: ``BatchResultType/statusOnly``.
+    public var resultType: BatchResultType = .statusOnly
+    /// How many rows are prepared and written at a time; what bounds the request's memory. Default: 10 000.
+    public var chunkSize = 10_000
+    /// Whether each chunk is committed on its own (`true`) rather than the whole request at once. Default: `false`.
+    public var commitsEachChunk = false
+    /// Called after each chunk is written (and committed, with ``commitsEachChunk``) with the progress so far;
+    /// returning `false` stops the request: with ``commitsEachChunk`` the chunks committed stay, without it nothing
+    /// is written. A request run in a task also stops when the task is cancelled.
+    public var progressHandler: ((BatchProgress) -> Bool)?
+    let source: Source
+
+    /// Inserts `objects`, one object per dictionary.
+    public init(entityName: String, objects: [[String: BatchValue]]) {
+        self.entityName = entityName
+        self.source = .rows(objects)
+    }
+
+    /// Inserts the rows `dictionaryHandler` makes: it is called with an empty dictionary, fills it with one row, and
+    /// returns `true` when there are no more rows (Core Data's convention: the dictionary of a call that returns
+    /// `true` is not inserted).
+    public init(entityName: String, dictionaryHandler: @escaping (inout [String: BatchValue]) -> Bool) {
+        self.entityName = entityName
+        self.source = .handler(dictionaryHandler)
+    }
+}
+
+/// Changes attributes of every object of an entity that a predicate matches, in the store, without managed objects
+/// (Core Data's `NSBatchUpdateRequest`).
+///
+/// Each new value is an expression evaluated on the object's stored values (`PredicateExpression(format: "salary *
+/// 1.1")`, or `.constant(…)`); results are checked as a save checks them (type, required, validation rules,
+/// uniqueness). The request is one transaction. Contexts holding the objects keep the values they loaded until they
+/// merge the result (``ManagedObjectContext/mergeChanges(fromRemoteContextSave:into:)``) or refresh.
+public struct BatchUpdateRequest: Sendable {
+    /// The entity whose objects change.
+    public var entityName: String
+    /// Which objects change; `nil` for all.
+    public var predicate: FetchPredicate?
+    /// The new value of each attribute, by name, as an expression of the object's current values.
+    public var propertiesToUpdate: [String: PredicateExpression]
+    /// Whether objects of sub-entities change too. Default: `true`.
+    public var includesSubentities = true
+    /// What the result reports. Default: ``BatchResultType/statusOnly``.
+    public var resultType: BatchResultType = .statusOnly
+
+    /// Creates an update of the objects of `entityName` that `predicate` matches.
+    public init(entityName: String, predicate: FetchPredicate? = nil, propertiesToUpdate: [String: PredicateExpression] = [:]) {
+        self.entityName = entityName
+        self.predicate = predicate
+        self.propertiesToUpdate = propertiesToUpdate
+    }
+}
+
+/// Deletes the objects a fetch request matches, or the objects with given IDs, in the store, without managed
+/// objects (Core Data's `NSBatchDeleteRequest`). Delete rules are honoured: a cascade deletes the related objects
+/// too, a nullify takes the deleted objects out of their inverses, and a deny stops the request when a deleted object
+/// still has related objects. The request is one transaction.
+public struct BatchDeleteRequest: Sendable {
+    /// The objects to delete as a fetch (entity, predicate, sort, offset and limit are honoured), or `nil`.
+    public var fetchRequest: FetchRequest?
+    /// The objects to delete by ID, or `nil`.
+    public var objectIDs: [ManagedObjectID]?
+    /// What the result reports. Default: ``BatchResultType/statusOnly``.
+    public var resultType: BatchResultType = .statusOnly
+
+    /// Deletes the objects `fetchRequest` matches.
+    public init(fetchRequest: FetchRequest) {
+        self.fetchRequest = fetchRequest
+    }
+
+    /// Deletes the objects with these IDs (IDs of objects that are gone already are passed over).
+    public init(objectIDs: [ManagedObjectID]) {
+        self.objectIDs = objectIDs
+    }
+}

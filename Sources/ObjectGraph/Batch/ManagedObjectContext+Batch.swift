@@ -1,0 +1,275 @@
+import Foundation
+
+/// What a context does with a batch request whose store cannot run it.
+public enum BatchFallback: Sendable, Hashable {
+    /// Fail with ``ManagedObjectContextError/Code/unsupportedRequest`` (Core Data's behaviour).
+    case fail
+    /// Run the request through managed objects in a context of its own — fetched, changed or inserted, saved — with
+    /// the same checks and results, at a save's speed and, for a request that commits at once, a save's memory.
+    case throughObjects
+}
+
+extension ManagedObjectContext {
+    /// Inserts a batch of rows straight into the store that holds the request's entity (the first, when several
+    /// do), without managed objects; this context's objects are left as they are.
+    ///
+    /// - Parameter fallback: What to do when the store cannot run batch inserts (``BatchInsertingStore``).
+    /// - Returns: What was inserted; ``BatchResult/isComplete`` is `false` when the progress handler stopped it.
+    /// - Throws: ``ManagedObjectContextError`` naming the first bad row (see ``BatchInsertRequest``), or
+    ///   ``ManagedObjectContextError/Code/unsupportedRequest`` when the store cannot run it and `fallback` is
+    ///   ``BatchFallback/fail``.
+    public func execute(_ request: BatchInsertRequest, fallback: BatchFallback = .fail) throws -> BatchResult {
+        let rows = try BatchInsertRows(request, model: model)
+        guard let store = persistentStoreCoordinator.stores(holding: request.entityName).first else {
+            throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(request.entityName)")
+        }
+        return try persistentStoreCoordinator.runningBatch(on: store) {
+            do {
+                if let batching = store as? any BatchInsertingStore {
+                    try batching.executeBatchInsert(rows)
+                } else {
+                    try Self.check(fallback, store, "batch inserts")
+                    try insertThroughObjects(rows)
+                }
+            } catch is BatchInsertRows.Stopped {}
+            return rows.result
+        }
+    }
+
+    /// Changes attributes of the objects a predicate matches, in every store that holds the request's entity,
+    /// without managed objects; this context's objects keep the values they hold until they are merged or
+    /// refreshed.
+    ///
+    /// - Parameter fallback: What to do when a store cannot run batch updates (``BatchUpdatingStore``).
+    /// - Throws: ``ManagedObjectContextError`` naming an object and attribute whose new value breaks a rule (nothing
+    ///   is changed then), or ``ManagedObjectContextError/Code/unsupportedRequest``.
+    public func execute(_ request: BatchUpdateRequest, fallback: BatchFallback = .fail) throws -> BatchResult {
+        guard let entity = model.existingHandle(forEntityNamed: request.entityName) else {
+            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
+        }
+        for name in request.propertiesToUpdate.keys.sorted() {
+            guard let slot = entity.slot(named: name), slot.kind == .attribute, slot.isPersistent else {
+                throw ManagedObjectContextError(.unknownName,
+                    message: "a batch update sets stored attributes, and \(request.entityName) has no stored attribute \"\(name)\"")
+            }
+        }
+        var results: [BatchResult] = []
+        for store in persistentStoreCoordinator.stores(holding: request.entityName) {
+            results.append(try persistentStoreCoordinator.runningBatch(on: store) {
+                if let batching = store as? any BatchUpdatingStore { return try batching.executeBatchUpdate(request) }
+                try Self.check(fallback, store, "batch updates")
+                return try updateThroughObjects(request, in: store)
+            })
+        }
+        return Self.combine(results, request.resultType)
+    }
+
+    /// Deletes objects straight from their stores, honouring delete rules, without managed objects; objects of this
+    /// context that are deleted stay registered until the context merges the result.
+    ///
+    /// - Parameter fallback: What to do when a store cannot run batch deletes (``BatchDeletingStore``).
+    /// - Throws: ``ManagedObjectContextError`` naming an object a deny rule keeps (nothing is deleted then), or
+    ///   ``ManagedObjectContextError/Code/unsupportedRequest``.
+    public func execute(_ request: BatchDeleteRequest, fallback: BatchFallback = .fail) throws -> BatchResult {
+        var work: [(store: any IncrementalStore, request: BatchDeleteRequest)] = []
+        if let fetch = request.fetchRequest {
+            try fetch.validate(for: model)
+            work = persistentStoreCoordinator.stores(holding: fetch.entityName).map { ($0, request) }
+        } else {
+            var byStore: [String: [ManagedObjectID]] = [:]
+            var order: [any IncrementalStore] = []
+            for id in request.objectIDs ?? [] where !id.isTemporaryID {
+                let store = try persistentStoreCoordinator.incrementalStore(for: id)
+                if byStore[store.identifier] == nil { order.append(store) }
+                byStore[store.identifier, default: []].append(id)
+            }
+            work = order.map { store in
+                var part = BatchDeleteRequest(objectIDs: byStore[store.identifier]!)
+                part.resultType = request.resultType
+                return (store, part)
+            }
+        }
+        var results: [BatchResult] = []
+        for (store, part) in work {
+            results.append(try persistentStoreCoordinator.runningBatch(on: store) {
+                if let batching = store as? any BatchDeletingStore { return try batching.executeBatchDelete(part) }
+                try Self.check(fallback, store, "batch deletes")
+                return try deleteThroughObjects(part)
+            })
+        }
+        return Self.combine(results, request.resultType)
+    }
+
+    /// Brings contexts up to date with changes made in their stores outside them — by a batch request, say (Core
+    /// Data's `mergeChanges(fromRemoteContextSave:into:)`): each context refreshes the objects it holds that were
+    /// updated and lets go of those deleted, and tells its observers.
+    public static func mergeChanges(fromRemoteContextSave changes: ContextChanges, into contexts: [ManagedObjectContext]) {
+        for context in contexts { context.mergeChanges(fromContextDidSave: changes) }
+    }
+
+    // MARK: - Through objects
+
+    private static func check(_ fallback: BatchFallback, _ store: any IncrementalStore, _ what: String) throws {
+        guard fallback == .throughObjects else {
+            throw ManagedObjectContextError(.unsupportedRequest,
+                message: "the \(store.type) store \(store.identifier) does not run \(what); pass `fallback: .throughObjects` to run the request through managed objects")
+        }
+    }
+
+    private static func combine(_ results: [BatchResult], _ type: BatchResultType) -> BatchResult {
+        BatchResult(isComplete: results.allSatisfy(\.isComplete), count: results.reduce(0) { $0 + $1.count },
+                    objectIDs: type == .objectIDs ? results.flatMap { $0.objectIDs ?? [] } : nil)
+    }
+
+    /// A batch insert as inserted objects, saved a chunk at a time or all at the end.
+    private func insertThroughObjects(_ rows: BatchInsertRows) throws {
+        var context = ManagedObjectContext(coordinator: persistentStoreCoordinator)
+        var inserted: [ManagedObject] = []
+        var found: [String: [AttributeValue: ManagedObjectID]] = [:]
+        func resolve(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, row: Int) throws -> ManagedObject {
+            switch target {
+            case .object(let id):
+                return context.object(with: id)
+            case .uniqueValue(let value):
+                if let id = found[slot.name]?[value] { return context.object(with: id) }
+                let (destination, key) = try rows.uniqueKey(of: slot)
+                guard let converted = value.converted(to: key.type) else {
+                    throw rows.rowError(.wrongValueType, row, "\(rows.entityName).\(slot.name) is matched on \(destination.name).\(key.name), which is \(key.type.coreDataName), not \(value.kindName) \(value)")
+                }
+                var fetch = FetchRequest(entityName: destination.name, predicate: try FetchPredicate(format: "%K == %@", key.name, PredicateValue(converted)))
+                fetch.resultType = .managedObjectID
+                guard let id = try context.fetchObjectIDs(fetch).first else {
+                    throw rows.rowError(.objectNotFound, row, "\(rows.entityName).\(slot.name) points at the \(destination.name) whose \(key.name) is \(converted), and there is none")
+                }
+                found[slot.name, default: [:]][value] = id
+                return context.object(with: id)
+            }
+        }
+        func save(_ chunk: ArraySlice<ManagedObject>, first: Int) throws {
+            do {
+                try context.save()
+            } catch let error as ManagedObjectContextError {
+                var wrapped = error
+                wrapped.message = "rows \(first)..<\(first + chunk.count) of the batch insert into \(rows.entityName) could not be saved: \(error.message)"
+                throw wrapped
+            }
+        }
+        var firstOfChunk = 0
+        while let chunk = try rows.nextChunk() {
+            firstOfChunk = chunk[0].position
+            let start = inserted.count
+            for row in chunk {
+                let object = try context.insertNewObject(forEntityName: rows.entityName)
+                for slot in rows.entity.attributeSlots where slot.isPersistent { object.setAttribute(row.attributes[slot.position], in: slot) }
+                for slot in rows.entity.toOneSlots where slot.isPersistent {
+                    if let target = row.toOne[slot.position] { try object.setValue(try resolve(target, slot, row: row.position), in: slot) }
+                }
+                for slot in rows.entity.relationshipSlots where slot.kind == .toMany && slot.isPersistent {
+                    if let members = row.toMany[slot.position] {
+                        try object.setValue(try members.map { try resolve($0, slot, row: row.position) }, in: slot)
+                    }
+                }
+                inserted.append(object)
+            }
+            if rows.commitsEachChunk {
+                try save(inserted[start...], first: firstOfChunk)
+                rows.didWrite(chunk.count, committed: true, objectIDs: inserted[start...].map(\.objectID))
+                inserted.removeAll()
+                context = ManagedObjectContext(coordinator: persistentStoreCoordinator)
+            } else {
+                rows.didWrite(chunk.count, committed: false)
+            }
+        }
+        if !rows.commitsEachChunk {
+            try save(inserted[...], first: 0)
+            rows.didCommit(objectIDs: inserted.map(\.objectID))
+        }
+    }
+
+    /// A batch update as fetched objects changed and saved together.
+    private func updateThroughObjects(_ request: BatchUpdateRequest, in store: any IncrementalStore) throws -> BatchResult {
+        let context = ManagedObjectContext(coordinator: persistentStoreCoordinator)
+        var fetch = FetchRequest(entityName: request.entityName, predicate: request.predicate)
+        fetch.includesSubentities = request.includesSubentities
+        // The fetch asks every store holding the entity; this store's objects are kept.
+        let objects = try context.fetch(fetch).filter { $0.objectID.storeIdentifier == store.identifier }
+        let updates = request.propertiesToUpdate.sorted { $0.key < $1.key }
+        for object in objects {
+            // Every expression sees the values as they were before the update.
+            var values: [(ManagedObjectModel.Slot, AttributeValue?)] = []
+            for (name, expression) in updates {
+                let slot = object.handle.slot(named: name)!
+                values.append((slot, try Self.batchValue(expression, for: object, slot)))
+            }
+            for (slot, value) in values { object.setAttribute(value, in: slot) }
+        }
+        try context.save()
+        return BatchResult(count: objects.count, objectIDs: request.resultType == .objectIDs ? objects.map(\.objectID) : nil)
+    }
+
+    /// The value `expression` gives `object` for the attribute in `slot`, converted to its type.
+    private static func batchValue(_ expression: PredicateExpression, for object: ManagedObject, _ slot: ManagedObjectModel.Slot) throws -> AttributeValue? {
+        let value: PredicateValue
+        do {
+            value = try expression.value(for: object)
+        } catch {
+            throw ManagedObjectContextError(.wrongValueType, message: "the batch update of \(object.entityName).\(slot.name) cannot evaluate \(expression) for \(object.objectID): \(error)")
+        }
+        if case .null = value { return nil }
+        guard let converted = AttributeValue(value, as: slot.type) else {
+            throw ManagedObjectContextError(.wrongValueType,
+                message: "the batch update sets \(object.entityName).\(slot.name) (\(slot.type.coreDataName)) to \(expression), which is \(value) for \(object.objectID)")
+        }
+        return converted
+    }
+
+    /// A batch delete as objects fetched or looked up, deleted and saved together (the context applies delete rules).
+    private func deleteThroughObjects(_ request: BatchDeleteRequest) throws -> BatchResult {
+        let context = ManagedObjectContext(coordinator: persistentStoreCoordinator)
+        var objects: [ManagedObject]
+        if let fetch = request.fetchRequest {
+            objects = try context.fetch(fetch)
+        } else {
+            objects = []
+            for id in request.objectIDs ?? [] {
+                guard let object = try? context.existingObject(with: id) else { continue }
+                objects.append(object)
+            }
+        }
+        for object in objects { context.delete(object) }
+        let ids = objects.map(\.objectID)
+        try context.save()
+        return BatchResult(count: ids.count, objectIDs: request.resultType == .objectIDs ? ids : nil)
+    }
+}
+
+extension AttributeValue {
+    /// `value` as a value of `type`, when it is one or converts to one without loss; `nil` otherwise (and for NULL).
+    package init?(_ value: PredicateValue, as type: AttributeType) {
+        let candidate: AttributeValue
+        switch value {
+        case .integer(let number): candidate = .integer(number)
+        case .double(let number): candidate = type == .float ? .float(Float(number)) : .double(number)
+        case .decimal(let number): candidate = .decimal(number)
+        case .string(let text): candidate = .string(text)
+        case .boolean(let flag): candidate = .boolean(flag)
+        case .date(let date): candidate = .date(date)
+        case .data(let data): candidate = .data(data)
+        case .uuid(let uuid): candidate = .uuid(uuid)
+        case .uri(let url): candidate = .uri(url)
+        case .null, .array, .dictionary, .object: return nil
+        }
+        guard let converted = candidate.converted(to: type) else { return nil }
+        self = converted
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// Runs a batch request on `store`: whatever it wrote — all, part or nothing — the rows this coordinator
+    /// caches for the store are dropped afterwards and the row generation moves, so no context shows a row the
+    /// batch changed as current.
+    func runningBatch<Result>(on store: any IncrementalStore, _ body: () throws -> Result) rethrows -> Result {
+        defer { dropCachedRows(of: store) }
+        return try body()
+    }
+}

@@ -1,0 +1,303 @@
+import Foundation
+import Testing
+@testable import LMDBStore
+@testable import ObjectGraph
+
+/// A company: departments and projects found by unique name or code, employees with a required name, a unique
+/// email, an age within bounds, a to-one department (inverse derived from it) and many-to-many projects.
+private let batchModel: ManagedObjectModel = {
+    try! ManagedObjectModel {
+        EntityDescription("Department") {
+            AttributeDescription("name", .string)
+            AttributeDescription("budget", .integer64, defaultValue: 1000)
+            RelationshipDescription("employees", destination: "Employee", inverse: "department", toMany: true, deleteRule: .cascade)
+            UniquenessConstraint("name")
+        }
+        EntityDescription("Project") {
+            AttributeDescription("code", .string)
+            RelationshipDescription("members", destination: "Employee", inverse: "projects", toMany: true)
+            UniquenessConstraint("code")
+        }
+        EntityDescription("Employee") {
+            AttributeDescription("name", .string)
+            AttributeDescription("email", .string, isOptional: true)
+            AttributeDescription("age", .integer16, defaultValue: 30, validation: AttributeValidation(minimumValue: 18, maximumValue: 99))
+            AttributeDescription("salary", .double, isOptional: true)
+            RelationshipDescription("department", destination: "Department", inverse: "employees", deleteRule: .nullify)
+            RelationshipDescription("projects", destination: "Project", inverse: "members", toMany: true)
+            UniquenessConstraint("email")
+            FetchIndexDescription("byAge", properties: ["age"])
+        }
+    }
+}()
+
+/// Departments D0…D(n-1) and projects P0…P(n-1), by batch insert.
+private func seed(_ context: ManagedObjectContext, departments: Int = 3, projects: Int = 4, fallback: BatchFallback = .fail) throws {
+    _ = try context.execute(BatchInsertRequest(entityName: "Department", objects: (0..<departments).map { ["name": .attribute(.string("D\($0)"))] }),
+                            fallback: fallback)
+    _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (0..<projects).map { ["code": .attribute(.string("P\($0)"))] }),
+                            fallback: fallback)
+}
+
+/// Employee `n`'s row: department by unique name, two projects by unique code.
+private func employee(_ n: Int) -> [String: BatchValue] {
+    ["name": .attribute(.string("E\(n)")), "email": .attribute(.string("e\(n)@example.com")), "age": .attribute(.integer(Int64(18 + n % 60))),
+     "salary": .attribute(.double(Double(n) * 10)), "department": .uniqueValue(.string("D\(n % 3)")),
+     "projects": .uniqueValues([.string("P\(n % 4)"), .string("P\((n + 1) % 4)")])]
+}
+
+private func count(_ context: ManagedObjectContext, _ entity: String, _ format: String? = nil, _ arguments: any PredicateArgument...) throws -> Int {
+    try context.count(for: FetchRequest(entityName: entity, predicate: try format.map { try FetchPredicate(format: $0, argumentArray: arguments) }))
+}
+
+/// The facts a batch of `n` employees should leave, asked the same way of any store.
+private func summary(_ context: ManagedObjectContext, _ n: Int) throws -> [Int] {
+    let d1 = try context.fetch(FetchRequest(entityName: "Department", predicate: try FetchPredicate(format: "name == 'D1'")))[0]
+    let p2 = try context.fetch(FetchRequest(entityName: "Project", predicate: try FetchPredicate(format: "code == 'P2'")))[0]
+    return [try count(context, "Employee"), try count(context, "Employee", "department == %@", d1.objectID),
+            try count(context, "Employee", "ANY projects == %@", p2.objectID), p2.relatedObjects(forKey: "members").count,
+            d1.relatedObjects(forKey: "employees").count, try count(context, "Employee", "age == 30"),
+            try count(context, "Employee", "salary > 100 AND department.name == 'D2'")]
+}
+
+@Suite("Batch requests")
+struct BatchRequestTests {
+    @Test("a batch insert writes rows, defaults, indexes and both sides of its relationships, as objects saved would")
+    func aBatchInsertWritesWhatASaveWould() throws {
+        let folder = StoreFolder()
+        let (lmdb, lmdbStore) = try folder.coordinator(batchModel)
+        let memory = PersistentStoreCoordinator(managedObjectModel: batchModel)
+        try memory.addPersistentStore(type: InMemoryStore.storeType)
+        let n = 250
+        var answers: [[Int]] = []
+        for (coordinator, fallback) in [(lmdb, BatchFallback.fail), (memory, .throughObjects)] {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            try seed(context, fallback: fallback)
+            var request = BatchInsertRequest(entityName: "Employee", objects: (0..<n).map(employee))
+            request.resultType = .objectIDs
+            request.chunkSize = 64
+            let result = try context.execute(request, fallback: fallback)
+            #expect(result.isComplete && result.count == n && result.objectIDs?.count == n)
+            // The IDs are the rows', in request order.
+            let fresh = ManagedObjectContext(coordinator: coordinator)
+            let third = try fresh.existingObject(with: result.objectIDs![3])
+            #expect(third.value(forKey: "name") as? String == "E3")
+            #expect((third.value(forKey: "department") as? ManagedObject)?.value(forKey: "name") as? String == "D0")
+            #expect(third.value(forKey: "age") as? Int16 == 21)
+            answers.append(try summary(fresh, n))
+        }
+        #expect(answers[0] == answers[1])
+        #expect(answers[0][0] == n && answers[0][1] == 83 && answers[0][3] == 125, "\(answers)")
+        // A row that leaves an attribute out gets its default.
+        let context = ManagedObjectContext(coordinator: lmdb)
+        _ = try context.execute(BatchInsertRequest(entityName: "Employee", objects: [["name": "Defaulted", "department": .uniqueValue("D0")]]))
+        let defaulted = try context.fetch(FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name == 'Defaulted'")))
+        #expect(defaulted.first?.value(forKey: "age") as? Int16 == 30)
+        #expect(try lmdbStore.verify().isEmpty)
+    }
+
+    @Test("a bad row is named by its position, and nothing of the request is written", arguments: [
+        (employee(7).merging(["age": "old"]) { $1 }, "row 7", "age is Integer 16, but the value is string \"old\""),
+        (employee(7).merging(["name": nil]) { $1 }, "row 7", "name: a value is required"),
+        (employee(7).merging(["age": 120]) { $1 }, "row 7", "above the maximum"),
+        (employee(7).merging(["nickname": "x"]) { $1 }, "row 7", "no property \"nickname\""),
+        (employee(7).merging(["email": "e2@example.com"]) { $1 }, "row 7", "(email) = (\"e2@example.com\") is already taken"),
+        (employee(7).merging(["department": .uniqueValue("Nowhere")]) { $1 }, "row 7", "whose name is \"Nowhere\", and there is none"),
+        (employee(7).merging(["projects": .uniqueValues(["P1", "P9"])]) { $1 }, "row 7", "whose code is \"P9\""),
+        (employee(7).merging(["department": .object(ManagedObjectID(entityName: "Department", storeIdentifier: "x", referenceObject: .integer(99)))]) { $1 },
+         "row 7", "which is not in the store"),
+    ])
+    func aBadRowIsNamed(bad: [String: BatchValue], position: String, reason: String) throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(batchModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        var rows = (0..<20).map(employee)
+        // Unique-constraint and missing-ID cases need this store's identifier in the ID.
+        if case .object(let id)? = bad["department"] {
+            rows[7] = bad.merging(["department": .object(ManagedObjectID(entityName: id.entityName, storeIdentifier: store.identifier, referenceObject: .integer(99)))]) { $1 }
+        } else {
+            rows[7] = bad
+        }
+        var request = BatchInsertRequest(entityName: "Employee", objects: rows)
+        request.chunkSize = 5
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(error.message.contains(position), "\(error.message)")
+        #expect(error.message.contains(reason), "\(error.message)")
+        #expect(error.message.contains("nothing was inserted"), "\(error.message)")
+        #expect(try count(context, "Employee") == 0)
+        #expect(try store.verify().isEmpty)
+        // The keys the failed transaction took are taken again: the next batch starts at key 1.
+        var good = BatchInsertRequest(entityName: "Employee", objects: [employee(1)])
+        good.resultType = .objectIDs
+        #expect(try context.execute(good).objectIDs?.first?.referenceObject == .integer(1))
+    }
+
+    @Test("with each chunk committed, an error keeps the chunks before the bad row's and says so")
+    func eachChunkCommitsOnItsOwn() throws {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(batchModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        var rows = (0..<300).map(employee)
+        rows[250]["age"] = 5
+        var request = BatchInsertRequest(entityName: "Employee", objects: rows)
+        request.chunkSize = 100
+        request.commitsEachChunk = true
+        var reports: [BatchProgress] = []
+        request.progressHandler = { reports.append($0); return true }
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(error.message.contains("row 250") && error.message.contains("the 200 rows before its chunk were inserted and stay"), "\(error.message)")
+        #expect(try count(context, "Employee") == 200)
+        #expect(reports == [BatchProgress(written: 100, committed: 100, total: 300), BatchProgress(written: 200, committed: 200, total: 300)])
+    }
+
+    @Test("a stopped import leaves only whole committed chunks — none when the request commits at once")
+    func aStoppedImportLeavesWholeChunks() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(batchModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        for commitsEachChunk in [true, false] {
+            var made = 0
+            var request = BatchInsertRequest(entityName: "Employee") { row in
+                guard made < 1_000 else { return true }
+                row = employee(made + (commitsEachChunk ? 0 : 10_000))
+                made += 1
+                return false
+            }
+            request.chunkSize = 70
+            request.commitsEachChunk = commitsEachChunk
+            request.resultType = .objectIDs
+            request.progressHandler = { progress in progress.written < 210 }
+            let result = try context.execute(request)
+            #expect(!result.isComplete)
+            #expect(result.count == (commitsEachChunk ? 210 : 0))
+            #expect(result.objectIDs?.count == result.count)
+            #expect(made == 210, "rows are made a chunk at a time: the handler ran only for the chunks written")
+        }
+        #expect(try count(context, "Employee") == 210)
+        #expect(try store.verify().isEmpty)
+    }
+
+    @Test("rows a handler makes are read a chunk at a time, and progress reports each chunk")
+    func handlerRowsStream() throws {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(batchModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        var made = 0, highest = 0
+        var request = BatchInsertRequest(entityName: "Employee") { row in
+            guard made < 5_000 else { return true }
+            row = employee(made)
+            made += 1
+            return false
+        }
+        request.chunkSize = 500
+        request.resultType = .count
+        request.progressHandler = { progress in
+            // The handler has made at most the next chunk beyond what was written when progress is reported.
+            highest = max(highest, made - progress.written)
+            #expect(progress.total == nil && progress.committed == 0)
+            return true
+        }
+        let result = try context.execute(request)
+        #expect(result == BatchResult(count: 5_000))
+        #expect(highest == 0)
+        #expect(try count(context, "Employee", "age == 18") == 84)
+    }
+
+    @Test("a relationship kept in other rows is refused with what to do instead")
+    func relationshipsKeptElsewhereAreRefused() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(batchModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        let e = ManagedObjectID(entityName: "Employee", storeIdentifier: store.identifier, referenceObject: .integer(1))
+        let error = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchInsertRequest(entityName: "Department", objects: [["name": "D9", "employees": .objects([e])]]))
+        }
+        #expect(error.code == .unsupportedRequest)
+        #expect(error.message.contains("cannot set employees") && error.message.contains("fallback: .throughObjects"), "\(error.message)")
+        #expect(try count(context, "Department") == 3)
+    }
+
+    @Test("a store without batch requests fails clearly, or runs them through objects when asked")
+    func storesWithoutBatchesFallBack() throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
+        try coordinator.addPersistentStore(type: InMemoryStore.storeType)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let error = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchInsertRequest(entityName: "Department", objects: [["name": "D0"]]))
+        }
+        #expect(error.code == .unsupportedRequest && error.message.contains("fallback: .throughObjects"), "\(error.message)")
+        #expect(try count(context, "Department") == 0)
+        try seed(context, fallback: .throughObjects)
+        #expect(try count(context, "Department") == 3)
+        // A unique violation through objects is the save's error, naming the rows' range.
+        let duplicate = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchInsertRequest(entityName: "Project", objects: [["code": "P1"]]), fallback: .throughObjects)
+        }
+        #expect(duplicate.message.contains("rows 0..<1"), "\(duplicate.message)")
+    }
+
+    @Test("batch updates and deletes change the store, honour delete rules, and merge into live contexts", arguments: [false, true])
+    func updatesAndDeletes(inMemory: Bool) throws {
+        let folder = StoreFolder()
+        let coordinator: PersistentStoreCoordinator
+        if inMemory {
+            coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
+            try coordinator.addPersistentStore(type: InMemoryStore.storeType)
+        } else {
+            coordinator = try folder.coordinator(batchModel).0
+        }
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        try seed(writer, fallback: .throughObjects)
+        _ = try writer.execute(BatchInsertRequest(entityName: "Employee", objects: (0..<60).map(employee)), fallback: .throughObjects)
+        // A live context holding an employee that will change and one that will go.
+        let live = ManagedObjectContext(coordinator: coordinator)
+        let e40 = try live.fetch(FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name == 'E40'")))[0]
+        let e1 = try live.fetch(FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name == 'E1'")))[0]
+        let e3 = try live.fetch(FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name == 'E3'")))[0]
+        #expect(e40.value(forKey: "salary") as? Double == 400)
+
+        var update = BatchUpdateRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age >= 50"),
+                                        propertiesToUpdate: ["salary": try PredicateExpression(format: "salary * 2 + 1"), "email": .constant(.null)])
+        update.resultType = .objectIDs
+        let updated = try writer.execute(update, fallback: .throughObjects)
+        #expect(updated.count == 28 && updated.objectIDs?.count == 28)
+        #expect(e40.value(forKey: "salary") as? Double == 400, "a live context keeps what it loaded until it merges")
+        ManagedObjectContext.mergeChanges(fromRemoteContextSave: ContextChanges(updated: Set(updated.objectIDs!)), into: [live])
+        #expect(e40.value(forKey: "salary") as? Double == 801)
+        #expect(e40.value(forKey: "email") == nil)
+        // A value that breaks a rule stops the update, naming the object; nothing changes.
+        let tooOld = try #require(throws: ManagedObjectContextError.self) {
+            try writer.execute(BatchUpdateRequest(entityName: "Employee", propertiesToUpdate: ["age": try PredicateExpression(format: "age + 50")]),
+                               fallback: .throughObjects)
+        }
+        #expect(tooOld.code == .validation, "\(tooOld)")
+        #expect(try count(writer, "Employee", "age > 99") == 0)
+        let fractional = try #require(throws: ManagedObjectContextError.self) {
+            try writer.execute(BatchUpdateRequest(entityName: "Employee", propertiesToUpdate: ["age": try PredicateExpression(format: "age / 4")]),
+                               fallback: .throughObjects)
+        }
+        #expect(fractional.code == .wrongValueType && fractional.message.contains("age (Integer 16)"), "\(fractional)")
+
+        // Deleting department D1 cascades to its 20 employees, who leave their projects' members.
+        var delete = BatchDeleteRequest(fetchRequest: FetchRequest(entityName: "Department", predicate: try FetchPredicate(format: "name == 'D1'")))
+        delete.resultType = .count
+        #expect(try writer.execute(delete, fallback: .throughObjects).count == 1)
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        #expect(try count(reader, "Employee") == 40)
+        #expect(try count(reader, "Employee", "department == nil") == 0)
+        let p1 = try reader.fetch(FetchRequest(entityName: "Project", predicate: try FetchPredicate(format: "code == 'P1'")))[0]
+        #expect(p1.relatedObjects(forKey: "members").count == 20)
+        ManagedObjectContext.mergeChanges(fromRemoteContextSave: ContextChanges(deleted: [e1.objectID]), into: [live])
+        #expect(e1.managedObjectContext == nil && e1.isDeleted)
+        // By ID: gone ones are passed over.
+        var byID = BatchDeleteRequest(objectIDs: [e3.objectID, e1.objectID])
+        byID.resultType = .count
+        #expect(try writer.execute(byID, fallback: .throughObjects).count == 1)
+        #expect(try count(reader, "Employee") == 39)
+    }
+}
