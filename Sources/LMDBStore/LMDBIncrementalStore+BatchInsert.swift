@@ -68,11 +68,11 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     continue
                 }
                 guard let target = input.toOne[slot] else { continue }
-                let relationship = plan.toOneSlots[slot]!
-                row.fields[field] = .reference(try resolver.reference(target, relationship, row: input.position, rows: rows, transaction: transaction))
+                let (relationship, check) = plan.toOneSlots[slot]!
+                row.fields[field] = .reference(try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction))
             }
             try indexes.insert(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
-                rows.rowError(.constraintViolation, position, uniquenessMessage(entity, constraint: constraint, row))
+                rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
             }
             guard try table.write(row, key: key, modelHash: modelHashPrefix, inserting: true, in: transaction) else {
                 throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
@@ -80,7 +80,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             for link in plan.links {
                 guard let members = input.toMany[link.slot.position] else { continue }
                 for (position, target) in members.enumerated() {
-                    let member = try resolver.reference(target, link.slot, row: input.position, rows: rows, transaction: transaction)
+                    let member = try resolver.reference(target, link.slot, link.check, row: input.position, rows: rows, transaction: transaction)
                     try link.table.add(member, to: key, at: position, in: transaction)
                     if let inverse = link.inverse {
                         try inverse(member.entityTag).add(StoredRow.Reference(entityTag: entity.tag, key: key), to: member.key, at: 0, in: transaction)
@@ -108,16 +108,6 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             }
         }
     }
-
-    /// What a uniqueness violation of a batch row says: the constraint and the values taken.
-    private func uniquenessMessage(_ entity: StoreLayout.EntityLayout, constraint position: Int, _ row: StoredRow) -> String {
-        let constraint = entity.uniques.indices.contains(position) ? entity.uniques[position] : nil
-        let names = constraint?.constraint.propertyNames ?? []
-        let values = names.map { name in
-            entity.fieldIndex[name].map { row.attribute($0).map { "\($0)" } ?? row.reference($0).map { "key \($0.key)" } ?? "nil" } ?? "nil"
-        }
-        return "\(constraint?.owner ?? entity.name) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", "))) is already taken"
-    }
 }
 
 /// What a batch insert into one entity works out once: the relationships it writes and how, and the targets it has
@@ -125,10 +115,11 @@ extension LMDBIncrementalStore: BatchInsertingStore {
 /// batch writes meanwhile — LMDB has one writer, and each chunk's transaction follows the last).
 private final class BatchInsertPlan {
     let entity: StoreLayout.EntityLayout
-    /// The relationship of each to-one position of the entity's handle (`nil`: not stored).
-    let toOneSlots: [ManagedObjectModel.Slot?]
-    /// The link tables a row's to-many values go to, and for a many-to-many the inverse's table by the member's tag.
-    let links: [(slot: ManagedObjectModel.Slot, table: ToManyTable, inverse: ((UInt16) throws -> ToManyTable)?)]
+    /// The relationship of each to-one position of the entity's handle and its check (`nil`: not stored).
+    let toOneSlots: [(slot: ManagedObjectModel.Slot, check: RelationshipCheck)?]
+    /// The link tables a row's to-many values go to, with the relationship's check, and for a many-to-many the
+    /// inverse's table by the member's tag.
+    let links: [(slot: ManagedObjectModel.Slot, check: RelationshipCheck, table: ToManyTable, inverse: ((UInt16) throws -> ToManyTable)?)]
     /// Relationships kept in other rows (see ``LMDBIncrementalStore/executeBatchInsert(_:)``), by kind and position:
     /// a row that gives one is refused with the error.
     let refusals: [(kind: ManagedObjectModel.Slot.Kind, position: Int, error: ManagedObjectContextError)]
@@ -151,9 +142,10 @@ private final class BatchInsertPlan {
         }
         // Relationships a row may not give here: refused when a row gives one, with what to do instead.
         var refusals: [(kind: ManagedObjectModel.Slot.Kind, position: Int, error: ManagedObjectContextError)] = []
-        var toOneSlots = [ManagedObjectModel.Slot?](repeating: nil, count: handle.emptyToOne.count)
+        var toOneSlots = [(slot: ManagedObjectModel.Slot, check: RelationshipCheck)?](repeating: nil, count: handle.emptyToOne.count)
         for slot in handle.toOneSlots where slot.isPersistent {
-            toOneSlots[slot.position] = slot
+            guard let position = entity.toOneRelationships.firstIndex(where: { $0.name == slot.name }) else { continue }
+            toOneSlots[slot.position] = (slot, entity.toOneChecks[position])
             guard let relationship = slot.relationship, let inverse = model.inverse(of: relationship) else { continue }
             if !inverse.isToMany {
                 refusals.append((.toOne, slot.position, refuse(slot, "its inverse \(inverse.name) is a to-one, kept in the other object's row")))
@@ -162,7 +154,7 @@ private final class BatchInsertPlan {
             }
         }
         self.toOneSlots = toOneSlots
-        var links: [(slot: ManagedObjectModel.Slot, table: ToManyTable, inverse: ((UInt16) throws -> ToManyTable)?)] = []
+        var links: [(slot: ManagedObjectModel.Slot, check: RelationshipCheck, table: ToManyTable, inverse: ((UInt16) throws -> ToManyTable)?)] = []
         for slot in handle.relationshipSlots where slot.kind == .toMany && slot.isPersistent {
             guard let relationship = slot.relationship else { continue }
             guard let link = entity.linkSlots.firstIndex(where: { $0 === slot }) else {
@@ -187,7 +179,7 @@ private final class BatchInsertPlan {
                     return state.linkTables[Int(tag)][position]
                 }
             }
-            links.append((slot, table, inverseTable))
+            links.append((slot, entity.linkChecks[link], table, inverseTable))
         }
         self.refusals = refusals
         self.links = links
@@ -224,11 +216,14 @@ private struct TargetResolver {
         let maintainer: any IndexMaintainer
     }
 
-    mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, row: Int, rows: BatchInsertRows,
+    mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
                             transaction: any KeyValueTransaction) throws -> StoredRow.Reference {
         switch target {
         case .object(let id):
-            let check = RelationshipCheckCache.check(for: slot, in: entity)
+            // A target found before costs a lookup (the save's check, without naming an owner for its errors).
+            if let known = references.verified[id], known.destination == check.destinationEntityName {
+                return StoredRow.Reference(entityTag: known.tag, key: try store.key(of: id))
+            }
             let owner = ManagedObjectID(entityName: entity.name, storeIdentifier: state.storeIdentifier, referenceObject: .string("batch row \(row)"))
             do {
                 let tag = try store.checkTarget(id, of: check, owner: owner, &references, state: state, transaction: transaction)
@@ -277,14 +272,5 @@ private struct TargetResolver {
         let lookup = UniqueLookup(destination: destination, field: field, type: key.type, maintainer: maintainer)
         lookups[slot.name] = lookup
         return lookup
-    }
-}
-
-/// The ``RelationshipCheck`` of a relationship slot of an entity: its to-one check or its link check.
-private enum RelationshipCheckCache {
-    static func check(for slot: ManagedObjectModel.Slot, in entity: StoreLayout.EntityLayout) -> RelationshipCheck {
-        if let position = entity.toOneRelationships.firstIndex(where: { $0.name == slot.name }) { return entity.toOneChecks[position] }
-        if let position = entity.linkRelationships.firstIndex(where: { $0.name == slot.name }) { return entity.linkChecks[position] }
-        preconditionFailure("\(entity.name).\(slot.name) is neither a stored to-one nor kept in a link table")
     }
 }

@@ -323,14 +323,19 @@ extension LMDBIncrementalStore {
     /// The error for a row whose values of the uniqueness constraint at `constraint` (a position in its entity's
     /// ``StoreLayout/EntityLayout/uniques``) another row has.
     private func uniquenessViolation(_ id: ManagedObjectID, constraint position: Int, _ row: StoredRow) -> ManagedObjectContextError {
-        let entity = layout.entity(id.entityName)!
+        ManagedObjectContextError(.constraintViolation,
+            message: "\(takenValues(layout.entity(id.entityName)!, constraint: position, row)) is already taken; \(id) cannot have it too")
+    }
+
+    /// "Owner (a, b) = (1, "x")": the constraint at `position` of `entity` and the values `row` gives it, for the error
+    /// a violation of it gives.
+    func takenValues(_ entity: StoreLayout.EntityLayout, constraint position: Int, _ row: StoredRow) -> String {
         let constraint = entity.uniques.indices.contains(position) ? entity.uniques[position] : nil
         let names = constraint?.constraint.propertyNames ?? []
         let values = names.map { name in
             entity.fieldIndex[name].map { row.attribute($0).map { "\($0)" } ?? row.reference($0).map { "key \($0.key)" } ?? "nil" } ?? "nil"
         }
-        return ManagedObjectContextError(.constraintViolation,
-            message: "\(constraint?.owner ?? id.entityName) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", "))) is already taken; \(id) cannot have it too")
+        return "\(constraint?.owner ?? entity.name) (\(names.joined(separator: ", "))) = (\(values.joined(separator: ", ")))"
     }
 
     /// Adds and removes single members of an unordered relationship's `members/…` table: one put or delete per
