@@ -154,9 +154,8 @@ extension ManagedObjectContext {
                 throw wrapped
             }
         }
-        var firstOfChunk = 0
         while let chunk = try rows.nextChunk() {
-            firstOfChunk = chunk[0].position
+            let firstOfChunk = chunk[0].position
             let start = inserted.count
             for row in chunk {
                 let object = try context.insertNewObject(forEntityName: rows.entityName)
@@ -244,7 +243,8 @@ extension ManagedObjectContext {
 }
 
 extension AttributeValue {
-    /// `value` as a value of `type`, when it is one or converts to one without loss; `nil` otherwise (and for NULL).
+    /// `value` as a value of `type`, when it is one or converts to one without loss (a number for a `float`
+    /// attribute is first rounded to `Float`, as storing it there would); `nil` otherwise (and for NULL).
     package init?(_ value: PredicateValue, as type: AttributeType) {
         let candidate: AttributeValue
         switch value {
