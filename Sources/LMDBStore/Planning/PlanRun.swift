@@ -3,7 +3,7 @@ import ObjectGraph
 
 /// A row a plan's source yields: its key and entity tag (one of the fetched entities'). Sixteen bytes: sources
 /// gather and sort them by the thousand.
-struct Candidate {
+struct Candidate: Hashable {
     let key: UInt64
     let tag: UInt16
 }

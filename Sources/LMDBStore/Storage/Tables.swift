@@ -114,6 +114,27 @@ struct ToManyTable {
         }
     }
 
+    /// Removes `member` from `owner`'s members wherever it stands: one delete in an unordered relationship; in an
+    /// ordered one, `owner`'s entries read until it is found (the others keep their positions: members are read in
+    /// position order, gaps and all).
+    func removeMember(_ member: StoredRow.Reference, from owner: UInt64, in transaction: any KeyValueTransaction) throws {
+        guard isOrdered else { return try remove(member, from: owner, in: transaction) }
+        try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
+            try withUnsafeBytes(of: owner.bigEndian) { owner in
+                try database.withCursor(in: transaction) { cursor in
+                    var entry = try cursor.seek(atOrAfter: owner)
+                    while let current = entry, current.key.starts(with: owner) {
+                        if current.value.elementsEqual(value) {
+                            try cursor.deleteCurrent()
+                            return
+                        }
+                        entry = try cursor.nextKey()
+                    }
+                }
+            }
+        }
+    }
+
     /// Removes every member of `owner`.
     func removeAll(of owner: UInt64, in transaction: any KeyValueTransaction) throws {
         try withUnsafeBytes(of: owner.bigEndian) { owner in

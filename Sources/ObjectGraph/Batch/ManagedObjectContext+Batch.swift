@@ -44,21 +44,14 @@ extension ManagedObjectContext {
     /// - Throws: ``ManagedObjectContextError`` naming an object and attribute whose new value breaks a rule (nothing
     ///   is changed then), or ``ManagedObjectContextError/Code/unsupportedRequest``.
     public func execute(_ request: BatchUpdateRequest, fallback: BatchFallback = .fail) throws -> BatchResult {
-        guard let entity = model.existingHandle(forEntityNamed: request.entityName) else {
-            throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
-        }
-        for name in request.propertiesToUpdate.keys.sorted() {
-            guard let slot = entity.slot(named: name), slot.kind == .attribute, slot.isPersistent else {
-                throw ManagedObjectContextError(.unknownName,
-                    message: "a batch update sets stored attributes, and \(request.entityName) has no stored attribute \"\(name)\"")
-            }
-        }
+        // The entity and attributes are checked before any store is asked.
+        let values = try BatchUpdateValues(request, model: model)
         var results: [BatchResult] = []
         for store in persistentStoreCoordinator.stores(holding: request.entityName) {
             results.append(try persistentStoreCoordinator.runningBatch(on: store) {
                 if let batching = store as? any BatchUpdatingStore { return try batching.executeBatchUpdate(request) }
                 try Self.check(fallback, store, "batch updates")
-                return try updateThroughObjects(request, in: store)
+                return try updateThroughObjects(request, values, in: store)
             })
         }
         return Self.combine(results, request.resultType)
@@ -186,40 +179,19 @@ extension ManagedObjectContext {
     }
 
     /// A batch update as fetched objects changed and saved together.
-    private func updateThroughObjects(_ request: BatchUpdateRequest, in store: any IncrementalStore) throws -> BatchResult {
+    private func updateThroughObjects(_ request: BatchUpdateRequest, _ values: BatchUpdateValues, in store: any IncrementalStore) throws -> BatchResult {
         let context = ManagedObjectContext(coordinator: persistentStoreCoordinator)
         var fetch = FetchRequest(entityName: request.entityName, predicate: request.predicate)
         fetch.includesSubentities = request.includesSubentities
         // The fetch asks every store holding the entity; this store's objects are kept.
         let objects = try context.fetch(fetch).filter { $0.objectID.storeIdentifier == store.identifier }
-        let updates = request.propertiesToUpdate.sorted { $0.key < $1.key }
-        for object in objects {
-            // Every expression sees the values as they were before the update.
-            var values: [(ManagedObjectModel.Slot, AttributeValue?)] = []
-            for (name, expression) in updates {
-                let slot = object.handle.slot(named: name)!
-                values.append((slot, try Self.batchValue(expression, for: object, slot)))
-            }
-            for (slot, value) in values { object.setAttribute(value, in: slot) }
+        // Every object's new values are worked out before any is set: each expression sees the values from before.
+        let updates = try objects.map { try values.values(for: $0, objectID: $0.objectID) }
+        for (object, new) in zip(objects, updates) {
+            for (slot, value) in zip(values.slots, new) { object.setAttribute(value, in: object.handle.slot(named: slot.name)!) }
         }
         try context.save()
         return BatchResult(count: objects.count, objectIDs: request.resultType == .objectIDs ? objects.map(\.objectID) : nil)
-    }
-
-    /// The value `expression` gives `object` for the attribute in `slot`, converted to its type.
-    private static func batchValue(_ expression: PredicateExpression, for object: ManagedObject, _ slot: ManagedObjectModel.Slot) throws -> AttributeValue? {
-        let value: PredicateValue
-        do {
-            value = try expression.value(for: object)
-        } catch {
-            throw ManagedObjectContextError(.wrongValueType, message: "the batch update of \(object.entityName).\(slot.name) cannot evaluate \(expression) for \(object.objectID): \(error)")
-        }
-        if case .null = value { return nil }
-        guard let converted = AttributeValue(value, as: slot.type) else {
-            throw ManagedObjectContextError(.wrongValueType,
-                message: "the batch update sets \(object.entityName).\(slot.name) (\(slot.type.coreDataName)) to \(expression), which is \(value) for \(object.objectID)")
-        }
-        return converted
     }
 
     /// A batch delete as objects fetched or looked up, deleted and saved together (the context applies delete rules).
@@ -236,7 +208,9 @@ extension ManagedObjectContext {
             }
         }
         for object in objects { context.delete(object) }
-        let ids = objects.map(\.objectID)
+        // The objects named, then those their cascade rules delete with them.
+        context.processPendingChanges()
+        let ids = context.deletedIDs
         try context.save()
         return BatchResult(count: ids.count, objectIDs: request.resultType == .objectIDs ? ids : nil)
     }

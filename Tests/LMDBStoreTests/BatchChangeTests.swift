@@ -1,0 +1,231 @@
+import Foundation
+import Testing
+@testable import LMDBStore
+@testable import ObjectGraph
+
+/// Every way a relationship is kept, with every delete rule: libraries cascade to their books (read from the books'
+/// to-one index), publishers deny while they have books, authors nullify theirs (the books' rows rewritten), books
+/// cascade to their ordered chapters (a link table, the chapters' to-one its inverse) and to their cover (one-to-one),
+/// and leave their tags (many-to-many) and shelves (an ordered many-to-many) when they go.
+private let libraryModel: ManagedObjectModel = {
+    try! ManagedObjectModel {
+        EntityDescription("Library") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("books", destination: "Book", inverse: "library", toMany: true, deleteRule: .cascade)
+        }
+        EntityDescription("Publisher") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("books", destination: "Book", inverse: "publisher", toMany: true, deleteRule: .deny)
+        }
+        EntityDescription("Author") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("books", destination: "Book", inverse: "author", toMany: true, deleteRule: .nullify)
+        }
+        EntityDescription("Book") {
+            AttributeDescription("title", .string)
+            AttributeDescription("pages", .integer32, defaultValue: 100)
+            RelationshipDescription("library", destination: "Library", inverse: "books")
+            RelationshipDescription("publisher", destination: "Publisher", inverse: "books")
+            RelationshipDescription("author", destination: "Author", inverse: "books")
+            RelationshipDescription("chapters", destination: "Chapter", inverse: "book", ordered: true, deleteRule: .cascade)
+            RelationshipDescription("cover", destination: "Cover", inverse: "book", deleteRule: .cascade)
+            RelationshipDescription("tags", destination: "Tag", inverse: "books", toMany: true)
+            RelationshipDescription("shelves", destination: "Shelf", inverse: "books", toMany: true)
+            FetchIndexDescription("byPages", properties: ["pages"])
+        }
+        EntityDescription("Chapter") {
+            AttributeDescription("title", .string)
+            RelationshipDescription("book", destination: "Book", inverse: "chapters")
+        }
+        EntityDescription("Cover") {
+            AttributeDescription("color", .string)
+            RelationshipDescription("book", destination: "Book", inverse: "cover")
+        }
+        EntityDescription("Tag") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("books", destination: "Book", inverse: "tags", toMany: true)
+            UniquenessConstraint("name")
+        }
+        EntityDescription("Shelf") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("books", destination: "Book", inverse: "shelves", ordered: true)
+        }
+    }
+}()
+
+/// Two libraries, publishers and authors; six books B0…B5 (library, publisher and author i % 2, two chapters, a
+/// cover, tags T(i % 3) and T((i + 1) % 3)); shelf S0 holds every book in order, S1 the first three.
+private func loadLibrary(_ coordinator: PersistentStoreCoordinator) throws {
+    let context = ManagedObjectContext(coordinator: coordinator)
+    func make(_ entity: String, _ key: String, _ names: [String]) throws -> [ManagedObject] {
+        try names.map { name in
+            let object = try context.insertNewObject(forEntityName: entity)
+            try object.setValue(name, forKey: key)
+            return object
+        }
+    }
+    let libraries = try make("Library", "name", ["L0", "L1"]), publishers = try make("Publisher", "name", ["P0", "P1"])
+    let authors = try make("Author", "name", ["A0", "A1"]), tags = try make("Tag", "name", ["T0", "T1", "T2"])
+    let shelves = try make("Shelf", "name", ["S0", "S1"])
+    var books: [ManagedObject] = []
+    for i in 0..<6 {
+        let book = try make("Book", "title", ["B\(i)"])[0]
+        try book.setValue(Int32(100 + i), forKey: "pages")
+        try book.setValue(libraries[i % 2], forKey: "library")
+        try book.setValue(publishers[i % 2], forKey: "publisher")
+        try book.setValue(authors[i % 2], forKey: "author")
+        try book.setValue(try make("Chapter", "title", ["B\(i)c0", "B\(i)c1"]), forKey: "chapters")
+        try book.setValue(try make("Cover", "color", ["B\(i) red"])[0], forKey: "cover")
+        try book.setValue(Set([tags[i % 3], tags[(i + 1) % 3]]), forKey: "tags")
+        books.append(book)
+    }
+    try shelves[0].setValue(books, forKey: "books")
+    try shelves[1].setValue(Array(books[0..<3]), forKey: "books")
+    try context.save()
+}
+
+/// Everything the library holds, as text, asked the same way of any store.
+private func describeLibrary(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+    let context = ManagedObjectContext(coordinator: coordinator)
+    var lines: [String] = []
+    func all(_ entity: String, _ key: String) throws -> [ManagedObject] {
+        var request = FetchRequest(entityName: entity)
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: key)]
+        return try context.fetch(request)
+    }
+    func names(_ objects: [ManagedObject], _ key: String) -> String {
+        objects.map { $0.value(forKey: key) as? String ?? "?" }.joined(separator: ",")
+    }
+    for book in try all("Book", "title") {
+        let related = ["library", "publisher", "author"].map { (book.value(forKey: $0) as? ManagedObject)?.value(forKey: "name") as? String ?? "-" }
+        let cover = (book.value(forKey: "cover") as? ManagedObject)?.value(forKey: "color") as? String ?? "-"
+        lines.append("\(book.value(forKey: "title")!): \(related.joined(separator: " ")) cover \(cover) chapters "
+                     + names(Array(book.relatedObjects(forKey: "chapters")), "title")
+                     + " tags " + names(book.relatedObjects(forKey: "tags").sorted { "\($0.value(forKey: "name")!)" < "\($1.value(forKey: "name")!)" }, "name"))
+    }
+    for (entity, key) in [("Library", "name"), ("Publisher", "name"), ("Author", "name"), ("Tag", "name"), ("Shelf", "name")] {
+        for owner in try all(entity, key) {
+            var members = owner.relatedObjects(forKey: "books").map { $0.value(forKey: "title") as? String ?? "?" }
+            if entity != "Shelf" { members.sort() }  // a shelf's order is its own
+            lines.append("\(owner.value(forKey: key)!): \(members.joined(separator: ","))")
+        }
+    }
+    for (entity, key) in [("Chapter", "title"), ("Cover", "color")] {
+        let objects = try all(entity, key)
+        lines.append("\(entity): \(objects.map { "\($0.value(forKey: key)!)→\(($0.value(forKey: "book") as? ManagedObject)?.value(forKey: "title") as? String ?? "-")" }.joined(separator: ","))")
+    }
+    for format in ["author == nil", "cover == nil", "pages > 102"] {
+        lines.append("\(format): \(try context.count(for: FetchRequest(entityName: "Book", predicate: try FetchPredicate(format: format))))")
+    }
+    return lines
+}
+
+/// The IDs of the objects of `entity` whose `key` is one of `values`, in that order.
+private func ids(_ coordinator: PersistentStoreCoordinator, _ entity: String, _ key: String, _ values: [String]) throws -> [ManagedObjectID] {
+    let context = ManagedObjectContext(coordinator: coordinator)
+    return try values.map { value in
+        try #require(try context.fetch(FetchRequest(entityName: entity, predicate: try FetchPredicate(format: "%K == %@", key, value))).first).objectID
+    }
+}
+
+@Suite("Batch updates and deletes in the store")
+struct BatchChangeTests {
+    @Test("a batch delete honours every delete rule from the rows and tables alone, as a context deleting objects does")
+    func deleteRules() throws {
+        let folder = StoreFolder()
+        let (lmdb, store, memory) = try folder.twinStores(libraryModel, loadLibrary)
+        // Both sides run the same requests: the LMDB store natively, the in-memory store through objects.
+        func run(_ request: (PersistentStoreCoordinator) throws -> BatchDeleteRequest) throws -> [BatchResult] {
+            let results = try [lmdb, memory].map { coordinator in
+                try ManagedObjectContext(coordinator: coordinator).execute(try request(coordinator), fallback: .throughObjects)
+            }
+            #expect(try store.verify() == [])
+            #expect(try describeLibrary(lmdb) == describeLibrary(memory))
+            return results
+        }
+        func fetch(_ entity: String, _ format: String, _ type: BatchResultType = .count) throws -> BatchDeleteRequest {
+            var request = BatchDeleteRequest(fetchRequest: FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format)))
+            request.resultType = type
+            return request
+        }
+        let before = try describeLibrary(lmdb)
+
+        // A publisher with books is kept by its deny rule: an error that names it, and nothing deleted.
+        for coordinator in [lmdb, memory] {
+            let denied = try #require(throws: ManagedObjectContextError.self) {
+                try ManagedObjectContext(coordinator: coordinator).execute(try fetch("Publisher", "name == 'P0'"), fallback: .throughObjects)
+            }
+            #expect(denied.code == .validation && denied.validationFailures.first?.propertyName == "books", "\(denied)")
+            #expect(denied.validationFailures.first?.message.contains("3 objects") == true, "\(denied)")
+        }
+        #expect(try describeLibrary(lmdb) == before)
+        #expect(try store.verify() == [])
+
+        // An author's books stay, without their author (their rows rewritten, the index on it kept).
+        #expect(try run { _ in try fetch("Author", "name == 'A0'") }.map(\.count) == [1, 1])
+        #expect(try describeLibrary(lmdb).contains("author == nil: 3"))
+
+        // A cover nullifies its book's to-one (a one-to-one).
+        #expect(try run { try BatchDeleteRequest(objectIDs: ids($0, "Cover", "color", ["B0 red"])) }.map(\.count) == [1, 1])
+
+        // A library cascades to its books, which cascade to their chapters and covers and leave their tags and shelves.
+        let cascaded = try run { _ in try fetch("Library", "name == 'L1'", .objectIDs) }
+        for result in cascaded {
+            #expect(result.count == 1 + 3 + 6 + 3)
+            #expect(result.objectIDs?.first?.entityName == "Library")
+            #expect(Dictionary(grouping: result.objectIDs ?? [], by: \.entityName).mapValues(\.count) == ["Library": 1, "Book": 3, "Chapter": 6, "Cover": 3])
+        }
+        let after = try describeLibrary(lmdb)
+        #expect(after.contains("S0: B0,B2,B4") && after.contains("S1: B0,B2") && after.contains("T1: B0,B4"), "\(after)")
+
+        // Deny is satisfied when the related objects go too (the publisher, three books, their six chapters and the
+        // two covers left).
+        #expect(try run { try BatchDeleteRequest(objectIDs: ids($0, "Publisher", "name", ["P0"]) + ids($0, "Book", "title", ["B0", "B2", "B4"])) }
+            .map(\.count) == [12, 12])
+        #expect(try run { try BatchDeleteRequest(objectIDs: ids($0, "Publisher", "name", ["P1"])) }.map(\.count) == [1, 1])
+        #expect(try describeLibrary(lmdb).contains("Chapter: "))
+    }
+
+    @Test("a batch update keeps uniqueness, sees every object's values from before, and checks every rule before writing")
+    func updates() throws {
+        let folder = StoreFolder()
+        let (lmdb, store, memory) = try folder.twinStores(libraryModel, loadLibrary)
+        for coordinator in [lmdb, memory] {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            // Two tags given one name: the second is refused, and no tag changes.
+            let clash = try #require(throws: ManagedObjectContextError.self) {
+                try context.execute(BatchUpdateRequest(entityName: "Tag", propertiesToUpdate: ["name": .constant(.string("same"))]), fallback: .throughObjects)
+            }
+            #expect(clash.code == .constraintViolation && clash.message.contains("same"), "\(clash)")
+            // Names passed along (T0 takes T1's, T1 T2's, T2 T0's) are free once every old one is given up.
+            let rotate = try PredicateExpression(format: "TERNARY(name == 'T0', 'T1', TERNARY(name == 'T1', 'T2', 'T0'))")
+            var update = BatchUpdateRequest(entityName: "Tag", propertiesToUpdate: ["name": rotate])
+            update.resultType = .objectIDs
+            #expect(try context.execute(update, fallback: .throughObjects).objectIDs?.count == 3)
+            // A book's pages from its author's name length, read through a relationship, and a constant.
+            let pages = BatchUpdateRequest(entityName: "Book", predicate: try FetchPredicate(format: "pages >= 103"),
+                                           propertiesToUpdate: ["pages": try PredicateExpression(format: "pages * 10 + author.name.length"),
+                                                                "title": try PredicateExpression(format: "title")])
+            #expect(try context.execute(pages, fallback: .throughObjects).count == 3)
+            // A required attribute set to nil: refused, naming the object; nothing written.
+            let required = try #require(throws: ManagedObjectContextError.self) {
+                try context.execute(BatchUpdateRequest(entityName: "Book", predicate: try FetchPredicate(format: "title == 'B5'"),
+                                                       propertiesToUpdate: ["pages": .constant(.integer(1)), "title": .constant(.null)]),
+                                    fallback: .throughObjects)
+            }
+            #expect(required.code == .validation && required.message.contains("Book.title") && required.message.contains("Book/"), "\(required)")
+            // An attribute the entity lacks is refused before any store is asked.
+            let unknown = try #require(throws: ManagedObjectContextError.self) {
+                try context.execute(BatchUpdateRequest(entityName: "Book", propertiesToUpdate: ["author": .constant(.null)]), fallback: .throughObjects)
+            }
+            #expect(unknown.code == .unknownName, "\(unknown)")
+        }
+        #expect(try store.verify() == [])
+        let described = try describeLibrary(lmdb)
+        #expect(described == (try describeLibrary(memory)))
+        #expect(described.contains("T0: B1,B2,B4,B5") && described.contains("pages > 102: 3"), "\(described)")
+        let context = ManagedObjectContext(coordinator: lmdb)
+        let paged = try context.fetch(FetchRequest(entityName: "Book", predicate: try FetchPredicate(format: "pages > 1000")))
+        #expect(Set(paged.map { $0.value(forKey: "pages") as? Int32 }) == [1032, 1042, 1052])
+    }
+}
