@@ -146,6 +146,29 @@ func checkJournal(_ coordinator: PersistentStoreCoordinator, _ store: LMDBIncrem
         #expect(try context.mergeRemoteChanges(from: store, since: &token).isEmpty)
     }
 
+    @Test func anotherProcessesBatchRequestsAreMergedByID() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(journalModel())
+        let live = ManagedObjectContext(coordinator: coordinator)
+        let rows: [[String: BatchValue]] = (0..<30).map { ["writer": "batch", "batch": .attribute(.integer(Int64($0))), "payload": "p"] }
+        _ = try live.execute(BatchInsertRequest(entityName: "Entry", objects: rows))
+        let entries = try live.fetch(FetchRequest(entityName: "Entry"))
+        let byBatch = Dictionary(uniqueKeysWithValues: entries.map { ($0.value(forKey: "batch") as! Int64, $0) })
+        #expect(byBatch[3]?.value(forKey: "payload") as? String == "p")
+        var token = try store.currentChangeToken()
+        let (status, output) = try runHelper(["batch", folder.file().path])
+        #expect(status == 0, "\(output)")
+        // The other process's batches are in the change log: what they inserted, updated and deleted, by ID.
+        let merged = try live.mergeRemoteChanges(from: store, since: &token)
+        #expect(merged.inserted.count == 5 && merged.inserted.allSatisfy { $0.entityName == "Entry" })
+        #expect(merged.updated == Set((0..<10).map { byBatch[Int64($0)]!.objectID }))
+        #expect(merged.deleted == Set((20..<30).map { byBatch[Int64($0)]!.objectID }))
+        #expect(byBatch[3]?.value(forKey: "payload") as? String == "updated")
+        #expect(byBatch[25]?.isDeleted == true && byBatch[15]?.value(forKey: "payload") as? String == "p")
+        #expect(try live.count(for: FetchRequest(entityName: "Entry", predicate: try FetchPredicate(format: "writer == 'child'"))) == 5)
+        #expect(try store.verify() == [])
+    }
+
     /// A store with one counter (`writer` "shared", `touches` 0), and a context that has loaded it.
     private func storeWithLoadedCounter(_ folder: StoreFolder) throws -> (PersistentStoreCoordinator, ManagedObjectContext, ManagedObject) {
         let (coordinator, _) = try folder.coordinator(journalModel())

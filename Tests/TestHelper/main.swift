@@ -11,6 +11,11 @@
 //   lmdbstore-test-helper touch <path> <object URI>
 //     Increments the "touches" of one counter object and saves.
 //
+//   lmdbstore-test-helper batch <path>
+//     Runs batch requests on the LMDB object store at <path> (journalModel): inserts entries 0…4 of writer "child",
+//     sets the payload of writer "batch"'s entries below batch 10 to "updated", deletes its entries from batch 20 on.
+//     Prints "done".
+//
 //   lmdbstore-test-helper hostile <case> <folder>
 //     Runs one case of HostileCases (bad input from a hostile trial) in a fresh folder; prints "ok: …" and exits 0
 //     when the outcome is the documented one, "wrong: …" and exits 1 when not.
@@ -103,6 +108,23 @@ case "touch":
         let counter = try context.existingObject(with: try coordinator.managedObjectID(forURIRepresentation: uri))
         try counter.setValue((counter.value(forKey: "touches") as? Int64 ?? 0) + 1, forKey: "touches")
         try context.save()
+        print("done")
+    } catch {
+        fail("\(error)")
+    }
+case "batch":
+    guard arguments.count == 3 else { fail("usage: batch <path>") }
+    do {
+        LMDBIncrementalStore.register()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: journalModel())
+        try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: arguments[2]))
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let rows: [[String: BatchValue]] = (0..<5).map { ["writer": "child", "batch": .attribute(.integer(Int64($0))), "payload": "c"] }
+        _ = try context.execute(BatchInsertRequest(entityName: "Entry", objects: rows))
+        _ = try context.execute(BatchUpdateRequest(entityName: "Entry", predicate: try FetchPredicate(format: "writer == 'batch' AND batch < 10"),
+                                                   propertiesToUpdate: ["payload": .constant(.string("updated"))]))
+        _ = try context.execute(BatchDeleteRequest(fetchRequest: FetchRequest(entityName: "Entry",
+                                                                              predicate: try FetchPredicate(format: "writer == 'batch' AND batch >= 20"))))
         print("done")
     } catch {
         fail("\(error)")
