@@ -156,14 +156,14 @@ extension LMDBIncrementalStore: BatchDeletingStore {
     }
 }
 
-/// Rewrites rows inside a batch's write transaction: the row written over its old state, the index entries that
-/// changed removed at once and the new ones kept until ``putNewEntries(violation:)`` (so a value one row gives up may
-/// be taken by another in the same batch).
+/// Rewrites and removes rows inside a batch's write transaction: each row written or deleted at once, the index
+/// entries that change kept until ``putNewEntries(violation:)``, then applied table by table in key order — the stale
+/// ones removed first, so a value one row gives up may be taken by another in the same batch.
 private struct BatchRowWriter {
     let store: LMDBIncrementalStore
     let state: LMDBIncrementalStore.OpenState
     let transaction: any KeyValueTransaction
-    private var indexes = IndexUpdates()
+    private var indexes = IndexUpdates(sortingEntries: true)
 
     init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction) {
         self.store = store
@@ -178,13 +178,17 @@ private struct BatchRowWriter {
         _ = try state.rows(of: entity).write(new, key: candidate.key, modelHash: store.modelHashPrefix, inserting: false, in: transaction)
     }
 
-    /// Removes the row of `candidate`, whose state is `old`, with its index entries.
-    mutating func remove(_ candidate: Candidate, of entity: StoreLayout.EntityLayout, old: StoredRow) throws {
+    /// Removes the index entries of the row of `candidate`, whose state is `old` (the caller deletes the row).
+    mutating func removeEntries(of candidate: Candidate, _ entity: StoreLayout.EntityLayout, old: StoredRow) throws {
         try indexes.update(state.maintainers(of: entity), old: old, new: nil, key: candidate.key, row: -1, in: transaction)
-        try state.rows(of: entity).delete(key: candidate.key, in: transaction)
     }
 
-    /// Puts the new index entries of the rows rewritten, checking uniqueness.
+    /// Removes `member` from `owner`'s members in the unordered relationship table `table`, with the stale entries.
+    mutating func removeLink(_ member: StoredRow.Reference, from owner: UInt64, in table: ToManyTable) {
+        table.withEntry(member, of: owner) { key, value in indexes.removeSorted(value, forKey: key, from: table.database) }
+    }
+
+    /// Removes the stale index entries of the rows rewritten and removed, and puts the new ones, checking uniqueness.
     mutating func putNewEntries(violation: (_ position: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
         try indexes.putPending(in: transaction, violation: violation)
     }
@@ -356,33 +360,53 @@ private struct BatchDeletion {
                 cleared[related, default: []].append(name)
             case .link(let name, let isOrdered):
                 guard let table = state.toManyTables[Int(related.tag)][name]?.table else { return }
-                try ToManyTable(database: table, isOrdered: isOrdered)
-                    .removeMember(StoredRow.Reference(entityTag: owner.tag, key: owner.key), from: related.key, in: transaction)
+                let links = ToManyTable(database: table, isOrdered: isOrdered), member = StoredRow.Reference(entityTag: owner.tag, key: owner.key)
+                if isOrdered {
+                    try links.removeMember(member, from: related.key, in: transaction)
+                } else {
+                    // With the index entries, in key order: many deleted rows leave the same few owners' lists.
+                    writer.removeLink(member, from: related.key, in: links)
+                }
                 unlinked.insert(related)
             }
         }
-        // In row-key order table by table: each row table's pages are visited once, in order.
-        for owner in order.sorted(by: { ($0.tag, $0.key) < ($1.tag, $1.key) }) {
-            guard let entity = store.layout.entity(tag: owner.tag) else { continue }
-            let old: StoredRow? = try store.withRow(key: owner.key, in: state.rows(of: entity), of: objectID(owner), transaction: transaction) {
-                bytes throws(RowDecodingError) in try RowCodec.decode(bytes, layout: store.layout)
-            }
-            guard let old, old.entityTag == owner.tag else { continue }
-            let rules = try rules(of: owner.tag)
-            for toOne in rules.toOnes where toOne.rule == .nullify {
-                guard let target = old.reference(toOne.field) else { continue }
-                try clear(Candidate(key: target.key, tag: target.entityTag), toOne.otherSide, of: owner)
-            }
-            for toMany in rules.toManys where toMany.own != nil || toMany.rule == .nullify {
-                if toMany.rule == .nullify {
-                    for member in try toMany.members.references(under: owner.key, in: transaction) {
-                        try clear(Candidate(key: member.key, tag: member.entityTag), toMany.otherSide, of: owner)
+        // In row-key order table by table, through one cursor per table: each row is read and deleted where the
+        // cursor stands, most on the leaf page of the one before.
+        let owners = order.map { owner in (table: store.layout.entity(tag: owner.tag).map { state.rows(of: $0) }, row: owner) }
+            .filter { $0.table != nil }
+            .sorted { ($0.table!.database.handle, $0.row.key) < ($1.table!.database.handle, $1.row.key) }
+        var start = 0
+        while start < owners.count {
+            let table = owners[start].table!
+            var end = start
+            while end < owners.count && owners[end].table!.database.handle == table.database.handle { end += 1 }
+            try table.withCursor(in: transaction) { cursor in
+                for (_, owner) in owners[start..<end] {
+                    let entity = store.layout.entity(tag: owner.tag)!
+                    guard let bytes = try table.bytes(key: owner.key, cursor: cursor) else { continue }
+                    let old: StoredRow
+                    do throws(RowDecodingError) { old = try RowCodec.decode(bytes, layout: store.layout) } catch { throw store.corruptedRow(owner.key, in: entity.root, error) }
+                    guard old.entityTag == owner.tag else { continue }
+                    let rules = try rules(of: owner.tag)
+                    for toOne in rules.toOnes where toOne.rule == .nullify {
+                        guard let target = old.reference(toOne.field) else { continue }
+                        try clear(Candidate(key: target.key, tag: target.entityTag), toOne.otherSide, of: owner)
                     }
+                    for toMany in rules.toManys where toMany.own != nil || toMany.rule == .nullify {
+                        if toMany.rule == .nullify {
+                            for member in try toMany.members.references(under: owner.key, in: transaction) {
+                                try clear(Candidate(key: member.key, tag: member.entityTag), toMany.otherSide, of: owner)
+                            }
+                        }
+                        try toMany.own?.removeAll(of: owner.key, in: transaction)
+                    }
+                    try writer.removeEntries(of: owner, entity, old: old)
+                    // The cursor still stands on the row: the other tables' writes do not move it.
+                    try cursor.deleteCurrent()
+                    removed.insert(owner)
                 }
-                try toMany.own?.removeAll(of: owner.key, in: transaction)
             }
-            try writer.remove(owner, of: entity, old: old)
-            removed.insert(owner)
+            start = end
         }
         // The rows left pointing at deleted rows: each to-one that does is cleared, the row given a new version.
         var rewritten: [Candidate] = []

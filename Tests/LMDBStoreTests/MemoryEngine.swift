@@ -402,6 +402,23 @@ final class MemoryCursor: KeyValueCursor {
         return land(table, table.position(of: key), 0)
     }
 
+    func seek(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> CursorEntry? {
+        let table = try table
+        guard table.options.contains(.dupSort) else {
+            throw LMDBError(.incompatible, database: database.name, message: "a key and value are sought in dupSort tables only")
+        }
+        guard let at = table.index(of: key), let which = table.slots[at].values.firstIndex(where: { compareBytes($0.bytes, value) == 0 }) else {
+            positioned = false
+            return nil
+        }
+        return land(table, at, which)
+    }
+
+    func put(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws {
+        let (slot, value) = try transaction.insert(MemoryBytes(value), forKey: key, in: database, options: options)
+        _ = land(try table, slot, value)
+    }
+
     func duplicateCount() throws -> Int {
         let table = try table
         guard table.options.contains(.dupSort) else {

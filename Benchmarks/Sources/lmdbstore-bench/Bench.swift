@@ -96,7 +96,7 @@ struct Run: ParsableCommand {
     @Option(help: "Write a Markdown report with an SVG chart to this folder.")
     var report: String?
 
-    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, top of a to-one, search within a to-one, to-many membership, key lookup of many, to-many traversal, group-by, update batch, delete batch, mixed, batch insert).")
+    @Option(help: "Run only these workloads (comma-separated, matched against the step names: cold point faults, point faults, indexed equality, loaded fetch, range + sort + limit, count, unindexed filter, unindexed contains, relationship equality, top of a to-one, search within a to-one, to-many membership, key lookup of many, to-many traversal, group-by, update batch, delete batch, mixed, batch requests).")
     var only: String?
 
     func validate() throws {
@@ -107,7 +107,7 @@ struct Run: ParsableCommand {
     }
 
     static let stepNames = ["cold point faults", "point faults", "indexed equality", "loaded fetch", "range + sort + limit", "count", "unindexed filter", "unindexed contains", "relationship equality",
-                            "top of a to-one", "search within a to-one", "to-many membership", "key lookup of many", "to-many traversal", "group-by", "update batch", "delete batch", "mixed", "batch insert"]
+                            "top of a to-one", "search within a to-one", "to-many membership", "key lookup of many", "to-many traversal", "group-by", "update batch", "delete batch", "mixed", "batch requests"]
 
     var selectedSteps: [String]? {
         only.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
@@ -135,7 +135,7 @@ struct Run: ParsableCommand {
                 ("to-many traversal", { try $0.toManyTraversal() }),
                 ("group-by", { try $0.groupBy() }), ("update batch", { try $0.updateBatch() }),
                 ("delete batch", { try $0.insertAndDeleteBatch() }), ("mixed", { [readers] in try $0.mixedReadWrite(readers: readers) }),
-                ("batch insert", { [options] in try $0.batchInsert(lmdbOptions: options.lmdbOptions, durability: options.durability) }),
+                ("batch requests", { [options] in try $0.batchRequests(lmdbOptions: options.lmdbOptions, durability: options.durability) }),
             ]
             // "cold point faults" ran in `prepare`, before the stores were opened for these steps. `--only` checks
             // names against `stepNames`: a step missing there could not be chosen.

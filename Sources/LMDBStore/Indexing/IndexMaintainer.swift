@@ -239,13 +239,28 @@ final class EntityMaintainers {
 /// its fresh ones wait until every row's stale ones are gone (``putPending(in:violation:)``), so a value one row gives
 /// up may be taken by another in the same save. Inserted rows' entries are put at once (``insert(_:row:key:position:in:violation:)``),
 /// appended to their key's values: a new row's key sorts after every other.
+///
+/// A batch that changes many rows at once sorts its entries instead (``init(sortingEntries:)``): the stale entries
+/// wait with the fresh ones, and both are applied table by table in key order through one cursor, which finds most
+/// entries on the leaf page of the one before instead of descending from the root for each.
 struct IndexUpdates {
     private var scratch = EntryScratch()
     private var other = EntryScratch()
     /// Entries to put: their table, check and constraint, the row they belong to (a position in the save), and where
     /// their key and value lie in ``bytes``.
     private var pending: [(table: Database, check: EntryCheck, constraint: Int, row: Int, key: Range<Int>, value: Range<Int>)] = []
+    /// Entries to remove when they are sorted (``sortsEntries``): their table, whether the key goes with its only
+    /// value, and where their key and value lie in ``bytes``.
+    private var removals: [(table: Database, keyFree: Bool, key: Range<Int>, value: Range<Int>)] = []
     private var bytes: [UInt8] = []
+    /// Whether removals wait for ``putPending(in:violation:)`` and both are applied in key order.
+    private let sortsEntries: Bool
+
+    /// Updates that remove stale entries at once and put fresh ones in the order they came (a save); with
+    /// `sortingEntries`, both wait and are applied table by table in key order (a batch).
+    init(sortingEntries: Bool = false) {
+        sortsEntries = sortingEntries
+    }
 
     /// Removes the entries of a row's old state (`old`) that its new state (`new`; `nil` for a deleted row) does
     /// not have, and keeps the new state's entries that the old one did not have for ``putPending(in:violation:)``.
@@ -269,7 +284,13 @@ struct IndexUpdates {
                 check = maintainer.makeEntry(of: new, into: &other)
                 if oldCheck != nil, check != nil, scratch.sameEntry(as: other) { continue }
             }
-            if let oldCheck {
+            if let oldCheck, sortsEntries {
+                let keyStart = bytes.count
+                bytes.append(contentsOf: scratch.key)
+                let valueStart = bytes.count
+                bytes.append(contentsOf: scratch.value)
+                removals.append((maintainer.table, oldCheck == .keyFree, keyStart..<valueStart, valueStart..<bytes.count))
+            } else if let oldCheck {
                 if oldCheck == .keyFree {
                     // The key's only value: removed with its key.
                     _ = try scratch.key.withUnsafeBytes { try maintainer.table.delete(key: $0, in: transaction) }
@@ -287,6 +308,17 @@ struct IndexUpdates {
                 pending.append((maintainer.table, check, maintainer.constraint, row, keyStart..<valueStart, valueStart..<bytes.count))
             }
         }
+    }
+
+    /// Removes the pair `key` → `value` from the dupSort table `table` with the other stale entries, in key order
+    /// (a link of a deleted object, say); only when sorting entries.
+    mutating func removeSorted(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, from table: Database) {
+        precondition(sortsEntries, "a removal waits for putPending only when entries are sorted")
+        let keyStart = bytes.count
+        bytes.append(contentsOf: key)
+        let valueStart = bytes.count
+        bytes.append(contentsOf: value)
+        removals.append((table, false, keyStart..<valueStart, valueStart..<bytes.count))
     }
 
     /// Puts the entries of a new row (the row under `key`, at `position` in the save).
@@ -307,20 +339,108 @@ struct IndexUpdates {
         }
     }
 
-    /// Puts the entries ``update(_:old:new:key:row:in:)`` kept, in the order they came.
+    /// Puts the entries ``update(_:old:new:key:row:in:)`` kept, in the order they came — or, sorting entries, removes
+    /// the stale ones and then puts these, each table's in key order.
     mutating func putPending(in transaction: any KeyValueTransaction, violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
-        try bytes.withUnsafeBytes { bytes in
-            for entry in pending {
-                let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
-                if entry.check == .none {
-                    try entry.table.put(value, forKey: key, in: transaction)
-                } else {
-                    try Self.putChecked(value, forKey: key, check: entry.check, in: entry.table, transaction) { violation(entry.row, entry.constraint) }
+        if sortsEntries {
+            try applySorted(in: transaction, violation: violation)
+        } else {
+            try bytes.withUnsafeBytes { bytes in
+                for entry in pending {
+                    let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
+                    if entry.check == .none {
+                        try entry.table.put(value, forKey: key, in: transaction)
+                    } else {
+                        try Self.putChecked(value, forKey: key, check: entry.check, in: entry.table, transaction) { violation(entry.row, entry.constraint) }
+                    }
                 }
             }
         }
         pending.removeAll(keepingCapacity: true)
+        removals.removeAll(keepingCapacity: true)
         bytes.removeAll(keepingCapacity: true)
+    }
+
+    /// Every stale entry removed, then every fresh one put, table by table in key order (then value order) through
+    /// one cursor per table. A checked entry (uniqueness) is put as ``putChecked(_:forKey:check:in:_:violation:)``
+    /// puts it.
+    private func applySorted(in transaction: any KeyValueTransaction, violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
+        try bytes.withUnsafeBytes { bytes in
+            let removals = Self.sortedOrder(self.removals.map { ($0.table, $0.key, $0.value) }, bytes)
+            var start = 0
+            while start < removals.count {
+                let table = self.removals[removals[start]].table
+                var end = start
+                while end < removals.count && self.removals[removals[end]].table.handle == table.handle { end += 1 }
+                let dupSort = table.options.contains(.dupSort)
+                try table.withCursor(in: transaction) { cursor in
+                    for index in removals[start..<end] {
+                        let removal = self.removals[index]
+                        let key = UnsafeRawBufferPointer(rebasing: bytes[removal.key])
+                        let found = dupSort && !removal.keyFree
+                            ? try cursor.seek(key: key, value: UnsafeRawBufferPointer(rebasing: bytes[removal.value]))
+                            : try cursor.seek(exactly: key)
+                        if found != nil { try cursor.deleteCurrent() }
+                    }
+                }
+                start = end
+            }
+            let puts = Self.sortedOrder(pending.map { ($0.table, $0.key, $0.value) }, bytes)
+            start = 0
+            while start < puts.count {
+                let table = pending[puts[start]].table
+                var end = start
+                while end < puts.count && pending[puts[end]].table.handle == table.handle { end += 1 }
+                try table.withCursor(in: transaction) { cursor in
+                    for index in puts[start..<end] {
+                        let entry = pending[index]
+                        let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
+                        if entry.check == .none {
+                            try cursor.put(value, forKey: key, options: [])
+                        } else {
+                            try Self.putChecked(value, forKey: key, check: entry.check, in: table, transaction) { violation(entry.row, entry.constraint) }
+                        }
+                    }
+                }
+                start = end
+            }
+        }
+    }
+
+    /// The positions of `entries` in table order, then key order, then value order (the bytes' order, as LMDB
+    /// keeps them): compared on the table's handle and the key's first eight bytes, the whole key and the value only
+    /// on a tie.
+    private static func sortedOrder(_ entries: [(table: Database, key: Range<Int>, value: Range<Int>)], _ bytes: UnsafeRawBufferPointer) -> [Int] {
+        struct Place { let table: UInt32; let prefix: UInt64; let index: Int }
+        var places: [Place] = []
+        places.reserveCapacity(entries.count)
+        for (index, entry) in entries.enumerated() {
+            var prefix: UInt64 = 0
+            for offset in 0..<8 {
+                prefix <<= 8
+                if offset < entry.key.count { prefix |= UInt64(bytes[entry.key.lowerBound + offset]) }
+            }
+            places.append(Place(table: entry.table.handle, prefix: prefix, index: index))
+        }
+        places.sort { lhs, rhs in
+            if lhs.table != rhs.table { return lhs.table < rhs.table }
+            if lhs.prefix != rhs.prefix { return lhs.prefix < rhs.prefix }
+            let left = entries[lhs.index], right = entries[rhs.index]
+            let byKey = compare(UnsafeRawBufferPointer(rebasing: bytes[left.key]), UnsafeRawBufferPointer(rebasing: bytes[right.key]))
+            if byKey != 0 { return byKey < 0 }
+            return compare(UnsafeRawBufferPointer(rebasing: bytes[left.value]), UnsafeRawBufferPointer(rebasing: bytes[right.value])) < 0
+        }
+        return places.map(\.index)
+    }
+
+    /// The bytes' order (`memcmp`, then length): LMDB's default key order, and its order of a dupSort key's values.
+    private static func compare(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Int {
+        let common = min(lhs.count, rhs.count)
+        if common > 0 {
+            let byBytes = memcmp(lhs.baseAddress!, rhs.baseAddress!, common)
+            if byBytes != 0 { return Int(byBytes) }
+        }
+        return lhs.count - rhs.count
     }
 
     /// Puts an entry a uniqueness constraint checks: a `unique/…` key that must be free, or a value of an index key

@@ -107,11 +107,16 @@ struct ToManyTable {
         }
     }
 
+    /// Lends `body` the key and value of `member`'s entry under `owner` in an unordered relationship.
+    func withEntry<Result>(_ member: StoredRow.Reference, of owner: UInt64, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
+            try withUnsafeBytes(of: owner.bigEndian) { try body($0, value) }
+        }
+    }
+
     /// Removes one member of `owner` in an unordered relationship (nothing when it is not there).
     func remove(_ member: StoredRow.Reference, from owner: UInt64, in transaction: any KeyValueTransaction) throws {
-        _ = try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
-            try withUnsafeBytes(of: owner.bigEndian) { try database.delete(key: $0, value: value, in: transaction) }
-        }
+        _ = try withEntry(member, of: owner) { key, value in try database.delete(key: key, value: value, in: transaction) }
     }
 
     /// Removes `member` from `owner`'s members wherever it stands: one delete in an unordered relationship; in an

@@ -1,0 +1,130 @@
+import Foundation
+import GRDB
+import LMDBStore
+import ObjectGraph
+
+extension Workloads {
+    /// Batch requests on fresh files, each timed against GRDB doing the same in one transaction:
+    ///
+    /// - the dataset's employees imported: LMDBStore with one ``BatchInsertRequest`` (rows made by a handler, a
+    ///   chunk at a time, one transaction; the department and projects given by ID), GRDB with prepared `INSERT`s —
+    ///   the same rows, indexes and links (departments and projects are put first, untimed);
+    /// - a tenth of them (aged 58 or more, found by the age index on both sides) given a salary 10 % higher: a
+    ///   ``BatchUpdateRequest`` against `UPDATE … WHERE` (three indexes hold the salary on each side);
+    /// - the same employees deleted with their project links: a ``BatchDeleteRequest`` against `DELETE … WHERE` on
+    ///   the links and the rows.
+    ///
+    /// After each request both stores are checked to hold the same rows; the files are removed at the end.
+    mutating func batchRequests(lmdbOptions: [String: String], durability: String) throws {
+        let name = "batch insert (\(dataset.employees) employees, one request)"
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lmdbstore-bench-batch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let clock = ContinuousClock()
+        func seconds(_ duration: Duration) -> Double { Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
+
+        let lmdb = try LMDBSide(url: folder.appendingPathComponent("store.lmdb"), options: lmdbOptions)
+        let context = ManagedObjectContext(coordinator: lmdb.coordinator)
+        _ = try context.execute(BatchInsertRequest(entityName: "Department", objects: (1...dataset.departments).map {
+            ["name": .attribute(.string("Department \($0)")), "budget": .attribute(.integer(Int64($0 * 1000)))]
+        }))
+        _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (1...dataset.projects).map { ["code": .attribute(.string("P-\($0)"))] }))
+        let employees = dataset.employees, data = dataset
+        var next = 0
+        let request = BatchInsertRequest(entityName: "Employee") { row in
+            guard next < employees else { return true }
+            let e = data.employee(next)
+            row["name"] = .attribute(.string(e.name))
+            row["email"] = BatchValue(e.email.map(AttributeValue.string))
+            row["age"] = .attribute(.integer(Int64(e.age)))
+            row["salary"] = .attribute(.double(e.salary))
+            row["hired"] = .attribute(.date(e.hired))
+            row["department"] = .object(lmdb.id("Department", e.department))
+            if !e.projects.isEmpty { row["projects"] = .objects(e.projects.map { lmdb.id("Project", $0) }) }
+            next += 1
+            return false
+        }
+        let lmdbStart = clock.now
+        let result = try context.execute(request)
+        let lmdbSeconds = seconds(clock.now - lmdbStart)
+        try check(name, result.isComplete, "the batch insert stopped early")
+
+        let grdb = try GRDBSide(url: folder.appendingPathComponent("store.sqlite"), durability: durability)
+        try grdb.queue.write { db in
+            try db.execute(sql: BenchModel.sqliteSchema)
+            for n in 1...dataset.departments {
+                try db.execute(sql: "INSERT INTO department(id, name, budget) VALUES (?, ?, ?)", arguments: [n, "Department \(n)", n * 1000])
+            }
+            for n in 1...dataset.projects { try db.execute(sql: "INSERT INTO project(id, code) VALUES (?, ?)", arguments: [n, "P-\(n)"]) }
+        }
+        let grdbStart = clock.now
+        try grdb.queue.write { db in
+            let insert = try db.cachedStatement(sql: "INSERT INTO employee(id, name, email, age, salary, hired, departmentId) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            let link = try db.cachedStatement(sql: "INSERT INTO employee_project(employeeId, projectId) VALUES (?, ?)")
+            for index in 0..<employees {
+                let e = data.employee(index)
+                try insert.execute(arguments: [index + 1, e.name, e.email, Int(e.age), e.salary, e.hired.timeIntervalSinceReferenceDate, e.department])
+                for project in e.projects { try link.execute(arguments: [index + 1, project]) }
+            }
+        }
+        let grdbSeconds = seconds(clock.now - grdbStart)
+
+        let mine = try context.count(for: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age == 30")))
+        let theirs = try grdb.queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM employee WHERE age = 30")! }
+        let members = try context.count(for: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "ANY projects == %@", lmdb.id("Project", 7))))
+        let theirMembers = try grdb.queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM employee_project WHERE projectId = 7")! }
+        try check(name, result.count == employees && mine == theirs && members == theirMembers,
+                  "\(result.count) rows, \(mine) vs \(theirs) aged 30, \(members) vs \(theirMembers) members of project 7")
+        record(Measurement(workload: name, system: "LMDBStore", objects: employees, operations: employees, seconds: lmdbSeconds))
+        record(Measurement(workload: name, system: "GRDB", objects: employees, operations: employees, seconds: grdbSeconds))
+
+        // A tenth of the employees: P(age ≥ 58) = 1 - √(40/50) ≈ 10.6 % (ages are 18 + 50u², u uniform).
+        let cut = 58
+        let older = try FetchPredicate(format: "age >= %d", cut)
+        func sameRows(_ step: String) throws {
+            let mine = try context.count(for: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "salary > 100000")))
+            let theirs = try grdb.queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM employee WHERE salary > 100000")! }
+            let members = try context.count(for: ObjectFetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "ANY projects == %@", lmdb.id("Project", 7))))
+            let theirMembers = try grdb.queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM employee_project WHERE projectId = 7")! }
+            let all = try context.count(for: ObjectFetchRequest(entityName: "Employee"))
+            let theirAll = try grdb.queue.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM employee")! }
+            try check(step, mine == theirs && members == theirMembers && all == theirAll,
+                      "\(mine) vs \(theirs) paid over 100 000, \(members) vs \(theirMembers) members of project 7, \(all) vs \(theirAll) employees")
+        }
+
+        let updateName = "batch update (10 % of \(employees) employees, salary × 1.1)"
+        var update = BatchUpdateRequest(entityName: "Employee", predicate: older, propertiesToUpdate: ["salary": try PredicateExpression(format: "salary * 1.1")])
+        update.resultType = .count
+        let updateStart = clock.now
+        let updated = try context.execute(update)
+        let updateSeconds = seconds(clock.now - updateStart)
+        let grdbUpdateStart = clock.now
+        let theirUpdated = try grdb.queue.write { db in
+            try db.execute(sql: "UPDATE employee SET salary = salary * 1.1 WHERE age >= ?", arguments: [cut])
+            return db.changesCount
+        }
+        let grdbUpdateSeconds = seconds(clock.now - grdbUpdateStart)
+        try check(updateName, updated.count == theirUpdated, "\(updated.count) vs \(theirUpdated) rows updated")
+        try sameRows(updateName)
+        record(Measurement(workload: updateName, system: "LMDBStore", objects: employees, operations: updated.count, seconds: updateSeconds))
+        record(Measurement(workload: updateName, system: "GRDB", objects: employees, operations: theirUpdated, seconds: grdbUpdateSeconds))
+
+        let deleteName = "batch delete (10 % of \(employees) employees, with their links)"
+        var delete = BatchDeleteRequest(fetchRequest: FetchRequest(entityName: "Employee", predicate: older))
+        delete.resultType = .count
+        let deleteStart = clock.now
+        let deleted = try context.execute(delete)
+        let deleteSeconds = seconds(clock.now - deleteStart)
+        let grdbDeleteStart = clock.now
+        let theirDeleted = try grdb.queue.write { db in
+            try db.execute(sql: "DELETE FROM employee_project WHERE employeeId IN (SELECT id FROM employee WHERE age >= ?)", arguments: [cut])
+            try db.execute(sql: "DELETE FROM employee WHERE age >= ?", arguments: [cut])
+            return db.changesCount
+        }
+        let grdbDeleteSeconds = seconds(clock.now - grdbDeleteStart)
+        try check(deleteName, deleted.count == theirDeleted && deleted.count == updated.count, "\(deleted.count) vs \(theirDeleted) rows deleted")
+        try sameRows(deleteName)
+        record(Measurement(workload: deleteName, system: "LMDBStore", objects: employees, operations: deleted.count, seconds: deleteSeconds))
+        record(Measurement(workload: deleteName, system: "GRDB", objects: employees, operations: theirDeleted, seconds: grdbDeleteSeconds))
+    }
+}
