@@ -408,27 +408,43 @@ struct IndexUpdates {
     }
 
     /// The positions of `entries` in table order, then key order, then value order (the bytes' order, as LMDB
-    /// keeps them): compared on the table's handle and the key's first eight bytes, the whole key and the value only
-    /// on a tie.
+    /// keeps them): compared on the table's handle, the first sixteen bytes of the key and the first eight of the
+    /// value, the whole key or value only when those tie and it is longer (index entries share keys by the thousand;
+    /// their values, row references, differ in the first eight bytes).
     private static func sortedOrder(_ entries: [(table: Database, key: Range<Int>, value: Range<Int>)], _ bytes: UnsafeRawBufferPointer) -> [Int] {
-        struct Place { let table: UInt32; let prefix: UInt64; let index: Int }
+        struct Place {
+            let table: UInt32
+            let keyCount: UInt32
+            let key: (UInt64, UInt64)
+            let value: UInt64
+            let index: Int
+        }
+        func prefix(_ range: Range<Int>, from start: Int) -> UInt64 {
+            var prefix: UInt64 = 0
+            for offset in start..<start + 8 {
+                prefix <<= 8
+                if offset < range.count { prefix |= UInt64(bytes[range.lowerBound + offset]) }
+            }
+            return prefix
+        }
         var places: [Place] = []
         places.reserveCapacity(entries.count)
         for (index, entry) in entries.enumerated() {
-            var prefix: UInt64 = 0
-            for offset in 0..<8 {
-                prefix <<= 8
-                if offset < entry.key.count { prefix |= UInt64(bytes[entry.key.lowerBound + offset]) }
-            }
-            places.append(Place(table: entry.table.handle, prefix: prefix, index: index))
+            places.append(Place(table: entry.table.handle, keyCount: UInt32(entry.key.count), key: (prefix(entry.key, from: 0), prefix(entry.key, from: 8)),
+                                value: prefix(entry.value, from: 0), index: index))
         }
         places.sort { lhs, rhs in
             if lhs.table != rhs.table { return lhs.table < rhs.table }
-            if lhs.prefix != rhs.prefix { return lhs.prefix < rhs.prefix }
-            let left = entries[lhs.index], right = entries[rhs.index]
-            let byKey = compare(UnsafeRawBufferPointer(rebasing: bytes[left.key]), UnsafeRawBufferPointer(rebasing: bytes[right.key]))
-            if byKey != 0 { return byKey < 0 }
-            return compare(UnsafeRawBufferPointer(rebasing: bytes[left.value]), UnsafeRawBufferPointer(rebasing: bytes[right.value])) < 0
+            if lhs.key.0 != rhs.key.0 { return lhs.key.0 < rhs.key.0 }
+            if lhs.key.1 != rhs.key.1 { return lhs.key.1 < rhs.key.1 }
+            if lhs.keyCount > 16 || rhs.keyCount > 16 {
+                let byKey = compare(UnsafeRawBufferPointer(rebasing: bytes[entries[lhs.index].key]), UnsafeRawBufferPointer(rebasing: bytes[entries[rhs.index].key]))
+                if byKey != 0 { return byKey < 0 }
+            } else if lhs.keyCount != rhs.keyCount {
+                return lhs.keyCount < rhs.keyCount  // equal first bytes, padded with zeros: the shorter key is a prefix of the longer
+            }
+            if lhs.value != rhs.value { return lhs.value < rhs.value }
+            return compare(UnsafeRawBufferPointer(rebasing: bytes[entries[lhs.index].value]), UnsafeRawBufferPointer(rebasing: bytes[entries[rhs.index].value])) < 0
         }
         return places.map(\.index)
     }
