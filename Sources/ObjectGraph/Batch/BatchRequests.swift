@@ -56,9 +56,11 @@ public struct BatchResult: Sendable, Hashable {
     /// Whether every row was written: `false` when a progress handler stopped the request (then ``count`` rows
     /// were committed — none for a request that commits its rows together).
     public var isComplete: Bool
-    /// How many objects were inserted, updated or deleted and committed.
+    /// How many objects were inserted, updated or deleted and committed (for a batch delete, those its cascade rules
+    /// deleted too).
     public var count: Int
-    /// The objects' IDs, for ``BatchResultType/objectIDs``; `nil` otherwise.
+    /// The objects' IDs, for ``BatchResultType/objectIDs``; `nil` otherwise. A batch delete lists the objects it
+    /// was asked to delete first, then those its cascade rules deleted with them.
     public var objectIDs: [ManagedObjectID]?
 
     /// Creates a result.

@@ -28,7 +28,8 @@ public protocol BatchUpdatingStore: IncrementalStore {
 /// rules.
 public protocol BatchDeletingStore: IncrementalStore {
     /// Deletes the objects the request names (those of them this store holds) and what their cascade rules delete
-    /// with them; takes them out of the relationships that point at them. All or none.
+    /// with them; takes them out of the relationships that point at them. All or none. The result counts and lists
+    /// every object deleted, the named ones first.
     ///
     /// - Throws: An error naming the object when a deny rule forbids its deletion; nothing is written then.
     func executeBatchDelete(_ request: BatchDeleteRequest) throws -> BatchResult
