@@ -228,4 +228,24 @@ struct BatchChangeTests {
         let paged = try context.fetch(FetchRequest(entityName: "Book", predicate: try FetchPredicate(format: "pages > 1000")))
         #expect(Set(paged.map { $0.value(forKey: "pages") as? Int32 }) == [1032, 1042, 1052])
     }
+
+    @Test("a damaged row stops a batch update or delete with an error naming it, and nothing is written")
+    func damagedRowsStopBatches() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(libraryModel)
+        try loadLibrary(coordinator)
+        try breakEveryRow(of: "Book", in: store)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let update = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchUpdateRequest(entityName: "Book", propertiesToUpdate: ["pages": .constant(.integer(1))]))
+        }
+        #expect(update.code == .storeUnusable && update.message.contains("Book"), "\(update)")
+        // The library's cascade reaches its books through their to-one index, then cannot read them.
+        let delete = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchDeleteRequest(fetchRequest: FetchRequest(entityName: "Library", predicate: try FetchPredicate(format: "name == 'L0'"))))
+        }
+        #expect(delete.code == .storeUnusable && delete.message.contains("corrupted"), "\(delete)")
+        #expect(try context.count(for: FetchRequest(entityName: "Library")) == 2)
+        #expect(try context.count(for: FetchRequest(entityName: "Chapter")) == 12)
+    }
 }

@@ -82,7 +82,7 @@ import TestSupport
             // A write transaction of random puts and deletes, the same on both engines.
             let operations: [(kind: UInt64, table: Int, key: [UInt8], value: [UInt8])] = (0..<25).map { _ in
                 let table = Int(random.next() % 3)
-                return (random.next() % 8, table, Self.key(&random), Self.value(&random, table: table))
+                return (random.next() % 10, table, Self.key(&random), Self.value(&random, table: table))
             }
             try pair.agree("round \(round)'s writes") { engine, tables in
                 try engine.write { transaction in
@@ -100,6 +100,24 @@ import TestSupport
                                 return try table.delete(key: operation.key, in: transaction)
                             case 6:
                                 return try table.delete(key: operation.key, value: operation.value, in: transaction)
+                            case 8:
+                                // A put through a cursor, which then stands on the new entry.
+                                return try table.withCursor(in: transaction) { (cursor: any KeyValueCursor) -> Bool in
+                                    try operation.key.withUnsafeBytes { key in
+                                        try operation.value.withUnsafeBytes { try cursor.put($0, forKey: key, options: operation.value.first == 1 ? .noOverwrite : []) }
+                                    }
+                                    let current = try cursor.current()
+                                    return current?.keyBytes == operation.key && current?.valueBytes == operation.value
+                                }
+                            case 9 where table.options.contains(.dupSort):
+                                // A pair found exactly and deleted at the cursor (defined in dupSort tables only).
+                                return try table.withCursor(in: transaction) { (cursor: any KeyValueCursor) -> Bool in
+                                    guard try operation.key.withUnsafeBytes({ key in
+                                        try operation.value.withUnsafeBytes { try cursor.seek(key: key, value: $0) }
+                                    }) != nil else { return false }
+                                    try cursor.deleteCurrent()
+                                    return true
+                                }
                             default:
                                 // Every value from the key on, deleted one at a time at the cursor.
                                 return try table.withCursor(in: transaction) { cursor in

@@ -92,7 +92,7 @@ protocol KeyValueCursor: AnyObject {
     func seek(exactly key: UnsafeRawBufferPointer) throws -> CursorEntry?
     /// The first value of the first key at or after `key`.
     func seek(atOrAfter key: UnsafeRawBufferPointer) throws -> CursorEntry?
-    /// The entry of exactly `key` and `value` (dupSort tables; elsewhere ``LMDBError/incompatible``), or `nil`.
+    /// The entry of exactly `key` and `value`, or `nil` (dupSort tables; elsewhere undefined).
     func seek(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws -> CursorEntry?
     /// Puts `value` under `key` and stands on the new entry. A cursor near the place (after a put or a seek of a
     /// key just before it) finds it without descending from the root: sorted puts through one cursor cost less than
