@@ -92,39 +92,40 @@ extension Workloads {
                       "\(mine) vs \(theirs) paid over 100 000, \(members) vs \(theirMembers) members of project 7, \(all) vs \(theirAll) employees")
         }
 
-        let updateName = "batch update (10 % of \(employees) employees, salary × 1.1)"
+        /// The rows `body` changed, and how long it took.
+        func timed(_ body: () throws -> Int) rethrows -> (count: Int, seconds: Double) {
+            let start = clock.now
+            let result = try body()
+            return (result, seconds(clock.now - start))
+        }
+        /// Records a request's two timings once both changed as many rows and hold the same rows.
+        func compare(_ step: String, mine: (count: Int, seconds: Double), theirs: (count: Int, seconds: Double)) throws {
+            try check(step, mine.count == theirs.count, "\(mine.count) vs \(theirs.count) rows changed")
+            try sameRows(step)
+            record(Measurement(workload: step, system: "LMDBStore", objects: employees, operations: mine.count, seconds: mine.seconds))
+            record(Measurement(workload: step, system: "GRDB", objects: employees, operations: theirs.count, seconds: theirs.seconds))
+        }
+
         var update = BatchUpdateRequest(entityName: "Employee", predicate: older, propertiesToUpdate: ["salary": try PredicateExpression(format: "salary * 1.1")])
         update.resultType = .count
-        let updateStart = clock.now
-        let updated = try context.execute(update)
-        let updateSeconds = seconds(clock.now - updateStart)
-        let grdbUpdateStart = clock.now
-        let theirUpdated = try grdb.queue.write { db in
-            try db.execute(sql: "UPDATE employee SET salary = salary * 1.1 WHERE age >= ?", arguments: [cut])
-            return db.changesCount
-        }
-        let grdbUpdateSeconds = seconds(clock.now - grdbUpdateStart)
-        try check(updateName, updated.count == theirUpdated, "\(updated.count) vs \(theirUpdated) rows updated")
-        try sameRows(updateName)
-        record(Measurement(workload: updateName, system: "LMDBStore", objects: employees, operations: updated.count, seconds: updateSeconds))
-        record(Measurement(workload: updateName, system: "GRDB", objects: employees, operations: theirUpdated, seconds: grdbUpdateSeconds))
+        let updated = try timed { try context.execute(update).count }
+        try compare("batch update (10 % of \(employees) employees, salary × 1.1)", mine: updated, theirs: try timed {
+            try grdb.queue.write { db in
+                try db.execute(sql: "UPDATE employee SET salary = salary * 1.1 WHERE age >= ?", arguments: [cut])
+                return db.changesCount
+            }
+        })
 
-        let deleteName = "batch delete (10 % of \(employees) employees, with their links)"
         var delete = BatchDeleteRequest(fetchRequest: FetchRequest(entityName: "Employee", predicate: older))
         delete.resultType = .count
-        let deleteStart = clock.now
-        let deleted = try context.execute(delete)
-        let deleteSeconds = seconds(clock.now - deleteStart)
-        let grdbDeleteStart = clock.now
-        let theirDeleted = try grdb.queue.write { db in
-            try db.execute(sql: "DELETE FROM employee_project WHERE employeeId IN (SELECT id FROM employee WHERE age >= ?)", arguments: [cut])
-            try db.execute(sql: "DELETE FROM employee WHERE age >= ?", arguments: [cut])
-            return db.changesCount
-        }
-        let grdbDeleteSeconds = seconds(clock.now - grdbDeleteStart)
-        try check(deleteName, deleted.count == theirDeleted && deleted.count == updated.count, "\(deleted.count) vs \(theirDeleted) rows deleted")
-        try sameRows(deleteName)
-        record(Measurement(workload: deleteName, system: "LMDBStore", objects: employees, operations: deleted.count, seconds: deleteSeconds))
-        record(Measurement(workload: deleteName, system: "GRDB", objects: employees, operations: theirDeleted, seconds: grdbDeleteSeconds))
+        let deleted = try timed { try context.execute(delete).count }
+        try check("batch delete", deleted.count == updated.count, "\(deleted.count) rows deleted, \(updated.count) updated")
+        try compare("batch delete (10 % of \(employees) employees, with their links)", mine: deleted, theirs: try timed {
+            try grdb.queue.write { db in
+                try db.execute(sql: "DELETE FROM employee_project WHERE employeeId IN (SELECT id FROM employee WHERE age >= ?)", arguments: [cut])
+                try db.execute(sql: "DELETE FROM employee WHERE age >= ?", arguments: [cut])
+                return db.changesCount
+            }
+        })
     }
 }
