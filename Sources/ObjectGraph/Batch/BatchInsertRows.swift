@@ -65,6 +65,7 @@ public final class BatchInsertRows {
     private let model: ManagedObjectModel
     private var source: BatchInsertRequest.Source
     private let progressHandler: ((BatchProgress) -> Bool)?
+    private let rowName: ((Int) -> String)?
     private let total: Int?
     private var nextPosition = 0
     private var exhausted = false
@@ -95,6 +96,7 @@ public final class BatchInsertRows {
         self.resultType = request.resultType
         self.source = request.source
         self.progressHandler = request.progressHandler
+        self.rowName = request.rowName
         if case .rows(let rows) = request.source { total = rows.count } else { total = nil }
     }
 
@@ -112,15 +114,16 @@ public final class BatchInsertRows {
             throw Stopped()
         }
         var chunk: [BatchInsertRow] = []
-        while chunk.count < chunkSize, let values = nextValues() {
+        while chunk.count < chunkSize, let values = try nextValues() {
             chunk.append(try prepare(values, position: nextPosition))
             nextPosition += 1
         }
         return chunk.isEmpty ? nil : chunk
     }
 
-    /// The next row's values from the array or the handler; `nil` at the end.
-    private func nextValues() -> [String: BatchValue]? {
+    /// The next row's values from the array or the handler; `nil` at the end. A handler's error is passed on, saying
+    /// what the request committed before it.
+    private func nextValues() throws -> [String: BatchValue]? {
         guard !exhausted else { return nil }
         switch source {
         case .rows(let rows):
@@ -133,6 +136,20 @@ public final class BatchInsertRows {
         case .handler(let handler):
             scratch.removeAll(keepingCapacity: true)
             if handler(&scratch) {
+                exhausted = true
+                return nil
+            }
+            return scratch
+        case .throwingHandler(let handler):
+            scratch.removeAll(keepingCapacity: true)
+            let done: Bool
+            do {
+                done = try handler(&scratch)
+            } catch var error as ManagedObjectContextError {
+                error.message += progressNote
+                throw error
+            }
+            if done {
                 exhausted = true
                 return nil
             }
@@ -165,9 +182,10 @@ public final class BatchInsertRows {
                     objectIDs: resultType == .objectIDs ? committedIDs : nil)
     }
 
-    /// The error for row `position`: "row 12 of the batch insert into Employee: …".
+    /// The error for row `position`: "row 12 of the batch insert into Employee: …" (or the request's name for the
+    /// row: "line 14 of data.csv").
     package func rowError(_ code: ManagedObjectContextError.Code, _ position: Int, _ message: String) -> ManagedObjectContextError {
-        ManagedObjectContextError(code, message: "row \(position) of the batch insert into \(entityName): \(message)\(progressNote)")
+        ManagedObjectContextError(code, message: "\(rowName?(position) ?? "row \(position)") of the batch insert into \(entityName): \(message)\(progressNote)")
     }
 
     /// What an error says about the rows the request committed before it.
@@ -282,13 +300,24 @@ extension BatchInsertRows {
     /// - Throws: ``ManagedObjectContextError/Code/unsupportedRequest`` when the destination has no such constraint
     ///   or more than one.
     package func uniqueKey(of slot: ManagedObjectModel.Slot) throws(ManagedObjectContextError) -> (destination: ManagedObjectModel.EntityHandle, key: ManagedObjectModel.Slot) {
+        try model.batchUniqueKey(of: slot, from: entityName)
+    }
+}
+
+extension ManagedObjectModel {
+    /// The slot of the destination's uniqueness constraint on one attribute that a unique value given for the
+    /// relationship in `slot` (of `entityName`) is matched against, with the destination's handle.
+    ///
+    /// - Throws: ``ManagedObjectContextError/Code/unsupportedRequest`` when the destination has no such constraint
+    ///   or more than one.
+    package func batchUniqueKey(of slot: Slot, from entityName: String) throws(ManagedObjectContextError) -> (destination: EntityHandle, key: Slot) {
         let destinationName = slot.destinationName!
-        let destination = model.handle(forEntityNamed: destinationName)
+        let destination = handle(forEntityNamed: destinationName)
         var names: [String] = []
         var entity: EntityDescription? = destination.description
         while let current = entity {
             for constraint in current.uniquenessConstraints where constraint.propertyNames.count == 1 { names.append(constraint.propertyNames[0]) }
-            entity = current.parentName.flatMap { model.entity(named: $0) }
+            entity = current.parentName.flatMap { self.entity(named: $0) }
         }
         let keys = names.compactMap { destination.slot(named: $0) }.filter { $0.kind == .attribute }
         guard keys.count == 1 else {

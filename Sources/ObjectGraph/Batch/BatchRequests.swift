@@ -104,6 +104,8 @@ public struct BatchInsertRequest {
     enum Source {
         case rows([[String: BatchValue]])
         case handler((inout [String: BatchValue]) -> Bool)
+        /// A handler that may fail (an importer's: a line that cannot be read); its error stops the request.
+        case throwingHandler((inout [String: BatchValue]) throws -> Bool)
     }
 
     /// The entity whose objects the rows become.
@@ -118,6 +120,8 @@ public struct BatchInsertRequest {
     /// returning `false` stops the request: with ``commitsEachChunk`` the chunks committed stay, without it nothing
     /// is written. A request run in a task also stops when the task is cancelled.
     public var progressHandler: ((BatchProgress) -> Bool)?
+    /// What an error calls the row at a position ("line 12 of data.csv"); `nil`: "row 12".
+    package var rowName: ((Int) -> String)?
     let source: Source
 
     /// Inserts `objects`, one object per dictionary.
@@ -132,6 +136,13 @@ public struct BatchInsertRequest {
     public init(entityName: String, dictionaryHandler: @escaping (inout [String: BatchValue]) -> Bool) {
         self.entityName = entityName
         self.source = .handler(dictionaryHandler)
+    }
+
+    /// Inserts the rows a handler that may fail makes (as ``init(entityName:dictionaryHandler:)``); its error stops
+    /// the request as a bad row does.
+    package init(entityName: String, throwingHandler: @escaping (inout [String: BatchValue]) throws -> Bool) {
+        self.entityName = entityName
+        self.source = .throwingHandler(throwingHandler)
     }
 }
 

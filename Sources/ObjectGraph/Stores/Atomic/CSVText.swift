@@ -23,12 +23,17 @@ struct CSVSyntaxError: Error {
 /// they hold a comma, a quote or a line break, quotes doubled inside them.
 enum CSVText {
     static func parse(_ bytes: [UInt8]) throws(CSVSyntaxError) -> [CSVRecord] {
+        try parse(bytes[...], firstLine: 1).records
+    }
+
+    /// The records of `bytes`, whose first line is line `firstLine` of a longer text, and the line after them.
+    static func parse(_ bytes: ArraySlice<UInt8>, firstLine: Int) throws(CSVSyntaxError) -> (records: [CSVRecord], nextLine: Int) {
         var records: [CSVRecord] = []
         var fields: [CSVField] = []
         var field: [UInt8] = []
         var quoted = false
-        var line = 1, recordLine = 1
-        var position = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        var line = firstLine, recordLine = firstLine
+        var position = bytes.startIndex + (firstLine == 1 && bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0)
         func text(_ bytes: [UInt8]) throws(CSVSyntaxError) -> String {
             guard let text = String(validating: bytes, as: UTF8.self) else { throw CSVSyntaxError(line: line, reason: "a field is not valid UTF-8") }
             return text
@@ -43,7 +48,7 @@ enum CSVText {
             field = []
             quoted = false
         }
-        while position < bytes.count {
+        while position < bytes.endIndex {
             let byte = bytes[position]
             switch byte {
             case UInt8(ascii: "\""):
@@ -53,11 +58,11 @@ enum CSVText {
                 quoted = true
                 position += 1
                 while true {
-                    guard position < bytes.count else { throw CSVSyntaxError(line: recordLine, reason: "a quoted field is not closed") }
+                    guard position < bytes.endIndex else { throw CSVSyntaxError(line: recordLine, reason: "a quoted field is not closed") }
                     let inner = bytes[position]
                     position += 1
                     if inner == UInt8(ascii: "\"") {
-                        if position < bytes.count && bytes[position] == UInt8(ascii: "\"") {
+                        if position < bytes.endIndex && bytes[position] == UInt8(ascii: "\"") {
                             field.append(inner)
                             position += 1
                         } else {
@@ -68,7 +73,7 @@ enum CSVText {
                         field.append(inner)
                     }
                 }
-                if position < bytes.count, ![UInt8(ascii: ","), 0x0A, 0x0D].contains(bytes[position]) {
+                if position < bytes.endIndex, ![UInt8(ascii: ","), 0x0A, 0x0D].contains(bytes[position]) {
                     throw CSVSyntaxError(line: line, reason: "text after a closing quote (a quote inside a field must be doubled)")
                 }
             case UInt8(ascii: ","):
@@ -78,7 +83,7 @@ enum CSVText {
                 position += 1
             case 0x0D, 0x0A:
                 try endRecord()
-                position += (byte == 0x0D && position + 1 < bytes.count && bytes[position + 1] == 0x0A) ? 2 : 1
+                position += (byte == 0x0D && position + 1 < bytes.endIndex && bytes[position + 1] == 0x0A) ? 2 : 1
                 line += 1
                 recordLine = line
             default:
@@ -88,7 +93,7 @@ enum CSVText {
             }
         }
         if !field.isEmpty || quoted || !fields.isEmpty { try endRecord() }
-        return records
+        return (records, line)
     }
 
     /// Appends one record, ended by CRLF. `nil` is NULL (an empty field); an empty string is written as `""`.

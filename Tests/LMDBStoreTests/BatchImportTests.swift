@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+@testable import LMDBStore
+@testable import ObjectGraph
+
+/// Departments found by unique name, projects by unique code, employees with a required name, a unique email, an age
+/// within bounds and a hire date.
+private let importModel: ManagedObjectModel = {
+    try! ManagedObjectModel {
+        EntityDescription("Department") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("employees", destination: "Employee", inverse: "department", toMany: true)
+            UniquenessConstraint("name")
+        }
+        EntityDescription("Project") {
+            AttributeDescription("code", .string)
+            RelationshipDescription("members", destination: "Employee", inverse: "projects", toMany: true)
+            UniquenessConstraint("code")
+        }
+        EntityDescription("Employee") {
+            AttributeDescription("name", .string)
+            AttributeDescription("email", .string, isOptional: true)
+            AttributeDescription("age", .integer16, defaultValue: 30, validation: AttributeValidation(minimumValue: 18, maximumValue: 99))
+            AttributeDescription("hired", .date, isOptional: true)
+            RelationshipDescription("department", destination: "Department", inverse: "employees")
+            RelationshipDescription("projects", destination: "Project", inverse: "members", toMany: true)
+            UniquenessConstraint("email")
+        }
+    }
+}()
+
+/// An LMDB store with departments D0–D2 and projects P0–P3.
+private func companyStore(_ folder: StoreFolder) throws -> ManagedObjectContext {
+    let (coordinator, _) = try folder.coordinator(importModel)
+    let context = ManagedObjectContext(coordinator: coordinator)
+    _ = try context.execute(BatchInsertRequest(entityName: "Department", objects: (0..<3).map { ["name": .attribute(.string("D\($0)"))] }))
+    _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (0..<4).map { ["code": .attribute(.string("P\($0)"))] }))
+    return context
+}
+
+private func employees(_ context: ManagedObjectContext, _ format: String = "TRUEPREDICATE") throws -> [ManagedObject] {
+    var request = FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: format))
+    request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+    return try context.fetch(request)
+}
+
+private func write(_ text: String, to folder: StoreFolder, _ name: String) throws -> URL {
+    let url = folder.file(name)
+    try Data(text.utf8).write(to: url)
+    return url
+}
+
+@Suite("Importing JSON Lines and CSV")
+struct BatchImportTests {
+    @Test("JSON Lines: values converted to their types, relationships by unique value, blank lines skipped")
+    func jsonLines() throws {
+        let folder = StoreFolder()
+        let context = try companyStore(folder)
+        let url = try write("""
+            {"name": "Ada", "email": "ada@example.com", "age": 36, "hired": "2024-03-01T12:00:00Z", "department": "D1", "projects": ["P0", "P2"]}
+
+            {"name": "Brian", "email": null, "age": "41", "department": "D2", "projects": []}
+            {"name": "Cleo", "department": "D1"}
+            """, to: folder, "people.jsonl")
+        var request = BatchImport(entityName: "Employee", contentsOf: url, format: .jsonLines)
+        request.chunkSize = 2
+        request.resultType = .count
+        #expect(try context.execute(request).count == 3)
+        let found = try employees(context)
+        #expect(found.map { $0.value(forKey: "name") as? String } == ["Ada", "Brian", "Cleo"])
+        #expect(found.map { $0.value(forKey: "age") as? Int16 } == [36, 41, 30])
+        #expect(found[0].value(forKey: "hired") as? Date == Date(timeIntervalSince1970: 1_709_294_400))
+        #expect(found[1].value(forKey: "email") == nil)
+        #expect(found.map { ($0.value(forKey: "department") as? ManagedObject)?.value(forKey: "name") as? String } == ["D1", "D2", "D1"])
+        #expect(found[0].relatedObjects(forKey: "projects").map { $0.value(forKey: "code") as? String }.sorted { ($0 ?? "") < ($1 ?? "") } == ["P0", "P2"])
+    }
+
+    @Test("CSV: a header names the columns, a mapping renames them, quoted fields keep commas and line breaks")
+    func csv() throws {
+        let folder = StoreFolder()
+        let context = try companyStore(folder)
+        let url = try write("Full Name,email,age,department,note\r\n\"Doe, Jane\",jane@example.com,29,D0,x\r\n\"Multi\nLine\",,44,D2,\"\"\r\n",
+                            to: folder, "people.csv")
+        var request = BatchImport(entityName: "Employee", contentsOf: url, format: .csv)
+        request.columnMapping = ["Full Name": "name"]
+        // An unknown column stops the import, unless it is to be skipped.
+        let unknown = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(unknown.code == .unknownName && unknown.message.contains("line 1 of people.csv: the column \"note\""), "\(unknown)")
+        request.ignoresUnknownColumns = true
+        #expect(try context.execute(request).isComplete)
+        let found = try employees(context)
+        #expect(found.map { $0.value(forKey: "name") as? String } == ["Doe, Jane", "Multi\nLine"])
+        #expect(found[1].value(forKey: "email") == nil, "an empty unquoted field is NULL")
+        #expect((found[1].value(forKey: "department") as? ManagedObject)?.value(forKey: "name") as? String == "D2")
+    }
+
+    @Test("a value, a line or a row that cannot be imported is named by file, line and column, and nothing is written", arguments: [
+        (BatchImport.Format.csv, "name,age\nA,30\nB,abc\n", "line 3 of bad, column \"age\": \"abc\" is not an integer"),
+        (.csv, "name,age\nA,30\nB\n", "line 3 of bad: 1 field, but the header names 2 columns"),
+        (.csv, "name,age\nA,30\n\"B,31\n", "line 3 of bad: not CSV: a quoted field is not closed"),
+        (.csv, "name,projects\nA,P1\n", "the column \"projects\" sets the to-many projects"),
+        (.jsonLines, "{\"name\": \"A\"}\n{\"name\": \"B\",}\n", "line 2 of bad: not JSON"),
+        (.jsonLines, "{\"name\": \"A\"}\n[1, 2]\n", "line 2 of bad: an array, not a JSON object"),
+        (.jsonLines, "{\"name\": \"A\"}\n\n{\"age\": 40}\n", "line 3 of bad of the batch insert into Employee: name: a value is required"),
+        (.jsonLines, "{\"name\": \"A\", \"email\": \"a@x\"}\n{\"name\": \"B\", \"email\": \"a@x\"}\n", "line 2 of bad of the batch insert into Employee: Employee (email) = (\"a@x\") is already taken"),
+        (.jsonLines, "{\"name\": \"A\", \"department\": \"D9\"}\n", "line 1 of bad of the batch insert into Employee: Employee.department points at the Department whose name is \"D9\""),
+        (.jsonLines, "{\"name\": \"A\", \"projects\": \"P1\"}\n", "line 1 of bad, column \"projects\": projects is a to-many relationship"),
+    ])
+    func badInput(format: BatchImport.Format, text: String, expected: String) throws {
+        let folder = StoreFolder()
+        let context = try companyStore(folder)
+        let error = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchImport(entityName: "Employee", bytes: Array(text.utf8), format: format, name: "bad"))
+        }
+        #expect(error.message.contains(expected), "\(error.message)")
+        #expect(try employees(context).isEmpty)
+    }
+
+    @Test("a file larger than a read block streams through; with chunks committed, an error keeps the chunks before it")
+    func largeFiles() throws {
+        let folder = StoreFolder()
+        let context = try companyStore(folder)
+        // 30 000 lines of about 70 bytes: two read blocks; line 25 000 has an age out of bounds.
+        var text = ""
+        for n in 1...30_000 {
+            text += "{\"name\": \"E\(n)\", \"email\": \"e\(n)@example.com\", \"age\": \(n == 25_000 ? 120 : 18 + n % 60), \"department\": \"D\(n % 3)\"}\n"
+        }
+        let url = try write(text, to: folder, "many.jsonl")
+        var request = BatchImport(entityName: "Employee", contentsOf: url, format: .jsonLines)
+        request.chunkSize = 1_000
+        request.commitsEachChunk = true
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(error.message.contains("line 25000 of many.jsonl") && error.message.contains("the 24000 rows before its chunk were inserted and stay"), "\(error.message)")
+        #expect(try context.count(for: FetchRequest(entityName: "Employee")) == 24_000)
+
+        // The rows left as CSV, a quoted line break in every record's name: about 1.2 MB, so read blocks end inside
+        // records and quoted fields.
+        var csv = "name,email,age\n"
+        let padding = String(repeating: "x", count: 150)
+        for n in 24_001...30_000 { csv += "\"E\(n) \(padding)\nsecond line\",e\(n)@example.com,\(18 + n % 60)\n" }
+        var rest = BatchImport(entityName: "Employee", contentsOf: try write(csv, to: folder, "rest.csv"), format: .csv)
+        rest.chunkSize = 700
+        rest.resultType = .count
+        #expect(try context.execute(rest).count == 6_000)
+        #expect(try context.count(for: FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name ENDSWITH 'second line'"))) == 6_000)
+    }
+}
