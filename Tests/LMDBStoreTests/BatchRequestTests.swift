@@ -207,6 +207,60 @@ struct BatchRequestTests {
         #expect(try count(context, "Employee", "age == 18") == 84)
     }
 
+    @Test("an object handler fills a new object per row; its values, to-one and to-many become the row", arguments: [false, true])
+    func objectHandlerRows(inMemory: Bool) throws {
+        let folder = StoreFolder()
+        let coordinator: PersistentStoreCoordinator
+        if inMemory {
+            coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
+            try coordinator.addPersistentStore(type: InMemoryStore.storeType)
+        } else {
+            coordinator = try folder.coordinator(batchModel).0
+        }
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context, fallback: .throughObjects)
+        let departments = try context.fetch(FetchRequest(entityName: "Department", predicate: try FetchPredicate(format: "name == 'D1'")))
+        let projects = try context.fetch(FetchRequest(entityName: "Project", predicate: try FetchPredicate(format: "code IN {'P0', 'P3'}")))
+        var n = 0
+        var request = BatchInsertRequest(entityName: "Employee") { object in
+            guard n < 2_500 else { return true }
+            defer { n += 1 }
+            object["name"] = "E\(n)"
+            object["email"] = "e\(n)@example.com"
+            object["salary"] = Double(n)
+            // Related objects of the handler's own context, by ID.
+            let own = object.managedObjectContext!
+            object["department"] = own.object(with: departments[0].objectID)
+            object["projects"] = projects.map { own.object(with: $0.objectID) }
+            return false
+        }
+        request.chunkSize = 1_000
+        request.resultType = .count
+        #expect(try context.execute(request, fallback: .throughObjects).count == 2_500)
+        #expect(try count(context, "Employee", "department.name == 'D1' AND age == 30") == 2_500, "the age's default applies")
+        #expect(try count(context, "Employee", "ANY projects.code == 'P3'") == 2_500)
+        #expect(try count(context, "Employee", "salary >= 2000") == 500)
+
+        // A row the model refuses is named; an unsaved related object is refused.
+        var m = 0
+        let bad = BatchInsertRequest(entityName: "Employee") { object in
+            defer { m += 1 }
+            object["name"] = "F\(m)"
+            if m == 3 { object["age"] = Int16(120) }
+            return m == 5
+        }
+        let refused = try #require(throws: ManagedObjectContextError.self) { try context.execute(bad, fallback: .throughObjects) }
+        #expect(refused.message.contains("row 3 of the batch insert into Employee") && refused.message.contains("above the maximum"), "\(refused)")
+        let unsaved = BatchInsertRequest(entityName: "Employee") { object in
+            object["name"] = "G"
+            object["department"] = try! object.managedObjectContext!.insertNewObject(forEntityName: "Department")
+            return false
+        }
+        let unsavedError = try #require(throws: ManagedObjectContextError.self) { try context.execute(unsaved, fallback: .throughObjects) }
+        #expect(unsavedError.code == .objectNotFound && unsavedError.message.contains("row 0") && unsavedError.message.contains("unsaved"), "\(unsavedError)")
+        #expect(try count(context, "Employee") == 2_500)
+    }
+
     @Test("a relationship kept in other rows is refused with what to do instead")
     func relationshipsKeptElsewhereAreRefused() throws {
         let folder = StoreFolder()

@@ -140,6 +140,8 @@ public final class BatchInsertRows {
                 return nil
             }
             return scratch
+        case .objectHandler:
+            preconditionFailure("an object handler is turned into a row handler by the context that runs the request")
         case .throwingHandler(let handler):
             scratch.removeAll(keepingCapacity: true)
             let done: Bool

@@ -106,6 +106,8 @@ public struct BatchInsertRequest {
         case handler((inout [String: BatchValue]) -> Bool)
         /// A handler that may fail (an importer's: a line that cannot be read); its error stops the request.
         case throwingHandler((inout [String: BatchValue]) throws -> Bool)
+        /// A handler that fills a new object per row (turned into a `throwingHandler` by the context that runs it).
+        case objectHandler((ManagedObject) -> Bool)
     }
 
     /// The entity whose objects the rows become.
@@ -122,7 +124,7 @@ public struct BatchInsertRequest {
     public var progressHandler: ((BatchProgress) -> Bool)?
     /// What an error calls the row at a position ("line 12 of data.csv"); `nil`: "row 12".
     package var rowName: ((Int) -> String)?
-    let source: Source
+    var source: Source
 
     /// Inserts `objects`, one object per dictionary.
     public init(entityName: String, objects: [[String: BatchValue]]) {
@@ -136,6 +138,16 @@ public struct BatchInsertRequest {
     public init(entityName: String, dictionaryHandler: @escaping (inout [String: BatchValue]) -> Bool) {
         self.entityName = entityName
         self.source = .handler(dictionaryHandler)
+    }
+
+    /// Inserts the rows `managedObjectHandler` makes (Core Data's `managedObjectHandler`): it is called with a new
+    /// object of the entity, sets its values (`setValue(_:forKey:)`), and returns `true` when there are no more rows
+    /// (the object of that call is not inserted). The object belongs to a context of the request's own and is never
+    /// saved: its stored attributes, to-one and to-many become a row, checked as any row is. It may be given related
+    /// objects of that context (`object.managedObjectContext?.object(with: id)`) that are already saved.
+    public init(entityName: String, managedObjectHandler: @escaping (ManagedObject) -> Bool) {
+        self.entityName = entityName
+        self.source = .objectHandler(managedObjectHandler)
     }
 
     /// Inserts the rows a handler that may fail makes (as ``init(entityName:dictionaryHandler:)``); its error stops

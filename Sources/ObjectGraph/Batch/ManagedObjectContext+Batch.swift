@@ -19,7 +19,7 @@ extension ManagedObjectContext {
     ///   ``ManagedObjectContextError/Code/unsupportedRequest`` when the store cannot run it and `fallback` is
     ///   ``BatchFallback/fail``.
     public func execute(_ request: BatchInsertRequest, fallback: BatchFallback = .fail) throws -> BatchResult {
-        let rows = try BatchInsertRows(request, model: model)
+        let rows = try BatchInsertRows(rowsFromObjects(request), model: model)
         guard let store = persistentStoreCoordinator.stores(holding: request.entityName).first else {
             throw ManagedObjectContextError(.noStore, message: "no store of the coordinator holds the entity \(request.entityName)")
         }
@@ -98,6 +98,47 @@ extension ManagedObjectContext {
     /// updated and lets go of those deleted, and tells its observers.
     public static func mergeChanges(fromRemoteContextSave changes: ContextChanges, into contexts: [ManagedObjectContext]) {
         for context in contexts { context.mergeChanges(fromContextDidSave: changes) }
+    }
+
+    /// `request` with an object handler turned into a row handler: each row's object is made in a context of the
+    /// request's own, its stored values read into a row, and the context reset.
+    private func rowsFromObjects(_ request: BatchInsertRequest) -> BatchInsertRequest {
+        guard case .objectHandler(let handler) = request.source else { return request }
+        let scratch = ManagedObjectContext(coordinator: persistentStoreCoordinator)
+        let entityName = request.entityName
+        var rows = request
+        var position = 0
+        rows.source = .throwingHandler { row in
+            defer {
+                scratch.reset()
+                position += 1
+            }
+            let object = try scratch.insertNewObject(forEntityName: entityName)
+            if handler(object) { return true }
+            func savedID(_ id: ManagedObjectID, of slot: ManagedObjectModel.Slot) throws -> ManagedObjectID {
+                guard !id.isTemporaryID else {
+                    throw ManagedObjectContextError(.objectNotFound,
+                        message: "row \(position) of the batch insert into \(entityName): \(slot.name) is given a new, unsaved object; a row can point only at saved objects")
+                }
+                return id
+            }
+            for slot in object.handle.persistentSlots {
+                switch slot.kind {
+                case .attribute:
+                    row[slot.name] = BatchValue(object.attributeValue(slot))
+                case .toOne:
+                    guard let id = object.toOneID(slot) else { continue }
+                    row[slot.name] = .object(try savedID(id, of: slot))
+                case .toMany:
+                    let ids = object.relatedIDs(slot)
+                    if !ids.isEmpty { row[slot.name] = .objects(try ids.map { try savedID($0, of: slot) }) }
+                case .fetched:
+                    break
+                }
+            }
+            return false
+        }
+        return rows
     }
 
     // MARK: - Through objects
