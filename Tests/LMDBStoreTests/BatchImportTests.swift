@@ -3,38 +3,10 @@ import Testing
 @testable import LMDBStore
 @testable import ObjectGraph
 
-/// Departments found by unique name, projects by unique code, employees with a required name, a unique email, an age
-/// within bounds and a hire date.
-private let importModel: ManagedObjectModel = {
-    try! ManagedObjectModel {
-        EntityDescription("Department") {
-            AttributeDescription("name", .string)
-            RelationshipDescription("employees", destination: "Employee", inverse: "department", toMany: true)
-            UniquenessConstraint("name")
-        }
-        EntityDescription("Project") {
-            AttributeDescription("code", .string)
-            RelationshipDescription("members", destination: "Employee", inverse: "projects", toMany: true)
-            UniquenessConstraint("code")
-        }
-        EntityDescription("Employee") {
-            AttributeDescription("name", .string)
-            AttributeDescription("email", .string, isOptional: true)
-            AttributeDescription("age", .integer16, defaultValue: 30, validation: AttributeValidation(minimumValue: 18, maximumValue: 99))
-            AttributeDescription("hired", .date, isOptional: true)
-            RelationshipDescription("department", destination: "Department", inverse: "employees")
-            RelationshipDescription("projects", destination: "Project", inverse: "members", toMany: true)
-            UniquenessConstraint("email")
-        }
-    }
-}()
-
-/// An LMDB store with departments D0–D2 and projects P0–P3.
+/// An LMDB store over `batchModel` with departments D0–D2 and projects P0–P3.
 private func companyStore(_ folder: StoreFolder) throws -> ManagedObjectContext {
-    let (coordinator, _) = try folder.coordinator(importModel)
-    let context = ManagedObjectContext(coordinator: coordinator)
-    _ = try context.execute(BatchInsertRequest(entityName: "Department", objects: (0..<3).map { ["name": .attribute(.string("D\($0)"))] }))
-    _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (0..<4).map { ["code": .attribute(.string("P\($0)"))] }))
+    let context = ManagedObjectContext(coordinator: try folder.coordinator(batchModel).0)
+    try seed(context)
     return context
 }
 

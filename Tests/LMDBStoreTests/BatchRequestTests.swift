@@ -4,8 +4,8 @@ import Testing
 @testable import ObjectGraph
 
 /// A company: departments and projects found by unique name or code, employees with a required name, a unique
-/// email, an age within bounds, a to-one department (inverse derived from it) and many-to-many projects.
-private let batchModel: ManagedObjectModel = {
+/// email, an age within bounds, a hire date, a to-one department (inverse derived from it) and many-to-many projects.
+let batchModel: ManagedObjectModel = {
     try! ManagedObjectModel {
         EntityDescription("Department") {
             AttributeDescription("name", .string)
@@ -23,6 +23,7 @@ private let batchModel: ManagedObjectModel = {
             AttributeDescription("email", .string, isOptional: true)
             AttributeDescription("age", .integer16, defaultValue: 30, validation: AttributeValidation(minimumValue: 18, maximumValue: 99))
             AttributeDescription("salary", .double, isOptional: true)
+            AttributeDescription("hired", .date, isOptional: true)
             RelationshipDescription("department", destination: "Department", inverse: "employees", deleteRule: .nullify)
             RelationshipDescription("projects", destination: "Project", inverse: "members", toMany: true)
             UniquenessConstraint("email")
@@ -32,7 +33,7 @@ private let batchModel: ManagedObjectModel = {
 }()
 
 /// Departments D0…D(n-1) and projects P0…P(n-1), by batch insert.
-private func seed(_ context: ManagedObjectContext, departments: Int = 3, projects: Int = 4, fallback: BatchFallback = .fail) throws {
+func seed(_ context: ManagedObjectContext, departments: Int = 3, projects: Int = 4, fallback: BatchFallback = .fail) throws {
     _ = try context.execute(BatchInsertRequest(entityName: "Department", objects: (0..<departments).map { ["name": .attribute(.string("D\($0)"))] }),
                             fallback: fallback)
     _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (0..<projects).map { ["code": .attribute(.string("P\($0)"))] }),
@@ -44,6 +45,14 @@ private func employee(_ n: Int) -> [String: BatchValue] {
     ["name": .attribute(.string("E\(n)")), "email": .attribute(.string("e\(n)@example.com")), "age": .attribute(.integer(Int64(18 + n % 60))),
      "salary": .attribute(.double(Double(n) * 10)), "department": .uniqueValue(.string("D\(n % 3)")),
      "projects": .uniqueValues([.string("P\(n % 4)"), .string("P\((n + 1) % 4)")])]
+}
+
+/// A coordinator over `batchModel` with an in-memory store, or an LMDB store in `folder`.
+private func batchCoordinator(inMemory: Bool, _ folder: StoreFolder) throws -> PersistentStoreCoordinator {
+    guard inMemory else { return try folder.coordinator(batchModel).0 }
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
+    try coordinator.addPersistentStore(type: InMemoryStore.storeType)
+    return coordinator
 }
 
 private func count(_ context: ManagedObjectContext, _ entity: String, _ format: String? = nil, _ arguments: any PredicateArgument...) throws -> Int {
@@ -210,13 +219,7 @@ struct BatchRequestTests {
     @Test("an object handler fills a new object per row; its values, to-one and to-many become the row", arguments: [false, true])
     func objectHandlerRows(inMemory: Bool) throws {
         let folder = StoreFolder()
-        let coordinator: PersistentStoreCoordinator
-        if inMemory {
-            coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
-            try coordinator.addPersistentStore(type: InMemoryStore.storeType)
-        } else {
-            coordinator = try folder.coordinator(batchModel).0
-        }
+        let coordinator = try batchCoordinator(inMemory: inMemory, folder)
         let context = ManagedObjectContext(coordinator: coordinator)
         try seed(context, fallback: .throughObjects)
         let departments = try context.fetch(FetchRequest(entityName: "Department", predicate: try FetchPredicate(format: "name == 'D1'")))
@@ -298,13 +301,7 @@ struct BatchRequestTests {
     @Test("batch updates and deletes change the store, honour delete rules, and merge into live contexts", arguments: [false, true])
     func updatesAndDeletes(inMemory: Bool) throws {
         let folder = StoreFolder()
-        let coordinator: PersistentStoreCoordinator
-        if inMemory {
-            coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
-            try coordinator.addPersistentStore(type: InMemoryStore.storeType)
-        } else {
-            coordinator = try folder.coordinator(batchModel).0
-        }
+        let coordinator = try batchCoordinator(inMemory: inMemory, folder)
         let writer = ManagedObjectContext(coordinator: coordinator)
         try seed(writer, fallback: .throughObjects)
         _ = try writer.execute(BatchInsertRequest(entityName: "Employee", objects: (0..<60).map(employee)), fallback: .throughObjects)
