@@ -520,6 +520,28 @@ extension LMDBIncrementalStore {
     }
 }
 
+extension LMDBIncrementalStore {
+    /// The floor a batch insert into `entity` is measured against: the environment and every table such an insert
+    /// writes — the root's rows, the entity's index, uniqueness and to-one tables, its link tables and, for a
+    /// many-to-many, the inverse's — by name, to be copied and put again with the `LMDB` module alone.
+    @_spi(Benchmarks)
+    public func batchInsertTablesForBenchmark(entity name: String) throws -> (environment: Environment, tables: [(name: String, database: Database)]) {
+        let state = try open
+        guard let environment = state.environment as? Environment, let entity = layout.entity(name) else {
+            throw ManagedObjectContextError(.storeUnusable, message: "the store is not on LMDB or has no entity \(name): the raw-LMDB floor cannot be measured")
+        }
+        var names = [StoreLayout.rowsDatabase(root: entity.root)] + entity.indexTables + entity.uniqueTables + entity.toOneTables + entity.linkTables
+        for relationship in entity.linkRelationships {
+            guard let inverse = model.inverse(of: relationship), inverse.isToMany,
+                  let table = layout.entity(relationship.destinationEntityName)?.toManyTables[inverse.name], table.isLink else { continue }
+            names.append(table.table)
+        }
+        var seen: Set<String> = []
+        names = names.filter { seen.insert($0).inserted }
+        return (environment, names.map { ($0, database($0, in: state)) })
+    }
+}
+
 // MARK: - Changes from other processes
 
 extension LMDBIncrementalStore {

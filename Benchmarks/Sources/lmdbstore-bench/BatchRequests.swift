@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
-import LMDBStore
+import LMDB
+@_spi(Benchmarks) import LMDBStore
 import ObjectGraph
 
 extension Workloads {
@@ -77,6 +78,8 @@ extension Workloads {
                   "\(result.count) rows, \(mine) vs \(theirs) aged 30, \(members) vs \(theirMembers) members of project 7")
         record(Measurement(workload: name, system: "LMDBStore", objects: employees, operations: employees, seconds: lmdbSeconds))
         record(Measurement(workload: name, system: "GRDB", objects: employees, operations: employees, seconds: grdbSeconds))
+        let rawSeconds = try Self.rawInsertFloor(lmdb.store, into: folder.appendingPathComponent("raw.lmdb"), durability: durability)
+        record(Measurement(workload: name, system: "raw LMDB", objects: employees, operations: employees, seconds: rawSeconds))
 
         // A tenth of the employees: P(age ≥ 58) = 1 - √(40/50) ≈ 10.6 % (ages are 18 + 50u², u uniform).
         let cut = 58
@@ -127,5 +130,57 @@ extension Workloads {
                 return db.changesCount
             }
         })
+    }
+
+    /// The raw-LMDB floor of the import: every entry the batch insert wrote — the employees' rows, index entries and
+    /// links — copied out of the store's tables, then put again into a fresh file with the same tables in one write
+    /// transaction, each table's entries in key order and appended (`MDB_APPEND` / `MDB_APPENDDUP`). Only the puts
+    /// and the commit are timed: the bytes as the store wrote them, without making a row or an entry.
+    static func rawInsertFloor(_ store: LMDBIncrementalStore, into url: URL, durability: String) throws -> Double {
+        struct Copy {
+            let name: String
+            let options: DatabaseOptions
+            var bytes: [UInt8] = []
+            var entries: [(key: Range<Int>, value: Range<Int>)] = []
+        }
+        let (environment, tables) = try store.batchInsertTablesForBenchmark(entity: "Employee")
+        let copies = try environment.read { transaction in
+            try tables.map { table in
+                var copy = Copy(name: table.name, options: table.database.options)
+                try table.database.withCursor(in: transaction) { cursor in
+                    var entry = try cursor.first()
+                    while let current = entry {
+                        let keyStart = copy.bytes.count
+                        copy.bytes.append(contentsOf: current.key)
+                        let valueStart = copy.bytes.count
+                        copy.bytes.append(contentsOf: current.value)
+                        copy.entries.append((keyStart..<valueStart, valueStart..<copy.bytes.count))
+                        entry = try cursor.next()
+                    }
+                }
+                return copy
+            }
+        }
+        var options = Environment.Options()
+        options.durability = durability == "full" ? .full : .noSync
+        options.mapSize = copies.reduce(0) { $0 + $1.bytes.count } * 4 + (64 << 20)
+        options.maxDatabases = copies.count + 8
+        let raw = try Environment.open(at: url.path, options: options)
+        let databases = try copies.map { try raw.openDatabase(named: $0.name, options: $0.options) }
+        let clock = ContinuousClock()
+        let start = clock.now
+        try raw.write { transaction in
+            for (copy, database) in zip(copies, databases) {
+                let append: PutOptions = copy.options.contains(.dupSort) ? .appendDuplicate : .append
+                try copy.bytes.withUnsafeBytes { bytes in
+                    for entry in copy.entries {
+                        try database.put(UnsafeRawBufferPointer(rebasing: bytes[entry.value]), forKey: UnsafeRawBufferPointer(rebasing: bytes[entry.key]),
+                                         in: transaction, options: append)
+                    }
+                }
+            }
+        }
+        let elapsed = clock.now - start
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 }
