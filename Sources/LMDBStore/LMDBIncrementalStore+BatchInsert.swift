@@ -52,7 +52,9 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         // Keys for the whole chunk in one step.
         let first = try state.sequences.counter(entity.root, in: transaction) + 1
         try state.sequences.setCounter(entity.root, to: first + UInt64(chunk.count) - 1, in: transaction)
-        var indexes = IndexUpdates()
+        // Entries a uniqueness constraint checks are put as each row is (the rows after it see them); the others are
+        // put at the end of the chunk, each table's in key order.
+        var indexes = IndexUpdates(sortingEntries: true)
         var resolver = plan.resolver
         defer { plan.resolver = resolver }
         var ids: [ManagedObjectID] = []
@@ -71,7 +73,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                 let (relationship, check) = plan.toOneSlots[slot]!
                 row.fields[field] = .reference(try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction))
             }
-            try indexes.insert(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
+            try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
                 rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
             }
             guard try table.write(row, key: key, modelHash: modelHashPrefix, inserting: true, in: transaction) else {
@@ -88,6 +90,9 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                 }
             }
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
+        }
+        try indexes.putPending(in: transaction) { position, _ in
+            rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
         try recordInsert(of: entity, keys: first..<(first + UInt64(chunk.count)), state: state, transaction: transaction)
         return ids

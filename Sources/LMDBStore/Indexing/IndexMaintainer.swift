@@ -246,9 +246,10 @@ final class EntityMaintainers {
 struct IndexUpdates {
     private var scratch = EntryScratch()
     private var other = EntryScratch()
-    /// Entries to put: their table, check and constraint, the row they belong to (a position in the save), and where
-    /// their key and value lie in ``bytes``.
-    private var pending: [(table: Database, check: EntryCheck, constraint: Int, row: Int, key: Range<Int>, value: Range<Int>)] = []
+    /// Entries to put: their table, check and constraint, the row they belong to (a position in the save), where
+    /// their key and value lie in ``bytes``, and whether the row is new (its entry then usually goes after its key's
+    /// values).
+    private var pending: [(table: Database, check: EntryCheck, constraint: Int, row: Int, key: Range<Int>, value: Range<Int>, isNew: Bool)] = []
     /// Entries to remove when they are sorted (``sortsEntries``): their table, whether the key goes with its only
     /// value, and where their key and value lie in ``bytes``.
     private var removals: [(table: Database, keyFree: Bool, key: Range<Int>, value: Range<Int>)] = []
@@ -305,7 +306,7 @@ struct IndexUpdates {
                 bytes.append(contentsOf: other.key)
                 let valueStart = bytes.count
                 bytes.append(contentsOf: other.value)
-                pending.append((maintainer.table, check, maintainer.constraint, row, keyStart..<valueStart, valueStart..<bytes.count))
+                pending.append((maintainer.table, check, maintainer.constraint, row, keyStart..<valueStart, valueStart..<bytes.count, false))
             }
         }
     }
@@ -319,6 +320,28 @@ struct IndexUpdates {
         let valueStart = bytes.count
         bytes.append(contentsOf: value)
         removals.append((table, false, keyStart..<valueStart, valueStart..<bytes.count))
+    }
+
+    /// The entries of a new row, sorting entries (a batch insert): those a uniqueness constraint checks are put at
+    /// once, so the rows after it see them; the others wait for ``putPending(in:violation:)``, which puts each
+    /// table's in key order.
+    mutating func insertSorted(_ maintainers: EntityMaintainers, row: StoredRow, key: UInt64, position: Int, in transaction: any KeyValueTransaction,
+                               violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
+        precondition(sortsEntries, "an entry waits for putPending only when entries are sorted")
+        // The scratch is moved out for the walk, so the entries can be kept in `bytes` as they come.
+        var entries = EntryScratch()
+        swap(&entries, &scratch)
+        defer { swap(&entries, &scratch) }
+        try maintainers.forEachEntry(of: row, key: key, scratch: &entries) { table, constraint, key, value, check in
+            guard check == .none else {
+                return try Self.putChecked(value, forKey: key, check: check, in: table, transaction) { violation(position, constraint) }
+            }
+            let keyStart = bytes.count
+            bytes.append(contentsOf: key)
+            let valueStart = bytes.count
+            bytes.append(contentsOf: value)
+            pending.append((table, .none, -1, position, keyStart..<valueStart, valueStart..<bytes.count, true))
+        }
     }
 
     /// Puts the entries of a new row (the row under `key`, at `position` in the save).
@@ -395,7 +418,15 @@ struct IndexUpdates {
                     for index in puts[start..<end] {
                         let entry = pending[index]
                         let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
-                        if entry.check == .none {
+                        if entry.check == .none && entry.isNew && table.options.contains(.dupSort) {
+                            // A new row's entry usually goes after its key's values (row keys come from a sequence):
+                            // appended without searching them, else put in place.
+                            do {
+                                try cursor.put(value, forKey: key, options: .appendDuplicate)
+                            } catch LMDBError.keyExists {
+                                try cursor.put(value, forKey: key, options: [])
+                            }
+                        } else if entry.check == .none {
                             try cursor.put(value, forKey: key, options: [])
                         } else {
                             try Self.putChecked(value, forKey: key, check: entry.check, in: table, transaction) { violation(entry.row, entry.constraint) }
