@@ -3,9 +3,10 @@ import ObjectGraph
 
 extension LMDBIncrementalStore: BatchInsertingStore {
     /// Inserts a batch's rows without managed objects: keys allocated in one step per transaction, rows appended in
-    /// key order, each row's index entries put as the row is (so a uniqueness constraint and a row pointing at an
-    /// object by unique value see the rows before it), to-one targets and link-table members checked once per
-    /// target, the save recorded in the change log. One write transaction for the whole request, or one per chunk
+    /// key order, the index entries a uniqueness constraint checks put as each row is (so a uniqueness constraint
+    /// and a row pointing at an object by unique value see the rows before it) and the others at the end of each
+    /// chunk, each table's in key order; to-one targets and link-table members checked once per target, the save
+    /// recorded in the change log. One write transaction for the whole request, or one per chunk
     /// when the request commits each chunk.
     ///
     /// Relationships a row gives are written on its side: a to-one whose inverse is an unordered to-many (or that has
