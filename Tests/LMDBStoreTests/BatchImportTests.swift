@@ -44,6 +44,10 @@ struct BatchImportTests {
         #expect(found[0].value(forKey: "hired") as? Date == Date(timeIntervalSince1970: 1_709_294_400))
         #expect(found[1].value(forKey: "email") == nil)
         #expect(found.map { ($0.value(forKey: "department") as? ManagedObject)?.value(forKey: "name") as? String } == ["D1", "D2", "D1"])
+        // A byte-order mark before the first line, as some editors write one, and CRLF line ends.
+        let marked = [0xEF, 0xBB, 0xBF] + Array("{\"name\": \"Dan\", \"age\": 50}\r\n{\"name\": \"Eve\"}\r\n".utf8)
+        #expect(try context.execute(BatchImport(entityName: "Employee", bytes: marked, format: .jsonLines)).isComplete)
+        #expect(try employees(context, "name IN {'Dan', 'Eve'}").count == 2)
         #expect(found[0].relatedObjects(forKey: "projects").map { $0.value(forKey: "code") as? String }.sorted { ($0 ?? "") < ($1 ?? "") } == ["P0", "P2"])
     }
 

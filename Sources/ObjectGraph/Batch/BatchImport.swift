@@ -191,9 +191,10 @@ final class ImportReader {
         while true {
             guard let end = try lineEnd() else { return nil }
             let lineNumber = line
-            let bytes = Array(buffer[position..<end])
+            var bytes = Array(buffer[position..<end])
             position = min(end + 1, buffer.count)
             line += 1
+            if lineNumber == 1, bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a byte-order mark
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
             let value: JSONValue
             do {
