@@ -443,14 +443,19 @@ struct IndexUpdates {
     /// value, the whole key or value only when those tie and it is longer (index entries share keys by the thousand;
     /// their values, row references, differ in the first eight bytes).
     private static func sortedOrder(_ entries: [(table: Database, key: Range<Int>, value: Range<Int>)], _ bytes: UnsafeRawBufferPointer) -> [Int] {
+        // 32 bytes a place: the table's handle, the key's length and the entry's position packed in one word.
         struct Place {
-            let table: UInt32
-            let keyCount: UInt32
+            let packed: UInt64
             let key: (UInt64, UInt64)
             let value: UInt64
-            let index: Int
+            var table: UInt64 { packed >> 48 }
+            var keyCount: Int { Int(packed >> 32 & 0xFFFF) }
+            var index: Int { Int(packed & 0xFFFF_FFFF) }
         }
         func prefix(_ range: Range<Int>, from start: Int) -> UInt64 {
+            if range.count >= start + 8 {
+                return UnsafeRawBufferPointer(rebasing: bytes[range.lowerBound + start..<range.lowerBound + start + 8]).loadUnaligned(as: UInt64.self).bigEndian
+            }
             var prefix: UInt64 = 0
             for offset in start..<start + 8 {
                 prefix <<= 8
@@ -461,8 +466,8 @@ struct IndexUpdates {
         var places: [Place] = []
         places.reserveCapacity(entries.count)
         for (index, entry) in entries.enumerated() {
-            places.append(Place(table: entry.table.handle, keyCount: UInt32(entry.key.count), key: (prefix(entry.key, from: 0), prefix(entry.key, from: 8)),
-                                value: prefix(entry.value, from: 0), index: index))
+            let packed = UInt64(entry.table.handle & 0xFFFF) << 48 | UInt64(min(entry.key.count, 0xFFFF)) << 32 | UInt64(index)
+            places.append(Place(packed: packed, key: (prefix(entry.key, from: 0), prefix(entry.key, from: 8)), value: prefix(entry.value, from: 0)))
         }
         places.sort { lhs, rhs in
             if lhs.table != rhs.table { return lhs.table < rhs.table }
