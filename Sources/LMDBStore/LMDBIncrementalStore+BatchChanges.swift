@@ -15,6 +15,7 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
         var updated: [Candidate] = []
         do {
             try state.environment.write { transaction in
+                updated = []  // the engine runs the body again after growing a full map
                 let matches = try matchingRows(fetch, state: state, transaction: transaction)
                 var writer = BatchRowWriter(store: self, state: state, transaction: transaction)
                 // Each entity's fields of the updated attributes, found once per entity (sub-entities have their own).

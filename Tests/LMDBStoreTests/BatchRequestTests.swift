@@ -264,6 +264,39 @@ struct BatchRequestTests {
         #expect(try count(context, "Employee") == 2_500)
     }
 
+    @Test("a batch that fills the map loses no row: chunks and updates run again after it grows; an all-at-once insert stops clearly")
+    func aFullMapLosesNoRows() throws {
+        let folder = StoreFolder()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
+        try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file("small.lmdb"), options: ["mapSize": "1048576"])
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        func rows(_ range: Range<Int>) -> [[String: BatchValue]] {
+            range.map { n in ["name": .attribute(.string("E\(n) \(String(repeating: "x", count: 100))")), "email": .attribute(.string("e\(n)@example.com")),
+                              "department": .uniqueValue(.string("D\(n % 3)"))] }
+        }
+        // All at once: the rows a first run read cannot be read again, so the request stops and writes nothing.
+        let whole = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchInsertRequest(entityName: "Employee", objects: rows(0..<20_000)))
+        }
+        #expect(whole.code == .storeUnusable && whole.message.contains("commitsEachChunk"), "\(whole)")
+        #expect(try count(context, "Employee") == 0)
+        // A chunk at a time: a chunk whose transaction filled the map is written again whole once it has grown.
+        var chunked = BatchInsertRequest(entityName: "Employee", objects: rows(0..<20_000))
+        chunked.commitsEachChunk = true
+        chunked.chunkSize = 2_000
+        chunked.resultType = .count
+        #expect(try context.execute(chunked).count == 20_000)
+        #expect(try count(context, "Employee") == 20_000)
+        // An update that fills the map runs again and counts each row once.
+        // (Every row rewritten: the transaction holds a copy of every page it touches, so the map fills again.)
+        var update = BatchUpdateRequest(entityName: "Employee", propertiesToUpdate: ["salary": try PredicateExpression(format: "age * 1000.5")])
+        update.resultType = .count
+        #expect(try context.execute(update).count == 20_000)
+        #expect(try count(context, "Employee", "salary == 30015") == 20_000)
+        #expect(try (coordinator.persistentStores[0] as! LMDBIncrementalStore).verify() == [])
+    }
+
     @Test("a relationship kept in other rows is refused with what to do instead")
     func relationshipsKeptElsewhereAreRefused() throws {
         let folder = StoreFolder()
