@@ -8,9 +8,9 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// chunk, each table's in key order; to-one targets and link-table members checked once per target, the save
     /// recorded in the change log. One write transaction for the whole request, or one per chunk
     /// when the request commits each chunk. A chunk whose transaction fills the map is written again once the map
-    /// has grown; a whole-request transaction that fills it cannot read its rows again and stops with
-    /// ``ManagedObjectContextError/Code/storeUnusable``, having written nothing (the map has grown by then): imports
-    /// larger than the map's room should commit each chunk.
+    /// has grown, and so is a whole request whose rows are an array; one whose rows a handler makes cannot read them
+    /// again and stops with ``ManagedObjectContextError/Code/storeUnusable``, having written nothing (the map has
+    /// grown by then): imports larger than the map's room should commit each chunk.
     ///
     /// Relationships a row gives are written on its side: a to-one whose inverse is an unordered to-many (or that has
     /// none), and a many-to-many (both link tables). A relationship whose other side lives in another row — a to-one
@@ -31,12 +31,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     rows.didWrite(chunk.count, committed: true, objectIDs: ids)
                 }
             } else {
-                var attempts = 0
                 try state.environment.write { transaction in
-                    // The engine runs the body again when the map filled and had to grow; the rows the first run
-                    // read are gone by then (a handler made them), so the request stops instead of losing them.
-                    attempts += 1
-                    guard attempts == 1 else {
+                    // The engine runs the body again when the map filled and had to grow: an array's rows are read
+                    // again from the first; a handler's are gone by then, so the request stops instead of losing them.
+                    guard rows.rewindToCommitted() else {
                         throw ManagedObjectContextError(.storeUnusable,
                             message: "the batch insert into \(rows.entityName) filled the store's map, which has grown since; nothing was inserted. Run it again, or set `commitsEachChunk` so the map grows between chunks")
                     }

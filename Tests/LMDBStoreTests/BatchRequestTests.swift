@@ -264,7 +264,7 @@ struct BatchRequestTests {
         #expect(try count(context, "Employee") == 2_500)
     }
 
-    @Test("a batch that fills the map loses no row: chunks and updates run again after it grows; an all-at-once insert stops clearly")
+    @Test("a batch that fills the map loses no row: chunks, arrays and updates run again after it grows; a handler's all-at-once insert stops clearly")
     func aFullMapLosesNoRows() throws {
         let folder = StoreFolder()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
@@ -275,25 +275,38 @@ struct BatchRequestTests {
             range.map { n in ["name": .attribute(.string("E\(n) \(String(repeating: "x", count: 100))")), "email": .attribute(.string("e\(n)@example.com")),
                               "department": .uniqueValue(.string("D\(n % 3)"))] }
         }
-        // All at once: the rows a first run read cannot be read again, so the request stops and writes nothing.
-        let whole = try #require(throws: ManagedObjectContextError.self) {
-            try context.execute(BatchInsertRequest(entityName: "Employee", objects: rows(0..<20_000)))
+        // All at once from a handler: the rows a first run read cannot be read again, so the request stops and writes
+        // nothing.
+        let all = rows(0..<20_000)
+        var next = 0
+        let fromHandler = BatchInsertRequest(entityName: "Employee") { row in
+            guard next < all.count else { return true }
+            row = all[next]
+            next += 1
+            return false
         }
+        let whole = try #require(throws: ManagedObjectContextError.self) { try context.execute(fromHandler) }
         #expect(whole.code == .storeUnusable && whole.message.contains("commitsEachChunk"), "\(whole)")
         #expect(try count(context, "Employee") == 0)
+        // All at once from an array: read again from the first row once the map has grown.
+        var fromArray = BatchInsertRequest(entityName: "Employee", objects: all)
+        fromArray.resultType = .objectIDs
+        let written = try context.execute(fromArray)
+        #expect(written.count == 20_000 && written.objectIDs?.count == 20_000 && written.isComplete)
+        #expect(try count(context, "Employee") == 20_000)
         // A chunk at a time: a chunk whose transaction filled the map is written again whole once it has grown.
-        var chunked = BatchInsertRequest(entityName: "Employee", objects: rows(0..<20_000))
+        var chunked = BatchInsertRequest(entityName: "Employee", objects: rows(20_000..<40_000))
         chunked.commitsEachChunk = true
         chunked.chunkSize = 2_000
         chunked.resultType = .count
         #expect(try context.execute(chunked).count == 20_000)
-        #expect(try count(context, "Employee") == 20_000)
+        #expect(try count(context, "Employee") == 40_000)
         // An update that fills the map runs again and counts each row once.
         // (Every row rewritten: the transaction holds a copy of every page it touches, so the map fills again.)
         var update = BatchUpdateRequest(entityName: "Employee", propertiesToUpdate: ["salary": try PredicateExpression(format: "age * 1000.5")])
         update.resultType = .count
-        #expect(try context.execute(update).count == 20_000)
-        #expect(try count(context, "Employee", "salary == 30015") == 20_000)
+        #expect(try context.execute(update).count == 40_000)
+        #expect(try count(context, "Employee", "salary == 30015") == 40_000)
         #expect(try (coordinator.persistentStores[0] as! LMDBIncrementalStore).verify() == [])
     }
 

@@ -35,7 +35,9 @@ public struct BatchImport {
     public var ignoresUnknownColumns = false
     /// How many rows are written at a time (``BatchInsertRequest/chunkSize``). Default: 10 000.
     public var chunkSize = 10_000
-    /// Whether each chunk is committed on its own (``BatchInsertRequest/commitsEachChunk``). Default: `false`.
+    /// Whether each chunk is committed on its own (``BatchInsertRequest/commitsEachChunk``). Default: `false`. A
+    /// file's rows are read once: an import in one transaction that outgrows the room a store has (the LMDB store's
+    /// map) stops with nothing written, so a large import should commit each chunk.
     public var commitsEachChunk = false
     /// Called after each chunk (``BatchInsertRequest/progressHandler``); `false` stops the import.
     public var progressHandler: ((BatchProgress) -> Bool)?

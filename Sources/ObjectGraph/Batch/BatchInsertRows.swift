@@ -129,7 +129,6 @@ public final class BatchInsertRows {
         case .rows(let rows):
             guard nextPosition < rows.count else {
                 exhausted = true
-                source = .rows([])  // lets the rows go
                 return nil
             }
             return rows[nextPosition]
@@ -176,6 +175,19 @@ public final class BatchInsertRows {
         committed = written
         if resultType == .objectIDs { committedIDs += writtenIDs + objectIDs }
         writtenIDs.removeAll()
+        if exhausted, case .rows = source { source = .rows([]) }  // every row is in: the array can go
+    }
+
+    /// Goes back to the first row not committed, for a store whose transaction was rolled back and runs again (a
+    /// full map grown, say): `true` when the rows can be read again — an array's can, a handler's cannot.
+    public func rewindToCommitted() -> Bool {
+        guard nextPosition != committed else { return true }  // nothing read since the last commit
+        guard case .rows = source else { return false }
+        nextPosition = committed
+        written = committed
+        writtenIDs.removeAll()
+        exhausted = false
+        return true
     }
 
     /// The result: the committed rows, whether the request ran to the end.
