@@ -61,7 +61,7 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
                     return ManagedObjectContextError(.constraintViolation,
                         message: "the batch update of \(request.entityName) gives \(id) \(taken), which another object has; nothing was updated")
                 }
-                try recordBatch(updated: updated, deleted: [], state: state, transaction: transaction)
+                try recordBatch(updated: updated, state: state, transaction: transaction)
             }
         } catch let error as ManagedObjectContextError {
             throw error
@@ -90,23 +90,26 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
         state.identities.objectID(entityTag: candidate.tag, key: candidate.key)
     }
 
-    /// Records a batch's updated and deleted rows in the change log — or, for more rows than the log keeps, moves
-    /// the log's number on without records, so a process catching up across it refreshes everything.
-    func recordBatch(updated: [Candidate], deleted: [Candidate], state: OpenState, transaction: any KeyValueTransaction) throws {
-        let count = updated.count + deleted.count
+    /// Records what one transaction of a batch wrote in the change log — the rows it inserted (one entity's, under
+    /// consecutive keys), updated and deleted — or, for more rows than the log keeps, moves the log's number on
+    /// without records, so a process catching up across it refreshes everything.
+    func recordBatch(inserted: (tag: UInt16, keys: Range<UInt64>)? = nil, updated: [Candidate] = [], deleted: [Candidate] = [],
+                     state: OpenState, transaction: any KeyValueTransaction) throws {
+        let count = (inserted?.keys.count ?? 0) + updated.count + deleted.count
         guard count > 0 else { return }
         guard count <= StoreLayout.changeLogRecords else {
             try state.changeLog.skipNumber(in: transaction)
             return
         }
         try state.changeLog.append(count: count, in: transaction) { writer in
-            for (kind, rows) in [(UInt8(2), updated), (3, deleted)] {
-                for row in rows {
-                    writer.byte(kind)
-                    writer.bigEndian(row.tag)
-                    writer.bigEndian(row.key)
-                }
+            func record(_ kind: UInt8, _ tag: UInt16, _ key: UInt64) {
+                writer.byte(kind)
+                writer.bigEndian(tag)
+                writer.bigEndian(key)
             }
+            if let inserted { for key in inserted.keys { record(1, inserted.tag, key) } }
+            for row in updated { record(2, row.tag, row.key) }
+            for row in deleted { record(3, row.tag, row.key) }
         }
     }
 }
@@ -273,9 +276,8 @@ private struct BatchDeletion {
             case .toMany:
                 guard let source = state.toManyTables[Int(tag)][relationship.name] else { continue }
                 let own = source.isLink ? ToManyTable(database: source.table, isOrdered: relationship.isOrdered) : nil
-                // Read from the inverse's index, a to-many's other side is the members' to-one.
-                let side: OtherSide = source.isLink ? otherSide(of: relationship) : model.inverse(of: relationship).map { .toOne($0.name) } ?? .nothing
-                toManys.append(ToManyRule(name: relationship.name, members: source.table, own: own, rule: relationship.deleteRule, otherSide: side))
+                toManys.append(ToManyRule(name: relationship.name, members: source.table, own: own, rule: relationship.deleteRule,
+                                          otherSide: otherSide(of: relationship)))
             default:
                 continue
             }
@@ -373,17 +375,15 @@ private struct BatchDeletion {
         }
         // In row-key order table by table, through one cursor per table: each row is read and deleted where the
         // cursor stands, most on the leaf page of the one before.
-        let owners = order.map { owner in (table: store.layout.entity(tag: owner.tag).map { state.rows(of: $0) }, row: owner) }
-            .filter { $0.table != nil }
-            .sorted { ($0.table!.database.handle, $0.row.key) < ($1.table!.database.handle, $1.row.key) }
+        let owners = order.compactMap { owner in store.layout.entity(tag: owner.tag).map { (entity: $0, table: state.rows(of: $0), row: owner) } }
+            .sorted { ($0.table.database.handle, $0.row.key) < ($1.table.database.handle, $1.row.key) }
         var start = 0
         while start < owners.count {
-            let table = owners[start].table!
+            let table = owners[start].table
             var end = start
-            while end < owners.count && owners[end].table!.database.handle == table.database.handle { end += 1 }
+            while end < owners.count && owners[end].table.database.handle == table.database.handle { end += 1 }
             try table.withCursor(in: transaction) { cursor in
-                for (_, owner) in owners[start..<end] {
-                    let entity = store.layout.entity(tag: owner.tag)!
+                for (entity, _, owner) in owners[start..<end] {
                     guard let bytes = try table.bytes(key: owner.key, cursor: cursor) else { continue }
                     let old: StoredRow
                     do throws(RowDecodingError) { old = try RowCodec.decode(bytes, layout: store.layout) } catch { throw store.corruptedRow(owner.key, in: entity.root, error) }

@@ -104,25 +104,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
-        try recordInsert(of: entity, keys: first..<(first + UInt64(chunk.count)), state: state, transaction: transaction)
+        try recordBatch(inserted: (entity.tag, first..<(first + UInt64(chunk.count))), state: state, transaction: transaction)
         return ids
     }
 
-    /// Records an insert of the rows under `keys` in the change log — or, for more rows than the log keeps, moves
-    /// the log's number on without records, so a process catching up across it refreshes everything.
-    private func recordInsert(of entity: StoreLayout.EntityLayout, keys: Range<UInt64>, state: OpenState, transaction: any KeyValueTransaction) throws {
-        guard keys.count <= StoreLayout.changeLogRecords else {
-            try state.changeLog.skipNumber(in: transaction)
-            return
-        }
-        try state.changeLog.append(count: keys.count, in: transaction) { writer in
-            for key in keys {
-                writer.byte(1)
-                writer.bigEndian(entity.tag)
-                writer.bigEndian(key)
-            }
-        }
-    }
 }
 
 /// What a batch insert into one entity works out once: the relationships it writes and how, and the targets it has

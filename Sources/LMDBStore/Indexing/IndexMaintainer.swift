@@ -389,52 +389,50 @@ struct IndexUpdates {
     /// puts it.
     private func applySorted(in transaction: any KeyValueTransaction, violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
         try bytes.withUnsafeBytes { bytes in
-            let removals = Self.sortedOrder(self.removals.map { ($0.table, $0.key, $0.value) }, bytes)
-            var start = 0
-            while start < removals.count {
-                let table = self.removals[removals[start]].table
-                var end = start
-                while end < removals.count && self.removals[removals[end]].table.handle == table.handle { end += 1 }
+            try Self.forEachTable(Self.sortedOrder(removals.map { ($0.table, $0.key, $0.value) }, bytes), of: { removals[$0].table }, in: transaction) { table, cursor, order in
                 let dupSort = table.options.contains(.dupSort)
-                try table.withCursor(in: transaction) { cursor in
-                    for index in removals[start..<end] {
-                        let removal = self.removals[index]
-                        let key = UnsafeRawBufferPointer(rebasing: bytes[removal.key])
-                        let found = dupSort && !removal.keyFree
-                            ? try cursor.seek(key: key, value: UnsafeRawBufferPointer(rebasing: bytes[removal.value]))
-                            : try cursor.seek(exactly: key)
-                        if found != nil { try cursor.deleteCurrent() }
-                    }
+                for index in order {
+                    let removal = removals[index]
+                    let key = UnsafeRawBufferPointer(rebasing: bytes[removal.key])
+                    let found = dupSort && !removal.keyFree
+                        ? try cursor.seek(key: key, value: UnsafeRawBufferPointer(rebasing: bytes[removal.value]))
+                        : try cursor.seek(exactly: key)
+                    if found != nil { try cursor.deleteCurrent() }
                 }
-                start = end
             }
-            let puts = Self.sortedOrder(pending.map { ($0.table, $0.key, $0.value) }, bytes)
-            start = 0
-            while start < puts.count {
-                let table = pending[puts[start]].table
-                var end = start
-                while end < puts.count && pending[puts[end]].table.handle == table.handle { end += 1 }
-                try table.withCursor(in: transaction) { cursor in
-                    for index in puts[start..<end] {
-                        let entry = pending[index]
-                        let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
-                        if entry.check == .none && entry.isNew && table.options.contains(.dupSort) {
-                            // A new row's entry usually goes after its key's values (row keys come from a sequence):
-                            // appended without searching them, else put in place.
-                            do {
-                                try cursor.put(value, forKey: key, options: .appendDuplicate)
-                            } catch LMDBError.keyExists {
-                                try cursor.put(value, forKey: key, options: [])
-                            }
-                        } else if entry.check == .none {
+            try Self.forEachTable(Self.sortedOrder(pending.map { ($0.table, $0.key, $0.value) }, bytes), of: { pending[$0].table }, in: transaction) { table, cursor, order in
+                for index in order {
+                    let entry = pending[index]
+                    let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
+                    if entry.check == .none && entry.isNew && table.options.contains(.dupSort) {
+                        // A new row's entry usually goes after its key's values (row keys come from a sequence):
+                        // appended without searching them, else put in place.
+                        do {
+                            try cursor.put(value, forKey: key, options: .appendDuplicate)
+                        } catch LMDBError.keyExists {
                             try cursor.put(value, forKey: key, options: [])
-                        } else {
-                            try Self.putChecked(value, forKey: key, check: entry.check, in: table, transaction) { violation(entry.row, entry.constraint) }
                         }
+                    } else if entry.check == .none {
+                        try cursor.put(value, forKey: key, options: [])
+                    } else {
+                        try Self.putChecked(value, forKey: key, check: entry.check, in: table, transaction) { violation(entry.row, entry.constraint) }
                     }
                 }
-                start = end
             }
+        }
+    }
+
+    /// Calls `body` once per table with a cursor on it and the run of `order` (positions, sorted by table) whose
+    /// entries are that table's.
+    private static func forEachTable(_ order: [Int], of table: (Int) -> Database, in transaction: any KeyValueTransaction,
+                                     _ body: (Database, any KeyValueCursor, ArraySlice<Int>) throws -> Void) throws {
+        var start = 0
+        while start < order.count {
+            let current = table(order[start])
+            var end = start + 1
+            while end < order.count && table(order[end]).handle == current.handle { end += 1 }
+            try current.withCursor(in: transaction) { try body(current, $0, order[start..<end]) }
+            start = end
         }
     }
 

@@ -107,7 +107,8 @@ struct ToManyTable {
         }
     }
 
-    /// Lends `body` the key and value of `member`'s entry under `owner` in an unordered relationship.
+    /// Lends `body` the key of `member`'s entry under `owner` in an unordered relationship (in an ordered one, the
+    /// prefix of its key) and the entry's value.
     func withEntry<Result>(_ member: StoredRow.Reference, of owner: UInt64, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
             try withUnsafeBytes(of: owner.bigEndian) { try body($0, value) }
@@ -124,17 +125,16 @@ struct ToManyTable {
     /// position order, gaps and all).
     func removeMember(_ member: StoredRow.Reference, from owner: UInt64, in transaction: any KeyValueTransaction) throws {
         guard isOrdered else { return try remove(member, from: owner, in: transaction) }
-        try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
-            try withUnsafeBytes(of: owner.bigEndian) { owner in
-                try database.withCursor(in: transaction) { cursor in
-                    var entry = try cursor.seek(atOrAfter: owner)
-                    while let current = entry, current.key.starts(with: owner) {
-                        if current.value.elementsEqual(value) {
-                            try cursor.deleteCurrent()
-                            return
-                        }
-                        entry = try cursor.nextKey()
+        // An ordered relationship's keys begin with the owner's: its entries are the ones under that prefix.
+        try withEntry(member, of: owner) { owner, value in
+            try database.withCursor(in: transaction) { cursor in
+                var entry = try cursor.seek(atOrAfter: owner)
+                while let current = entry, current.key.starts(with: owner) {
+                    if current.value.elementsEqual(value) {
+                        try cursor.deleteCurrent()
+                        return
                     }
+                    entry = try cursor.nextKey()
                 }
             }
         }
