@@ -257,28 +257,6 @@ extension ManagedObjectContext {
     }
 }
 
-extension AttributeValue {
-    /// `value` as a value of `type`, when it is one or converts to one without loss (a number for a `float`
-    /// attribute is first rounded to `Float`, as storing it there would); `nil` otherwise (and for NULL).
-    package init?(_ value: PredicateValue, as type: AttributeType) {
-        let candidate: AttributeValue
-        switch value {
-        case .integer(let number): candidate = .integer(number)
-        case .double(let number): candidate = type == .float ? .float(Float(number)) : .double(number)
-        case .decimal(let number): candidate = .decimal(number)
-        case .string(let text): candidate = .string(text)
-        case .boolean(let flag): candidate = .boolean(flag)
-        case .date(let date): candidate = .date(date)
-        case .data(let data): candidate = .data(data)
-        case .uuid(let uuid): candidate = .uuid(uuid)
-        case .uri(let url): candidate = .uri(url)
-        case .null, .array, .dictionary, .object: return nil
-        }
-        guard let converted = candidate.converted(to: type) else { return nil }
-        self = converted
-    }
-}
-
 extension PersistentStoreCoordinator {
     /// Runs a batch request on `store`: whatever it wrote — all, part or nothing — the rows this coordinator
     /// caches for the store are dropped afterwards and the row generation moves, so no context shows a row the
