@@ -89,14 +89,17 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             guard try table.write(row, key: key, modelHash: modelHashPrefix, inserting: true, in: transaction) else {
                 throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
             }
-            for link in plan.links {
+            // Links wait with the index entries: the row's own go after every other (its key is new), and the
+            // inverse's after each member's others.
+            let reference = StoredRow.Reference(entityTag: entity.tag, key: key)
+            for (index, link) in plan.links.enumerated() {
                 guard let members = input.toMany[link.slot.position] else { continue }
                 for (position, target) in members.enumerated() {
                     let member = try resolver.reference(target, link.slot, link.check, row: input.position, rows: rows, transaction: transaction)
-                    try link.table.add(member, to: key, at: position, in: transaction)
-                    if let inverse = link.inverse {
-                        try inverse(member.entityTag).add(StoredRow.Reference(entityTag: entity.tag, key: key), to: member.key, at: 0, in: transaction)
-                    }
+                    link.table.withNewEntry(member, of: key, at: position) { indexes.putSorted($1, forKey: $0, into: link.table.database, row: input.position) }
+                    guard link.inverse != nil else { continue }
+                    let inverse = try plan.inverseTable(index, tag: member.entityTag)
+                    inverse.withNewEntry(reference, of: member.key, at: 0) { indexes.putSorted($1, forKey: $0, into: inverse.database, row: input.position) }
                 }
             }
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
@@ -125,6 +128,18 @@ private final class BatchInsertPlan {
     let refusals: [(kind: ManagedObjectModel.Slot.Kind, position: Int, error: ManagedObjectContextError)]
     var resolver: TargetResolver
 
+    /// The last inverse link table each link found, with the member tag it was found for (members of one
+    /// relationship usually share their entity).
+    private var inverseTables: [(tag: UInt16, table: ToManyTable)?]
+
+    /// The link table of link `index`'s inverse in the entity tagged `tag`.
+    func inverseTable(_ index: Int, tag: UInt16) throws -> ToManyTable {
+        if let found = inverseTables[index], found.tag == tag { return found.table }
+        let table = try links[index].inverse!(tag)
+        inverseTables[index] = (tag, table)
+        return table
+    }
+
     /// Throws the refusal of a relationship `row` gives that the batch cannot write.
     func checkRelationships(of row: BatchInsertRow) throws {
         for refusal in refusals where refusal.kind == .toOne ? row.toOne[refusal.position] != nil : row.toMany[refusal.position]?.isEmpty == false {
@@ -138,7 +153,7 @@ private final class BatchInsertPlan {
         let model = store.model
         func refuse(_ slot: ManagedObjectModel.Slot, _ why: String) -> ManagedObjectContextError {
             ManagedObjectContextError(.unsupportedRequest,
-                message: "a batch insert into \(entity.name) cannot set \(slot.name): \(why); set it on the other side, or run the request with `fallback: .throughObjects`")
+                message: "a batch insert into \(entity.name) cannot set \(slot.name): \(why); set it on the other side, or give the rows as an array and run the request with `fallback: .throughObjects`")
         }
         // Relationships a row may not give here: refused when a row gives one, with what to do instead.
         var refusals: [(kind: ManagedObjectModel.Slot.Kind, position: Int, error: ManagedObjectContextError)] = []
@@ -170,6 +185,10 @@ private final class BatchInsertPlan {
                     refusals.append((.toMany, slot.position, refuse(slot, "its inverse \(inverse.name) is a to-one, kept in each member's row")))
                     continue
                 }
+                guard !inverse.isOrdered else {
+                    refusals.append((.toMany, slot.position, refuse(slot, "its inverse \(inverse.name) is ordered, and the row's place among each member's \(inverse.name) is not the row's to give")))
+                    continue
+                }
                 let inverseName = inverse.name
                 inverseTable = { tag in
                     guard let name = store.layout.entityNamesByTag[tag], let destination = store.layout.entity(name),
@@ -183,6 +202,7 @@ private final class BatchInsertPlan {
         }
         self.refusals = refusals
         self.links = links
+        inverseTables = Array(repeating: nil, count: links.count)
         resolver = TargetResolver(store: store, state: state, entity: entity)
     }
 }

@@ -248,4 +248,38 @@ struct BatchChangeTests {
         #expect(try context.count(for: FetchRequest(entityName: "Library")) == 2)
         #expect(try context.count(for: FetchRequest(entityName: "Chapter")) == 12)
     }
+
+    @Test("a batch insert into one side of a many-to-many whose other side is ordered is refused, and goes through objects when asked")
+    func orderedInverseOfAManyToMany() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(libraryModel)
+        try loadLibrary(coordinator)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let s0 = try context.fetch(FetchRequest(entityName: "Shelf", predicate: try FetchPredicate(format: "name == 'S0'")))[0]
+        let before = s0.relatedObjects(forKey: "books").map { $0.value(forKey: "title") as? String }
+        let request = BatchInsertRequest(entityName: "Book", objects: [["title": "B6", "shelves": .objects([s0.objectID])],
+                                                                       ["title": "B7", "shelves": .objects([s0.objectID])]])
+        // The new book's place on the shelf is not the row's to give: refused, nothing written.
+        let refused = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(refused.code == .unsupportedRequest && refused.message.contains("shelves") && refused.message.contains("ordered"), "\(refused)")
+        #expect(try context.count(for: FetchRequest(entityName: "Book")) == 6)
+        // Through objects, each new book joins the end of the shelf and the books already on it keep their places.
+        _ = try context.execute(request, fallback: .throughObjects)
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let shelf = try reader.fetch(FetchRequest(entityName: "Shelf", predicate: try FetchPredicate(format: "name == 'S0'")))[0]
+        #expect(shelf.relatedObjects(forKey: "books").map { $0.value(forKey: "title") as? String } == before + ["B6", "B7"])
+        #expect(try store.verify() == [])
+        // A handler's rows are read once: they cannot go through objects after the store refused one.
+        var given = 0
+        let handled = BatchInsertRequest(entityName: "Book") { row in
+            guard given < 3 else { return true }
+            row["title"] = .attribute(.string("H\(given)"))
+            row["shelves"] = .objects([s0.objectID])
+            given += 1
+            return false
+        }
+        let unread = try #require(throws: ManagedObjectContextError.self) { try context.execute(handled, fallback: .throughObjects) }
+        #expect(unread.code == .unsupportedRequest && unread.message.contains("give them as an array"), "\(unread)")
+        #expect(try context.count(for: FetchRequest(entityName: "Book")) == 8)
+    }
 }

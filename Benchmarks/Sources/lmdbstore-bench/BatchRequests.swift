@@ -32,7 +32,7 @@ extension Workloads {
         _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (1...dataset.projects).map { ["code": .attribute(.string("P-\($0)"))] }))
         let employees = dataset.employees, data = dataset
         var next = 0
-        let request = BatchInsertRequest(entityName: "Employee") { row in
+        var request = BatchInsertRequest(entityName: "Employee") { row in
             guard next < employees else { return true }
             let e = data.employee(next)
             row["name"] = .attribute(.string(e.name))
@@ -45,9 +45,18 @@ extension Workloads {
             next += 1
             return false
         }
+        // The process's anonymous memory (not the map's file pages) after each chunk: what the import holds.
+        let anonymousBefore = anonymousResidentBytes()
+        var anonymousPeak = anonymousBefore
+        request.progressHandler = { _ in
+            anonymousPeak = max(anonymousPeak, anonymousResidentBytes())
+            return true
+        }
         let lmdbStart = clock.now
         let result = try context.execute(request)
         let lmdbSeconds = seconds(clock.now - lmdbStart)
+        notes.append("Batch insert of \(employees) employees: anonymous memory \(formatBytes(anonymousBefore)) before, at most \(formatBytes(anonymousPeak)) after any chunk "
+                     + "(chunks of \(request.chunkSize)); LMDB file \(formatBytes(fileSize(lmdb.url))).")
         try check(name, result.isComplete, "the batch insert stopped early")
 
         let grdb = try GRDBSide(url: folder.appendingPathComponent("store.sqlite"), durability: durability)

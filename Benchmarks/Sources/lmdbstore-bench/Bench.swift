@@ -118,7 +118,9 @@ struct Run: ParsableCommand {
         var notes: [String] = []
         for size in try options.sizes {
             let cold = selectedSteps.map { $0.contains("cold point faults") } ?? true
-            let prepared = try Preparation.prepare(size: size, options: options, coldFaults: cold ? seconds : nil)
+            // The batch requests make their own files: run alone, they need no loaded dataset.
+            let loads = selectedSteps.map { $0 != ["batch requests"] } ?? true
+            let prepared = try Preparation.prepare(size: size, options: options, coldFaults: cold ? seconds : nil, loading: loads)
             notes.append(prepared.summary)
             all += prepared.loadMeasurements
             var workloads = Workloads(lmdb: prepared.lmdb, grdb: prepared.grdb, raw: RawSide(store: prepared.lmdb.store),
@@ -147,6 +149,7 @@ struct Run: ParsableCommand {
             }
             Progress.finish()
             all += workloads.results
+            notes += workloads.notes
             notes.append("Peak RSS \(formatBytes(peakResidentBytes())); LMDB file \(formatBytes(fileSize(prepared.lmdb.url))), "
                          + "SQLite files \(formatBytes(fileSize(prepared.grdb.url))).")
         }
@@ -181,9 +184,17 @@ struct Preparation {
     var summary: String
 
     /// Generates the dataset unless `--data` holds it; with `coldFaults` (a time budget), measures point faults on
-    /// a cold cache before opening both systems for the other workloads.
-    static func prepare(size: Int, options: CommonOptions, coldFaults: Double? = nil) throws -> Preparation {
+    /// a cold cache before opening both systems for the other workloads. Without `loading`, both systems are opened
+    /// on empty files in a temporary folder instead (for workloads that make their own).
+    static func prepare(size: Int, options: CommonOptions, coldFaults: Double? = nil, loading: Bool = true) throws -> Preparation {
         let dataset = Dataset(employees: size, seed: options.seed)
+        guard loading else {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lmdbstore-bench-empty-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let lmdb = try LMDBSide(url: folder.appendingPathComponent("store.lmdb"), options: options.lmdbOptions)
+            let grdb = try GRDBSide(url: folder.appendingPathComponent("store.sqlite"), durability: options.durability)
+            return Preparation(dataset: dataset, lmdb: lmdb, grdb: grdb, summary: "\(size) objects: no dataset loaded (the batch requests make their own files).")
+        }
         let folder = URL(fileURLWithPath: options.data).appendingPathComponent("\(size)-\(options.seed)-\(options.durability)-v\(Dataset.version)")
         let marker = folder.appendingPathComponent("complete")
         let reuse = FileManager.default.fileExists(atPath: marker.path)

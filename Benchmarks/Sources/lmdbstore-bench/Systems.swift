@@ -170,3 +170,12 @@ func peakResidentBytes() -> Int {
     getrusage(RUSAGE_SELF.rawValue, &usage)
     return Int(usage.ru_maxrss) * 1024
 }
+
+/// The process's resident anonymous memory now (`RssAnon` in `/proc/self/status`: heap and stacks, not the pages
+/// of mapped files such as an LMDB map); 0 where that file does not exist.
+func anonymousResidentBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
+          let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
+    return kilobytes * 1024
+}

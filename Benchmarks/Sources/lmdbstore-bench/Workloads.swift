@@ -58,6 +58,8 @@ struct Workloads {
     let dataset: Dataset
     let budget: Double
     var results: [Measurement] = []
+    /// Lines for the report's notes (what a workload measured besides time).
+    var notes: [String] = []
 
     mutating func record(_ measurement: Measurement) { results.append(measurement) }
 

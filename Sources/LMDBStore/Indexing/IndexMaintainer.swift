@@ -322,6 +322,18 @@ struct IndexUpdates {
         removals.append((table, false, keyStart..<valueStart, valueStart..<bytes.count))
     }
 
+    /// Puts the pair `key` → `value` into `table` with the other fresh entries, in key order (a new row's link);
+    /// only when sorting entries. The pair usually sorts after every other of its key (a duplicate value) or of its
+    /// table (a key): it is appended when it does, put in place when it does not.
+    mutating func putSorted(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, into table: Database, row: Int) {
+        precondition(sortsEntries, "an entry waits for putPending only when entries are sorted")
+        let keyStart = bytes.count
+        bytes.append(contentsOf: key)
+        let valueStart = bytes.count
+        bytes.append(contentsOf: value)
+        pending.append((table, .none, -1, row, keyStart..<valueStart, valueStart..<bytes.count, true))
+    }
+
     /// The entries of a new row, sorting entries (a batch insert): those a uniqueness constraint checks are put at
     /// once, so the rows after it see them; the others wait for ``putPending(in:violation:)``, which puts each
     /// table's in key order.
@@ -389,7 +401,7 @@ struct IndexUpdates {
     /// puts it.
     private func applySorted(in transaction: any KeyValueTransaction, violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
         try bytes.withUnsafeBytes { bytes in
-            try Self.forEachTable(Self.sortedOrder(removals.map { ($0.table, $0.key, $0.value) }, bytes), of: { removals[$0].table }, in: transaction) { table, cursor, order in
+            try Self.forEachTable(EntryOrder.positions(of: removals.map { ($0.table.handle, $0.key, $0.value) }, in: bytes), of: { removals[$0].table }, in: transaction) { table, cursor, order in
                 let dupSort = table.options.contains(.dupSort)
                 for index in order {
                     let removal = removals[index]
@@ -400,15 +412,17 @@ struct IndexUpdates {
                     if found != nil { try cursor.deleteCurrent() }
                 }
             }
-            try Self.forEachTable(Self.sortedOrder(pending.map { ($0.table, $0.key, $0.value) }, bytes), of: { pending[$0].table }, in: transaction) { table, cursor, order in
+            try Self.forEachTable(EntryOrder.positions(of: pending.map { ($0.table.handle, $0.key, $0.value) }, in: bytes), of: { pending[$0].table }, in: transaction) { table, cursor, order in
+                let dupSort = table.options.contains(.dupSort)
                 for index in order {
                     let entry = pending[index]
                     let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
-                    if entry.check == .none && entry.isNew && table.options.contains(.dupSort) {
-                        // A new row's entry usually goes after its key's values (row keys come from a sequence):
-                        // appended without searching them, else put in place.
+                    if entry.check == .none && entry.isNew {
+                        // A new row's entry usually goes after its key's values (row keys come from a sequence), and
+                        // a new row's link after every key of a table without duplicates: appended without
+                        // searching, else put in place.
                         do {
-                            try cursor.put(value, forKey: key, options: .appendDuplicate)
+                            try cursor.put(value, forKey: key, options: dupSort ? .appendDuplicate : .append)
                         } catch LMDBError.keyExists {
                             try cursor.put(value, forKey: key, options: [])
                         }
@@ -434,63 +448,6 @@ struct IndexUpdates {
             try current.withCursor(in: transaction) { try body(current, $0, order[start..<end]) }
             start = end
         }
-    }
-
-    /// The positions of `entries` in table order, then key order, then value order (the bytes' order, as LMDB
-    /// keeps them): compared on the table's handle, the first sixteen bytes of the key and the first eight of the
-    /// value, the whole key or value only when those tie and it is longer (index entries share keys by the thousand;
-    /// their values, row references, differ in the first eight bytes).
-    private static func sortedOrder(_ entries: [(table: Database, key: Range<Int>, value: Range<Int>)], _ bytes: UnsafeRawBufferPointer) -> [Int] {
-        // 32 bytes a place: the table's handle, the key's length and the entry's position packed in one word.
-        struct Place {
-            let packed: UInt64
-            let key: (UInt64, UInt64)
-            let value: UInt64
-            var table: UInt64 { packed >> 48 }
-            var keyCount: Int { Int(packed >> 32 & 0xFFFF) }
-            var index: Int { Int(packed & 0xFFFF_FFFF) }
-        }
-        func prefix(_ range: Range<Int>, from start: Int) -> UInt64 {
-            if range.count >= start + 8 {
-                return UnsafeRawBufferPointer(rebasing: bytes[range.lowerBound + start..<range.lowerBound + start + 8]).loadUnaligned(as: UInt64.self).bigEndian
-            }
-            var prefix: UInt64 = 0
-            for offset in start..<start + 8 {
-                prefix <<= 8
-                if offset < range.count { prefix |= UInt64(bytes[range.lowerBound + offset]) }
-            }
-            return prefix
-        }
-        var places: [Place] = []
-        places.reserveCapacity(entries.count)
-        for (index, entry) in entries.enumerated() {
-            let packed = UInt64(entry.table.handle & 0xFFFF) << 48 | UInt64(min(entry.key.count, 0xFFFF)) << 32 | UInt64(index)
-            places.append(Place(packed: packed, key: (prefix(entry.key, from: 0), prefix(entry.key, from: 8)), value: prefix(entry.value, from: 0)))
-        }
-        places.sort { lhs, rhs in
-            if lhs.table != rhs.table { return lhs.table < rhs.table }
-            if lhs.key.0 != rhs.key.0 { return lhs.key.0 < rhs.key.0 }
-            if lhs.key.1 != rhs.key.1 { return lhs.key.1 < rhs.key.1 }
-            if lhs.keyCount > 16 || rhs.keyCount > 16 {
-                let byKey = compare(UnsafeRawBufferPointer(rebasing: bytes[entries[lhs.index].key]), UnsafeRawBufferPointer(rebasing: bytes[entries[rhs.index].key]))
-                if byKey != 0 { return byKey < 0 }
-            } else if lhs.keyCount != rhs.keyCount {
-                return lhs.keyCount < rhs.keyCount  // equal first bytes, padded with zeros: the shorter key is a prefix of the longer
-            }
-            if lhs.value != rhs.value { return lhs.value < rhs.value }
-            return compare(UnsafeRawBufferPointer(rebasing: bytes[entries[lhs.index].value]), UnsafeRawBufferPointer(rebasing: bytes[entries[rhs.index].value])) < 0
-        }
-        return places.map(\.index)
-    }
-
-    /// The bytes' order (`memcmp`, then length): LMDB's default key order, and its order of a dupSort key's values.
-    private static func compare(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Int {
-        let common = min(lhs.count, rhs.count)
-        if common > 0 {
-            let byBytes = memcmp(lhs.baseAddress!, rhs.baseAddress!, common)
-            if byBytes != 0 { return Int(byBytes) }
-        }
-        return lhs.count - rhs.count
     }
 
     /// Puts an entry a uniqueness constraint checks: a `unique/…` key that must be free, or a value of an index key

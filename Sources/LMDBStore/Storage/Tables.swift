@@ -98,12 +98,18 @@ struct ToManyTable {
     /// Puts one member of `owner` — at `position` in an ordered relationship — without allocating.
     func add(_ member: StoredRow.Reference, to owner: UInt64, at position: Int, options: PutOptions = [],
              in transaction: any KeyValueTransaction) throws {
+        try withNewEntry(member, of: owner, at: position) { key, value in try database.put(value, forKey: key, in: transaction, options: options) }
+    }
+
+    /// Lends `body` the key and value that put `member` among `owner`'s members — at `position` in an ordered
+    /// relationship — as ``add(_:to:at:options:in:)`` puts them.
+    func withNewEntry<Result>(_ member: StoredRow.Reference, of owner: UInt64, at position: Int,
+                              _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
             if isOrdered {
-                try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try database.put(value, forKey: $0, in: transaction, options: options) }
-            } else {
-                try withUnsafeBytes(of: owner.bigEndian) { try database.put(value, forKey: $0, in: transaction, options: options) }
+                return try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try body($0, value) }
             }
+            return try withUnsafeBytes(of: owner.bigEndian) { try body($0, value) }
         }
     }
 

@@ -13,7 +13,10 @@ extension ManagedObjectContext {
     /// Inserts a batch of rows straight into the store that holds the request's entity (the first, when several
     /// do), without managed objects; this context's objects are left as they are.
     ///
-    /// - Parameter fallback: What to do when the store cannot run batch inserts (``BatchInsertingStore``).
+    /// - Parameter fallback: What to do when the store cannot run batch inserts (``BatchInsertingStore``), or
+    ///   refuses a row it cannot write without objects (a relationship it keeps in other rows): with
+    ///   ``BatchFallback/throughObjects``, the rows it has not committed then go through objects — rows from an
+    ///   array; a handler's, read once, cannot.
     /// - Returns: What was inserted; ``BatchResult/isComplete`` is `false` when the progress handler stopped it.
     /// - Throws: ``ManagedObjectContextError`` naming the first bad row (see ``BatchInsertRequest``), or
     ///   ``ManagedObjectContextError/Code/unsupportedRequest`` when the store cannot run it and `fallback` is
@@ -26,7 +29,16 @@ extension ManagedObjectContext {
         return try persistentStoreCoordinator.runningBatch(on: store) {
             do {
                 if let batching = store as? any BatchInsertingStore {
-                    try batching.executeBatchInsert(rows)
+                    do {
+                        try batching.executeBatchInsert(rows)
+                    } catch let refusal as ManagedObjectContextError where refusal.code == .unsupportedRequest && fallback == .throughObjects {
+                        // The store cannot write what a row gives (a relationship it keeps in other rows): the rows
+                        // it has not committed go through objects, when they can be read again.
+                        guard rows.rewindToCommitted() else {
+                            throw ManagedObjectContextError(.unsupportedRequest, message: "\(refusal.message); the rows a handler made cannot be read again to go through objects: give them as an array")
+                        }
+                        try insertThroughObjects(rows)
+                    }
                 } else {
                     try Self.check(fallback, store, "batch inserts")
                     try insertThroughObjects(rows)
