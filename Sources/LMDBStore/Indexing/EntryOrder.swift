@@ -102,7 +102,7 @@ enum EntryOrder {
                             }
                         }
                     }
-                    if sortedIsSecond { first.update(fromContentsOf: second) }
+                    if sortedIsSecond { _ = first.update(fromContentsOf: second) }
                 }
                 var start = 0
                 while start < first.count {
@@ -145,7 +145,7 @@ enum EntryOrder {
                 }
             }
         }
-        if sortedIsSpare { run.update(fromContentsOf: spare) }
+        if sortedIsSpare { _ = run.update(fromContentsOf: spare) }
     }
 
     /// One stable counting pass: `source` scattered into `target` by `key` (below `counts.count`), with `counts`
