@@ -87,7 +87,7 @@ enum EntryOrder {
         var other = places
         places.withUnsafeMutableBufferPointer { first in
             other.withUnsafeMutableBufferPointer { second in
-                var counts = [Int](repeating: 0, count: 65_536 > first.count * 4 ? 256 * 2 : 65_536)
+                var counts = [Int](repeating: 0, count: 65_536 > first.count * 4 ? 256 : 65_536)
                 counts.withUnsafeMutableBufferPointer { counts in
                     // By table: two bytes, or one pass over sixteen bits for a large batch.
                     var sortedIsSecond = false
@@ -96,7 +96,7 @@ enum EntryOrder {
                     } else {
                         for shift in [UInt64(48), 56] {
                             let (source, target) = sortedIsSecond ? (second, first) : (first, second)
-                            if scatter(source, into: target, counts: UnsafeMutableBufferPointer(rebasing: counts[0..<256]),
+                            if scatter(source, into: target, counts: counts,
                                        key: { Int(truncatingIfNeeded: $0.packed >> shift & 0xFF) }) {
                                 sortedIsSecond.toggle()
                             }
