@@ -185,11 +185,12 @@ struct Preparation {
 
     /// Generates the dataset unless `--data` holds it; with `coldFaults` (a time budget), measures point faults on
     /// a cold cache before opening both systems for the other workloads. Without `loading`, both systems are opened
-    /// on empty files in a temporary folder instead (for workloads that make their own).
+    /// on empty files instead (in `--data`'s folder `empty`, made anew), for workloads that make their own.
     static func prepare(size: Int, options: CommonOptions, coldFaults: Double? = nil, loading: Bool = true) throws -> Preparation {
         let dataset = Dataset(employees: size, seed: options.seed)
         guard loading else {
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lmdbstore-bench-empty-\(UUID().uuidString)")
+            let folder = URL(fileURLWithPath: options.data).appendingPathComponent("empty")
+            try? FileManager.default.removeItem(at: folder)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let lmdb = try LMDBSide(url: folder.appendingPathComponent("store.lmdb"), options: options.lmdbOptions)
             let grdb = try GRDBSide(url: folder.appendingPathComponent("store.sqlite"), durability: options.durability)
