@@ -286,11 +286,8 @@ struct IndexUpdates {
                 if oldCheck != nil, check != nil, scratch.sameEntry(as: other) { continue }
             }
             if let oldCheck, sortsEntries {
-                let keyStart = bytes.count
-                bytes.append(contentsOf: scratch.key)
-                let valueStart = bytes.count
-                bytes.append(contentsOf: scratch.value)
-                removals.append((maintainer.table, oldCheck == .keyFree, keyStart..<valueStart, valueStart..<bytes.count))
+                let (keyRange, valueRange) = keep(scratch.key, scratch.value)
+                removals.append((maintainer.table, oldCheck == .keyFree, keyRange, valueRange))
             } else if let oldCheck {
                 if oldCheck == .keyFree {
                     // The key's only value: removed with its key.
@@ -302,11 +299,8 @@ struct IndexUpdates {
                 }
             }
             if let check {
-                let keyStart = bytes.count
-                bytes.append(contentsOf: other.key)
-                let valueStart = bytes.count
-                bytes.append(contentsOf: other.value)
-                pending.append((maintainer.table, check, maintainer.constraint, row, keyStart..<valueStart, valueStart..<bytes.count, false))
+                let (keyRange, valueRange) = keep(other.key, other.value)
+                pending.append((maintainer.table, check, maintainer.constraint, row, keyRange, valueRange, false))
             }
         }
     }
@@ -315,11 +309,19 @@ struct IndexUpdates {
     /// (a link of a deleted object, say); only when sorting entries.
     mutating func removeSorted(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, from table: Database) {
         precondition(sortsEntries, "a removal waits for putPending only when entries are sorted")
+        let (keyRange, valueRange) = keep(key, value)
+        removals.append((table, false, keyRange, valueRange))
+    }
+
+    /// Copies `key` and `value` into ``bytes`` for an entry that waits, and returns where they lie.
+    @inline(__always)
+    private mutating func keep<Key: Collection, Value: Collection>(_ key: Key, _ value: Value) -> (key: Range<Int>, value: Range<Int>)
+    where Key.Element == UInt8, Value.Element == UInt8 {
         let keyStart = bytes.count
         bytes.append(contentsOf: key)
         let valueStart = bytes.count
         bytes.append(contentsOf: value)
-        removals.append((table, false, keyStart..<valueStart, valueStart..<bytes.count))
+        return (keyStart..<valueStart, valueStart..<bytes.count)
     }
 
     /// Puts the pair `key` → `value` into `table` with the other fresh entries, in key order (a new row's link);
@@ -327,11 +329,8 @@ struct IndexUpdates {
     /// table (a key): it is appended when it does, put in place when it does not.
     mutating func putSorted(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, into table: Database, row: Int) {
         precondition(sortsEntries, "an entry waits for putPending only when entries are sorted")
-        let keyStart = bytes.count
-        bytes.append(contentsOf: key)
-        let valueStart = bytes.count
-        bytes.append(contentsOf: value)
-        pending.append((table, .none, -1, row, keyStart..<valueStart, valueStart..<bytes.count, true))
+        let (keyRange, valueRange) = keep(key, value)
+        pending.append((table, .none, -1, row, keyRange, valueRange, true))
     }
 
     /// The entries of a new row, sorting entries (a batch insert): those a uniqueness constraint checks are put at
@@ -348,11 +347,7 @@ struct IndexUpdates {
             guard check == .none else {
                 return try Self.putChecked(value, forKey: key, check: check, in: table, transaction) { violation(position, constraint) }
             }
-            let keyStart = bytes.count
-            bytes.append(contentsOf: key)
-            let valueStart = bytes.count
-            bytes.append(contentsOf: value)
-            pending.append((table, .none, -1, position, keyStart..<valueStart, valueStart..<bytes.count, true))
+            putSorted(value, forKey: key, into: table, row: position)
         }
     }
 

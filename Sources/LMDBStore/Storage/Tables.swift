@@ -105,11 +105,9 @@ struct ToManyTable {
     /// relationship — as ``add(_:to:at:options:in:)`` puts them.
     func withNewEntry<Result>(_ member: StoredRow.Reference, of owner: UInt64, at position: Int,
                               _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
-            if isOrdered {
-                return try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try body($0, value) }
-            }
-            return try withUnsafeBytes(of: owner.bigEndian) { try body($0, value) }
+        guard isOrdered else { return try withEntry(member, of: owner, body) }
+        return try withUnsafeBytes(of: (member.key.bigEndian, member.entityTag.bigEndian)) { value in
+            try withUnsafeBytes(of: (owner.bigEndian, UInt32(position).bigEndian)) { try body($0, value) }
         }
     }
 
