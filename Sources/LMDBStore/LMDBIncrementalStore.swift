@@ -1,6 +1,7 @@
 import Foundation
 import LMDB
 import ObjectGraph
+import Synchronization
 
 /// The LMDB incremental store: each object one encoded row, secondary indexes kept in the same write transaction,
 /// a fault answered by one `mdb_get` and one decode. Register it once with
@@ -31,7 +32,19 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The options the store was opened with (read from its description's string options).
     public let storeOptions: Options
     let lock = NSLock()
-    var state: OpenState?
+    /// The open store, once ``loadMetadata()`` has opened it (guarded by `lock`; read it through ``open``).
+    var state: OpenState? {
+        didSet {
+            if let state { openStates.append(state) }
+            currentState.store(state.map { .passUnretained($0) }, ordering: .releasing)
+        }
+    }
+    /// ``state`` as every read finds it, without taking `lock` (a fault took it once, for a retain). Every state the
+    /// store has had is kept in ``openStates`` for the store's life, so one a reader has just loaded is never freed
+    /// under it.
+    private let currentState = Atomic<Unmanaged<OpenState>?>(nil)
+    /// Every ``state`` the store has had (guarded by `lock`); see ``currentState``.
+    private var openStates: [OpenState] = []
     var metadataStorage: [String: String] = [:]
     /// The planner's analysis of each request shape seen lately (guarded by `lock`); emptied when it fills up.
     var planShapes: [PlanShape: QueryPlanner.Analysis] = [:]
@@ -179,11 +192,11 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     public var metadata: [String: String] { lock.withLock { metadataStorage } }
 
     /// The store's UUID, kept since the store was loaded (no copy of the metadata per call: IDs are built from it).
-    public var identifier: String { lock.withLock { state?.storeIdentifier } ?? "" }
+    public var identifier: String { currentState.load(ordering: .acquiring)?.takeUnretainedValue().storeIdentifier ?? "" }
 
     var open: OpenState {
         get throws {
-            guard let state = lock.withLock({ state }) else {
+            guard let state = currentState.load(ordering: .acquiring)?.takeUnretainedValue() else {
                 throw ManagedObjectContextError(.storeUnusable, message: "the LMDB store at \(url?.path ?? "?") has not been loaded")
             }
             return state
@@ -229,6 +242,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// returns objects a context loaded before the last save reads their versions (``versionsOfObjects(with:)``) to
     /// refresh the stale ones.
     public var usesCoordinatorRowCache: Bool { false }
+
+    /// Does nothing: the store keeps nothing per object a context holds (see
+    /// ``IncrementalStore/managedObjectContextDidRegisterObject(with:)``).
+    public func managedObjectContextDidRegisterObject(with objectID: ManagedObjectID) {}
 
     /// One `mdb_get` and one decode; see ``IncrementalStore/newValuesForObject(with:)``.
     public func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode {

@@ -70,8 +70,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         didSet { persistentStoreCoordinator.setMerging(self, automaticallyMergesChangesFromParent) }
     }
     private let queue = DispatchQueue(label: "LMDBStore.ManagedObjectContext")
-    /// What the context's objects reach it through: one weak reference for all of them, so that an object costs no
-    /// weak-reference side table of its own.
+    /// What the context's objects reach it through: one reference for all of them (see ``ContextLink``).
     let link = ContextLink()
 
     /// The model of the context's coordinator.
@@ -94,6 +93,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     deinit {
+        link.context = nil
         persistentStoreCoordinator.unregister(registered.values.filter(\.holdsRow).map(\.objectID))
     }
 
@@ -584,8 +584,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
 /// `Result` under another name inside the context, whose generic parameter is called `Result`.
 typealias Result_<Success, Failure: Error> = Swift.Result<Success, Failure>
 
-/// A context as its objects reach it: weak, so objects never keep their context alive, and shared by all of a
-/// context's objects (set once, when the context is made).
+/// A context as its objects reach it, shared by all of a context's objects: set when the context is made and cleared
+/// first thing in its `deinit`, so objects never keep their context alive and see `nil` once it is gone.
+///
+/// Not `weak`: a weak reference gives the context a side table, and every retain and release of the context — several
+/// per fault — then takes the runtime's slow path through it. The reference is unowned and unsafe instead, which is
+/// sound because the context clears it before it starts to go away, and an object is only used in its context's
+/// isolation domain, so no read of the link races the context's `deinit`.
 final class ContextLink {
-    weak var context: ManagedObjectContext?
+    unowned(unsafe) var context: ManagedObjectContext?
 }

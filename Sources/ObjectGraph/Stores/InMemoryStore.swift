@@ -61,6 +61,9 @@ public final class InMemoryStore: IncrementalStore, @unchecked Sendable {
     /// says otherwise); see ``IncrementalStore/usesCoordinatorRowCache``.
     public let usesCoordinatorRowCache: Bool
 
+    /// Does nothing: the store keeps nothing per object a context holds.
+    public func managedObjectContextDidRegisterObject(with objectID: ManagedObjectID) {}
+
     /// The store's metadata: its UUID and type.
     public var metadata: [String: String] { lock.withLock { metadataStorage } }
 

@@ -124,6 +124,11 @@ public protocol IncrementalStore: PersistentStore {
     /// may pin cached rows.
     func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID])
 
+    /// One object whose values a context now holds: what a lone fault firing reports. The default passes it on to
+    /// ``managedObjectContextDidRegisterObjects(with:)``; a store that does nothing with registrations implements
+    /// this as nothing too, so that a fault does not make a one-element array to report itself.
+    func managedObjectContextDidRegisterObject(with objectID: ManagedObjectID)
+
     /// Objects a context let go of, of those it was said to hold.
     func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID])
 }
@@ -167,6 +172,10 @@ extension IncrementalStore {
 
     /// Does nothing.
     public func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {}
+    /// Calls ``managedObjectContextDidRegisterObjects(with:)`` with the one ID.
+    public func managedObjectContextDidRegisterObject(with objectID: ManagedObjectID) {
+        managedObjectContextDidRegisterObjects(with: [objectID])
+    }
     /// Does nothing.
     public func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {}
 }

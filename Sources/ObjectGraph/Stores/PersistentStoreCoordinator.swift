@@ -37,13 +37,29 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let incremental = store as? any IncrementalStore
                 return Route(identifier: store.identifier, store: store, incremental: incremental, cachesRows: incremental?.usesCoordinatorRowCache ?? false)
             }
+            let table = RouteTable(routes)
+            routeTables.append(table)
+            currentRoutes.store(.passUnretained(table), ordering: .releasing)
         }
     }
     /// Each store with its identifier read once (a store may compute it from its metadata on every call) and its
     /// incremental-store view cast once: what every fault and save looks a store up by.
     @exclusivity(unchecked) private var routes: [Route] = []
+    /// ``routes`` as a fault finds its store, without taking `lock`: an immutable table, swapped whole when the stores
+    /// change. Every table made is kept in ``routeTables`` for the coordinator's life, so a table a reader has just
+    /// loaded is never freed under it (stores are added and removed a handful of times in a coordinator's life).
+    private let currentRoutes = Atomic<Unmanaged<RouteTable>>(.passUnretained(RouteTable.none))
+    /// Every route table made (guarded by `lock`); see ``currentRoutes``.
+    private var routeTables: [RouteTable] = []
 
-    private struct Route {
+    /// The routes at one moment (see ``currentRoutes``).
+    private final class RouteTable: Sendable {
+        static let none = RouteTable([])
+        let routes: [Route]
+        init(_ routes: [Route]) { self.routes = routes }
+    }
+
+    private struct Route: Sendable {
         let identifier: String
         let store: any PersistentStore
         let incremental: (any IncrementalStore)?
@@ -211,8 +227,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The incremental store holding `objectID`, and whether the row cache keeps its rows.
     private func incrementalRoute(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> (store: any IncrementalStore, cachesRows: Bool) {
-        let found = lock.withLock { () -> (any IncrementalStore, Bool)? in
-            guard let identifier = objectID.storeIdentifier, let route = routes.first(where: { $0.identifier == identifier }),
+        let found = currentRoutes.load(ordering: .acquiring)._withUnsafeGuaranteedRef { table -> (any IncrementalStore, Bool)? in
+            guard let identifier = objectID.storeIdentifier, let route = table.routes.first(where: { $0.identifier == identifier }),
                   let store = route.incremental else { return nil }
             return (store, route.cachesRows)
         }
@@ -308,7 +324,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func registeringNode(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
         let (store, cachesRows) = try incrementalRoute(for: objectID)
         guard cachesRows else {
-            store.managedObjectContextDidRegisterObjects(with: [objectID])
+            store.managedObjectContextDidRegisterObject(with: objectID)
             return try readNode(objectID, from: store)
         }
         let (cached, epoch) = lock.withLock { () -> (IncrementalStoreNode?, UInt64) in
@@ -319,7 +335,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             rowCache.values[position].registrations += 1
             return (rowCache.values[position].node, cacheEpoch)
         }
-        store.managedObjectContextDidRegisterObjects(with: [objectID])
+        store.managedObjectContextDidRegisterObject(with: objectID)
         if let cached { return cached }
         return try read(objectID, from: store, readIn: epoch)
     }
@@ -510,7 +526,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func register(_ objectID: ManagedObjectID) {
         guard !objectID.isTemporaryID, let (store, cachesRows) = try? incrementalRoute(for: objectID) else { return }
         if cachesRows { lock.withLock { rowCache[objectID, default: CachedRow(node: nil, registrations: 0)].registrations += 1 } }
-        store.managedObjectContextDidRegisterObjects(with: [objectID])
+        store.managedObjectContextDidRegisterObject(with: objectID)
     }
 
     func register(_ objectIDs: [ManagedObjectID]) {

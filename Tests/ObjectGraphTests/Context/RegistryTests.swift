@@ -126,4 +126,78 @@ final class SelfRatingBook: ManagedObject {
         #expect(context.registeredObject(for: foreign.objectID) === stranger)
         for object in tags { #expect(context.registeredObject(for: object.objectID) === object && !object.objectID.isTemporaryID) }
     }
+
+    /// A store that records what contexts tell it they hold, implementing only the array forms of the calls (as a
+    /// store written before the one-object form would).
+    final class RegistrationRecordingStore: IncrementalStore, @unchecked Sendable {
+        let inner: InMemoryStore
+        private let lock = NSLock()
+        private var recorded: [(registered: Bool, ids: [ManagedObjectID])] = []
+        init(_ description: PersistentStoreCoordinator.StoreDescription) throws { inner = try InMemoryStore(description: description) }
+        var type: String { "RecordingRegistrations" }
+        var configurationName: String? { nil }
+        var url: URL? { nil }
+        var metadata: [String: String] { inner.metadata.merging([PersistentStoreMetadataKey.storeType: type]) { _, new in new } }
+        var usesCoordinatorRowCache: Bool { false }
+        func loadMetadata() throws { try inner.loadMetadata() }
+        func execute(_ request: PersistentStoreRequest) throws -> PersistentStoreResult { try inner.execute(request) }
+        func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode { try inner.newValuesForObject(with: objectID) }
+        func newValue(forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID) throws -> [ManagedObjectID] {
+            try inner.newValue(forRelationship: relationship, forObjectWith: objectID)
+        }
+        func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] { try inner.obtainPermanentIDs(for: objects) }
+        func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) { lock.withLock { recorded.append((true, objectIDs)) } }
+        func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) { lock.withLock { recorded.append((false, objectIDs)) } }
+        /// What was recorded since the last call.
+        func takeRecorded() -> [(registered: Bool, ids: [ManagedObjectID])] { lock.withLock { defer { recorded = [] }; return recorded } }
+    }
+
+    @Test func aStoreThatImplementsOnlyTheArrayCallsHearsOfEveryLoneFault() throws {
+        PersistentStoreCoordinator.registerStoreType("RecordingRegistrations") { try RegistrationRecordingStore($0) }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
+        let store = try coordinator.addPersistentStore(type: "RecordingRegistrations") as! RegistrationRecordingStore
+        do {
+            let writer = ManagedObjectContext(coordinator: coordinator)
+            _ = try (0..<3).map { try writer.make("Tag", ["label": "t\($0)"]) }
+            try writer.save()
+        }
+        let ids = try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(FetchRequest(entityName: "Tag")).sorted { "\($0)" < "\($1)" }
+        _ = store.takeRecorded()
+
+        do {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let faults = ids.map { context.object(with: $0) }
+            #expect(store.takeRecorded().isEmpty, "a fault that has not fired is not reported")
+            #expect(faults[1].value(forKey: "label") as? String != nil)
+            let lone = store.takeRecorded()
+            #expect(lone.count == 1 && lone.first?.registered == true && lone.first?.ids == [ids[1]])
+            _ = faults[1].value(forKey: "label")
+            #expect(store.takeRecorded().isEmpty, "a loaded object is reported once")
+        }
+        let released = store.takeRecorded()
+        #expect(released.count == 1 && released.first?.registered == false && released.first?.ids == [ids[1]])
+    }
+
+    @Test func anObjectThatOutlivesItsContextNeitherKeepsItNorReachesIt() throws {
+        let (coordinator, _) = try makeStack()
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        let saved = try writer.make("Tag", ["label": "kept"])
+        try writer.save()
+        let id = saved.objectID
+
+        weak var gone: ManagedObjectContext?
+        var loaded: ManagedObject?, fault: ManagedObject?
+        do {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            gone = context
+            loaded = try context.existingObject(with: id)
+            fault = ManagedObjectContext(coordinator: coordinator).object(with: id)
+            #expect(loaded?.managedObjectContext === context)
+        }
+        #expect(gone == nil, "an object kept its context alive")
+        #expect(loaded?.managedObjectContext == nil && fault?.managedObjectContext == nil)
+        // What an object loaded before its context went it still shows; a fault left without its context stays one.
+        #expect(loaded?.value(forKey: "label") as? String == "kept")
+        #expect(fault?.value(forKey: "label") == nil && fault?.isFault == true)
+    }
 }

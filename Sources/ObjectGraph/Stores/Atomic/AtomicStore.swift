@@ -352,6 +352,9 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
         return objectIDs.compactMap { id in rows[id]?.node(id) }
     }
 
+    /// Does nothing: the store holds every node in memory whether or not a context holds its object.
+    public func managedObjectContextDidRegisterObject(with objectID: ManagedObjectID) {}
+
     /// Permanent IDs from ``newReferenceObject(for:)``.
     public func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] {
         lock.withLock {
