@@ -588,9 +588,10 @@ typealias Result_<Success, Failure: Error> = Swift.Result<Success, Failure>
 /// first thing in its `deinit`, so objects never keep their context alive and see `nil` once it is gone.
 ///
 /// Not `weak`: a weak reference gives the context a side table, and every retain and release of the context — several
-/// per fault — then takes the runtime's slow path through it. The reference is unowned and unsafe instead, which is
-/// sound because the context clears it before it starts to go away, and an object is only used in its context's
-/// isolation domain, so no read of the link races the context's `deinit`.
+/// per fault — then takes the runtime's slow path through it. The reference is unowned and unsafe instead (Core Data's
+/// `managedObjectContext` is an `assign` property for the same reason), which is sound because the context clears it
+/// before it starts to go away, and an object is only used in its context's isolation domain, so no read of the link
+/// races the context's `deinit`.
 final class ContextLink {
     unowned(unsafe) var context: ManagedObjectContext?
 }
