@@ -37,27 +37,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let incremental = store as? any IncrementalStore
                 return Route(identifier: store.identifier, store: store, incremental: incremental, cachesRows: incremental?.usesCoordinatorRowCache ?? false)
             }
-            let table = RouteTable(routes)
-            routeTables.append(table)
-            currentRoutes.store(.passUnretained(table), ordering: .releasing)
+            faultRoutes.withLock { [routes] in $0 = routes }
         }
     }
     /// Each store with its identifier read once (a store may compute it from its metadata on every call) and its
     /// incremental-store view cast once: what every fault and save looks a store up by.
     @exclusivity(unchecked) private var routes: [Route] = []
-    /// ``routes`` as a fault finds its store, without taking `lock`: an immutable table, swapped whole when the stores
-    /// change. Every table made is kept in ``routeTables`` for the coordinator's life, so a table a reader has just
-    /// loaded is never freed under it (stores are added and removed a handful of times in a coordinator's life).
-    private let currentRoutes = Atomic<Unmanaged<RouteTable>>(.passUnretained(RouteTable.none))
-    /// Every route table made (guarded by `lock`); see ``currentRoutes``.
-    private var routeTables: [RouteTable] = []
-
-    /// The routes at one moment (see ``currentRoutes``).
-    private final class RouteTable: Sendable {
-        static let none = RouteTable([])
-        let routes: [Route]
-        init(_ routes: [Route]) { self.routes = routes }
-    }
+    /// A copy of ``routes`` under a lock of its own, which is all a fault takes to find its store: a futex-based
+    /// mutex that nothing else is held with, instead of `lock` (a recursive `NSRecursiveLock`, three times the
+    /// instructions). A lock-free table would have had to keep every table it ever handed out, and with them the
+    /// stores removed since.
+    private let faultRoutes = Mutex<[Route]>([])
 
     private struct Route: Sendable {
         let identifier: String
@@ -227,8 +217,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The incremental store holding `objectID`, and whether the row cache keeps its rows.
     private func incrementalRoute(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> (store: any IncrementalStore, cachesRows: Bool) {
-        let found = currentRoutes.load(ordering: .acquiring)._withUnsafeGuaranteedRef { table -> (any IncrementalStore, Bool)? in
-            guard let identifier = objectID.storeIdentifier, let route = table.routes.first(where: { $0.identifier == identifier }),
+        let found = faultRoutes.withLock { routes -> (any IncrementalStore, Bool)? in
+            guard let identifier = objectID.storeIdentifier, let route = routes.first(where: { $0.identifier == identifier }),
                   let store = route.incremental else { return nil }
             return (store, route.cachesRows)
         }

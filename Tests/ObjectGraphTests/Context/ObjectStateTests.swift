@@ -145,6 +145,27 @@ import Testing
         #expect(throws: ManagedObjectContextError.self) { try coordinator.removePersistentStore(stores[0]) }
     }
 
+    @Test func aRemovedStoreIsLetGoAndItsFaultsFindNoStore() throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
+        weak var removed: InMemoryStore?
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        var fault: ManagedObject?
+        do {
+            let store = try coordinator.addPersistentStore(type: InMemoryStore.storeType) as! InMemoryStore
+            removed = store
+            let writer = ManagedObjectContext(coordinator: coordinator)
+            let tags = try (0..<2).map { try writer.make("Tag", ["label": "t\($0)"]) }
+            try writer.save()
+            // A fault fired before the removal found the store by its route; another is left to fire after it.
+            #expect(reader.object(with: tags[0].objectID).value(forKey: "label") as? String == "t0")
+            fault = reader.object(with: tags[1].objectID)
+            try coordinator.removePersistentStore(store)
+        }
+        #expect(removed == nil, "the coordinator kept a removed store alive")
+        #expect(fault?.value(forKey: "label") == nil)
+        #expect(fault?.faultError?.code == .noStore)
+    }
+
     @Test func unknownStoreTypesAndConfigurationsAreErrors() throws {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
         #expect(throws: ManagedObjectContextError.self) { try coordinator.addPersistentStore(type: "NoSuchType") }
