@@ -68,7 +68,7 @@ extension LMDBIncrementalStore {
         let uuid = stored[MetaKey.uuid] ?? ""  // checked above, or just written
         let state = OpenState(environment: environment, databases: databases, storeIdentifier: uuid, layout: layout)
         lock.withLock {
-            self.state = state
+            publish(state)
             metadataStorage = [
                 PersistentStoreMetadataKey.uuid: uuid, PersistentStoreMetadataKey.storeType: type,
                 PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? "",

@@ -32,18 +32,11 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The options the store was opened with (read from its description's string options).
     public let storeOptions: Options
     let lock = NSLock()
-    /// The open store, once ``loadMetadata()`` has opened it (guarded by `lock`; read it through ``open``).
-    var state: OpenState? {
-        didSet {
-            if let state { openStates.append(state) }
-            currentState.store(state.map { .passUnretained($0) }, ordering: .releasing)
-        }
-    }
-    /// ``state`` as every read finds it, without taking `lock` (a fault took it once, for a retain). Every state the
-    /// store has had is kept in ``openStates`` for the store's life, so one a reader has just loaded is never freed
-    /// under it.
+    /// The open store, once ``loadMetadata()`` has opened it, as every read finds it (through ``open``): without
+    /// taking `lock` (a fault took it once, for a retain). Every state the store has had is kept in ``openStates`` for
+    /// the store's life, so one a reader has just loaded is never freed under it.
     private let currentState = Atomic<Unmanaged<OpenState>?>(nil)
-    /// Every ``state`` the store has had (guarded by `lock`); see ``currentState``.
+    /// Every open state the store has had (guarded by `lock`); see ``currentState``.
     private var openStates: [OpenState] = []
     var metadataStorage: [String: String] = [:]
     /// The planner's analysis of each request shape seen lately (guarded by `lock`); emptied when it fills up.
@@ -193,6 +186,12 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
     /// The store's UUID, kept since the store was loaded (no copy of the metadata per call: IDs are built from it).
     public var identifier: String { currentState.load(ordering: .acquiring)?.takeUnretainedValue().storeIdentifier ?? "" }
+
+    /// Makes `state` the open store every read finds; `lock` must be held.
+    func publish(_ state: OpenState) {
+        openStates.append(state)
+        currentState.store(.passUnretained(state), ordering: .releasing)
+    }
 
     var open: OpenState {
         get throws {

@@ -33,21 +33,19 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private let lock = NSRecursiveLock()
     private var stores: [any PersistentStore] = [] {
         didSet {
-            routes = stores.map { store in
+            let made = stores.map { store in
                 let incremental = store as? any IncrementalStore
                 return Route(identifier: store.identifier, store: store, incremental: incremental, cachesRows: incremental?.usesCoordinatorRowCache ?? false)
             }
-            faultRoutes.withLock { [routes] in $0 = routes }
+            routes.withLock { $0 = made }
         }
     }
     /// Each store with its identifier read once (a store may compute it from its metadata on every call) and its
-    /// incremental-store view cast once: what every fault and save looks a store up by.
-    @exclusivity(unchecked) private var routes: [Route] = []
-    /// A copy of ``routes`` under a lock of its own, which is all a fault takes to find its store: a futex-based
-    /// mutex that nothing else is held with, instead of `lock` (a recursive `NSRecursiveLock`, three times the
-    /// instructions). A lock-free table would have had to keep every table it ever handed out, and with them the
-    /// stores removed since.
-    private let faultRoutes = Mutex<[Route]>([])
+    /// incremental-store view cast once: what every fault and save looks a store up by. Behind a lock of its own,
+    /// which is all a fault takes to find its store: a futex-based mutex, held for nothing but the lookup, instead of
+    /// `lock` (a recursive `NSRecursiveLock`, three times the instructions). A lock-free table would have had to keep
+    /// every table it ever handed out, and with them the stores removed since.
+    private let routes = Mutex<[Route]>([])
 
     private struct Route: Sendable {
         let identifier: String
@@ -194,7 +192,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The store with this identifier.
     public func persistentStore(withIdentifier identifier: String) -> (any PersistentStore)? {
-        lock.withLock { routes.first { $0.identifier == identifier }?.store }
+        routes.withLock { $0.first { $0.identifier == identifier }?.store }
     }
 
     /// The incremental stores that hold `entityName`.
@@ -208,7 +206,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The incremental store with this identifier, by its route.
     private func incrementalStore(withIdentifier identifier: String) -> (any IncrementalStore)? {
-        lock.withLock { routes.first { $0.identifier == identifier }?.incremental }
+        routes.withLock { $0.first { $0.identifier == identifier }?.incremental }
     }
 
     func incrementalStore(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> any IncrementalStore {
@@ -217,7 +215,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The incremental store holding `objectID`, and whether the row cache keeps its rows.
     private func incrementalRoute(for objectID: ManagedObjectID) throws(ManagedObjectContextError) -> (store: any IncrementalStore, cachesRows: Bool) {
-        let found = faultRoutes.withLock { routes -> (any IncrementalStore, Bool)? in
+        let found = routes.withLock { routes -> (any IncrementalStore, Bool)? in
             guard let identifier = objectID.storeIdentifier, let route = routes.first(where: { $0.identifier == identifier }),
                   let store = route.incremental else { return nil }
             return (store, route.cachesRows)
@@ -233,7 +231,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let namespace = objectID.namespaceIdentity
         if last.namespace == namespace { return last.caches }
         let identifier = objectID.storeIdentifier
-        let caches = identifier != nil && routes.first { $0.identifier == identifier }?.cachesRows == true
+        let caches = identifier != nil && routes.withLock { $0.first { $0.identifier == identifier }?.cachesRows == true }
         last = (namespace, caches)
         return caches
     }
