@@ -59,9 +59,10 @@ extension LMDBIncrementalStore {
                 return request.returnsObjectsAsFaults ? .objectIDs(try run.objectIDs()) : .nodes(try run.nodes())
             default:
                 let matches = try run.views()
+                var writer = rowWriter(run.state)
                 return try .fetched(request.window(matches), for: request, id: \.id, node: { view in
                     do {
-                        return try node(view.id, view.row, in: run.state)
+                        return try node(view.id, view.row, copyingInto: &writer)
                     } catch let error as RowDecodingError {
                         throw run.corruptedRow(view.key, error)
                     }

@@ -289,11 +289,24 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     }
 
     /// A node backed by a copy of a row whose header and checksum are checked: every value is checked first, then
-    /// the bytes are copied (``LoadedRow``), and an object taking the node decodes the values it reads.
+    /// the bytes are copied by `writer` (into a block of rows, ``LoadedRows``), and an object taking the node decodes
+    /// the values it reads.
+    func node(_ objectID: ManagedObjectID, _ row: EncodedRow, copyingInto writer: inout LoadedRowWriter) throws(RowDecodingError) -> IncrementalStoreNode {
+        try row.checkEveryValue()
+        return IncrementalStoreNode(objectID: objectID, entity: row.entity.handle, row: writer.copy(row), version: Int64(bitPattern: row.version))
+    }
+
+    /// ``node(_:_:copyingInto:)`` for a lone fault: the row copied into a block of its own size.
     func node(_ objectID: ManagedObjectID, _ row: EncodedRow, in state: OpenState) throws(RowDecodingError) -> IncrementalStoreNode {
         try row.checkEveryValue()
-        return IncrementalStoreNode(objectID: objectID, entity: row.entity.handle, row: LoadedRow.copy(of: row, identities: state.identities),
+        return IncrementalStoreNode(objectID: objectID, entity: row.entity.handle,
+                                    row: LoadedRows.single(row, identities: state.identities, entities: layout.entitiesByTag),
                                     version: Int64(bitPattern: row.version))
+    }
+
+    /// A writer of the rows one read of `state` hands over.
+    func rowWriter(_ state: OpenState) -> LoadedRowWriter {
+        LoadedRowWriter(identities: state.identities, entities: layout.entitiesByTag)
     }
 
     /// A node from a decoded row (of the entity `entity`).
@@ -339,21 +352,28 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
     /// Many rows in one read transaction; see ``IncrementalStore/newValuesForObjects(with:)``.
     public func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
+        var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
+        try newValuesForObjects(with: objectIDs) { index, node in nodes[index] = node }
+        // Moved out, not copied (a copy retains each node's values and releases them with the array).
+        var found: [IncrementalStoreNode] = []
+        found.reserveCapacity(nodes.count)
+        for index in nodes.indices { if let node = nodes[index].take() { found.append(node) } }
+        return found
+    }
+
+    /// Each row checked and handed over as it is read, in row-key order, in one read transaction; see
+    /// ``IncrementalStore/newValuesForObjects(with:forEach:)``.
+    public func newValuesForObjects(with objectIDs: [ManagedObjectID], forEach body: (Int, IncrementalStoreNode) -> Void) throws {
         let state = try open
-        return try state.environment.read { transaction in
-            var nodes = [IncrementalStoreNode?](repeating: nil, count: objectIDs.count)
+        var writer = rowWriter(state)
+        try state.environment.read { transaction in
             try forEachStoredRow(of: objectIDs, state: state, transaction: transaction) { index, row in
                 do throws(RowDecodingError) {
-                    nodes[index] = try node(objectIDs[index], row, in: state)
+                    body(index, try node(objectIDs[index], row, copyingInto: &writer))
                 } catch {
                     throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectIDs[index]) cannot be read: \(error.reason); the store file is corrupted")
                 }
             }
-            // Moved out, not copied (a copy retains each node's values and releases them with the array).
-            var found: [IncrementalStoreNode] = []
-            found.reserveCapacity(nodes.count)
-            for index in nodes.indices { if let node = nodes[index].take() { found.append(node) } }
-            return found
         }
     }
 

@@ -131,6 +131,94 @@ import Testing
         #expect(try FetchPredicate(format: "name BEGINSWITH 'Ada' AND price > 19 AND team.title == 'Reds'").evaluate(with: fetched[0]))
     }
 
+    @Test func aBatchOfFaultsSharesBlocksOfRowsAndEachObjectReadsItsOwn() throws {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(model)
+        // Rows of many sizes, some larger than a block: each is read back as written, whatever block it lands in.
+        let notes = (0..<90).map { index in String(repeating: Character(UnicodeScalar(UInt8(65 + index % 26))), count: index % 15 == 7 ? 6_000 + index : index * 9) }
+        let team: ManagedObjectID = try {
+            let writer = ManagedObjectContext(coordinator: coordinator)
+            let team = try writer.insertNewObject(forEntityName: "Team")
+            try team.setValue("Blues", forKey: "title")
+            for (index, note) in notes.enumerated() {
+                let member = try writer.insertNewObject(forEntityName: "Member")
+                try member.setValue("m\(index)", forKey: "name")
+                try member.setValue(Int64(index), forKey: "large")
+                try member.setValue(note, forKey: "note")
+                try member.setValue(team, forKey: "team")
+            }
+            try writer.save()
+            return team.objectID
+        }()
+
+        var kept: ManagedObject?
+        do {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let members = Array(context.object(with: team).relatedObjects(forKey: "members"))
+            #expect(members.count == notes.count)
+            for member in members {
+                let index = Int(member.value(forKey: "large") as! Int64)
+                #expect(member.value(forKey: "name") as? String == "m\(index)")
+                #expect(member.row != nil, "reading one string keeps the object reading its row")
+                #expect((member.value(forKey: "team") as? ManagedObject)?.objectID == team)
+            }
+            // Rows that fit share a block; a row larger than a block has one of its own.
+            let small = members.filter { ($0.value(forKey: "large") as! Int64) % 15 != 7 }
+            let large = members.filter { ($0.value(forKey: "large") as! Int64) % 15 == 7 }
+            let blocks = Set(small.map { ObjectIdentifier($0.row!.block) })
+            #expect(blocks.count > 1 && blocks.count < small.count / 4)
+            for member in large { #expect(!members.contains { $0 !== member && $0.row!.block === member.row!.block }) }
+            kept = small.first { $0.value(forKey: "large") as? Int64 == 40 }
+        }
+        // The context and the rest of the batch are gone; the object kept reads its values from the block it keeps.
+        #expect(kept?.managedObjectContext == nil)
+        #expect(kept?.value(forKey: "note") as? String == notes[40])
+        #expect(kept?.value(forKey: "name") as? String == "m40")
+        // Every note reads back whole, the large ones included.
+        let context = ManagedObjectContext(coordinator: coordinator)
+        for member in context.object(with: team).relatedObjects(forKey: "members") {
+            let index = Int(member.value(forKey: "large") as! Int64)
+            #expect(member.value(forKey: "note") as? String == notes[index], "note of m\(index)")
+        }
+    }
+
+    /// A member that, as it awakes, counts the faults left among the context's members and reads its team (a fault of
+    /// its own to fire).
+    final class AwakeningMember: ManagedObject {
+        var faultsLeftAtAwake = -1
+        var teamTitleAtAwake: String?
+        override func awakeFromFetch() {
+            faultsLeftAtAwake = managedObjectContext!.registeredObjects.filter { $0.entityName == "Member" && $0.isFault }.count
+            teamTitleAtAwake = (value(forKey: "team") as? ManagedObject)?.value(forKey: "title") as? String
+        }
+    }
+
+    @Test func aBatchAwakesOnceEveryObjectHasItsValuesAndAnAwakeningObjectMayFireFaults() throws {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(model)
+        coordinator.registerClass(AwakeningMember.self, forEntityName: "Member")
+        let team: ManagedObjectID = try {
+            let writer = ManagedObjectContext(coordinator: coordinator)
+            let team = try writer.insertNewObject(forEntityName: "Team")
+            try team.setValue("Greens", forKey: "title")
+            for index in 0..<30 {
+                let member = try writer.insertNewObject(forEntityName: "Member")
+                try member.setValue("m\(index)", forKey: "name")
+                try member.setValue(team, forKey: "team")
+            }
+            try writer.save()
+            return team.objectID
+        }()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let members = context.object(with: team).relatedObjects(forKey: "members").map { $0 as! AwakeningMember }
+        #expect(members.allSatisfy { $0.isFault })
+        _ = members[0].value(forKey: "name")
+        for member in members {
+            #expect(member.faultsLeftAtAwake == 0, "\(member.objectID) awoke while members of its batch were faults")
+            #expect(member.teamTitleAtAwake == "Greens")
+        }
+    }
+
     @Test func writesChangesRollbackAndRefreshSeeTheRowsValues() throws {
         let folder = StoreFolder()
         let (coordinator, _) = try folder.coordinator(model)

@@ -197,11 +197,13 @@ final class PlanRun {
         var nodes: [IncrementalStoreNode] = []
         nodes.reserveCapacity(window.count)
         let layout = store.layout
+        var writer = store.rowWriter(state)
         try rows.withCursor(in: transaction) { cursor in
             for candidate in window {
                 guard let entry = try withUnsafeBytes(of: candidate.key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
                 do throws(RowDecodingError) {
-                    nodes.append(try store.node(objectID(candidate), EncodedRow(entry.value, layout: layout, checkingFields: false), in: state))
+                    nodes.append(try store.node(objectID(candidate), EncodedRow(entry.value, layout: layout, checkingFields: false),
+                                                copyingInto: &writer))
                 } catch {
                     throw corruptedRow(candidate.key, error)
                 }

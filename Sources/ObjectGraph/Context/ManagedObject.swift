@@ -56,7 +56,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The stored row the object's persistent attributes and to-ones come from, while they are read from it (see
     /// ``StoredRowValues``): a value is decoded when first read, and the row's values become the object's own
     /// arrays (``materialize()``) before anything but a read of one value needs them. `nil` otherwise.
-    @exclusivity(unchecked) var row: (any StoredRowValues)?
+    @exclusivity(unchecked) var row: SharedRow?
     /// While ``row`` is set: the one value decoded from it that is kept (a string, data, decimal or URI, whose
     /// decoding allocates), in the object itself — no array to make and free — and its slot index
     /// (``ManagedObjectModel/Slot/index``; -1 for none).
@@ -234,7 +234,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Starts reading values from `row` (persistent values; transient ones the object holds are kept).
-    func read(from row: any StoredRowValues, version: Int64) {
+    func read(from row: SharedRow, version: Int64) {
+        guard committedStorage != nil || !attributeStorage.isEmpty || !toOneStorage.isEmpty || self.row != nil else {
+            // A fault that never loaded (what a batch of faults mostly is) holds nothing to replace or release.
+            self.row = row
+            committedStorage = Snapshot(attributes: [], toOne: [], toMany: [], version: version)
+            return
+        }
         attributeStorage = handle.hasTransientAttributes ? transientAttributes() : []
         toOneStorage = []
         forgetRow()

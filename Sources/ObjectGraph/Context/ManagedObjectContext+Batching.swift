@@ -99,11 +99,16 @@ extension ManagedObjectContext {
         if parent == nil, !faults.contains(where: \.holdsRow) {
             // The common case (faults that never loaded): registered and read in one visit to the coordinator.
             for object in faults { object.holdsRow = true }
-            try persistentStoreCoordinator.registeringNodes(for: faults.map(\.objectID)) { index, node in
+            // Nodes arrive while the store reads: each object takes its values then, and awakes (its override may
+            // fire other faults) once the read is over.
+            var loaded: [Int] = []
+            loaded.reserveCapacity(faults.count)
+            defer { for index in loaded { faults[index].awakeFromFetch() } }
+            try persistentStoreCoordinator.registeringNodes(for: faults.map(\.objectID)) { index, node, generation in
                 let object = faults[index]
                 guard object.isFaultStorage else { return }
-                apply(node, to: object)
-                object.awakeFromFetch()
+                apply(node, to: object, readGeneration: generation)
+                loaded.append(index)
             }
             return
         }

@@ -380,7 +380,7 @@ struct Backup {
         let objectID: ManagedObjectID
         let lifecycle: ManagedObject.Lifecycle
         let isFault: Bool
-        let row: (any StoredRowValues)?
+        let row: SharedRow?
         let rowKept: (value: AttributeValue?, index: Int)
         let attributes: AttributeSlots
         let toOne: ToOneSlots

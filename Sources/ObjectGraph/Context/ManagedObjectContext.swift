@@ -94,7 +94,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     deinit {
         link.context = nil
-        persistentStoreCoordinator.unregister(registered.values.filter(\.holdsRow).map(\.objectID))
+        var held: [ManagedObjectID] = []
+        held.reserveCapacity(registered.count)
+        for object in registered.values where object.holdsRow { held.append(object.objectID) }
+        persistentStoreCoordinator.unregister(held)
     }
 
     /// Runs `body` on the context's serial queue and returns its result, so that code elsewhere can use the context
@@ -414,18 +417,19 @@ public final class ManagedObjectContext: @unchecked Sendable {
         persistentStoreCoordinator.unregister([object.objectID])
     }
 
-    /// Puts a node's values into an object and makes them its committed snapshot.
-    func apply(_ node: IncrementalStoreNode, to object: ManagedObject) {
+    /// Puts a node's values into an object and makes them its committed snapshot; the object is current as of
+    /// `readGeneration` (the node's own, if not given).
+    func apply(_ node: IncrementalStoreNode, to object: ManagedObject, readGeneration: UInt64? = nil) {
         holdRow(of: object)
         if case .row(let entity, let row) = node.values, entity === object.handle {
             // The object reads its values from the row as they are asked for.
-            object.read(from: row.values, version: node.version)
+            object.read(from: row, version: node.version)
         } else {
             // The node's arrays are shared by the object and its snapshot until one of them changes.
             object.take(node.values.slots(of: object.handle), version: node.version)
         }
         object.version = node.version
-        object.readGeneration = node.readGeneration
+        object.readGeneration = readGeneration ?? node.readGeneration
         object.isFaultStorage = false
     }
 

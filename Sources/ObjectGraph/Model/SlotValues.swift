@@ -30,31 +30,47 @@ struct PendingMembers {
 /// Recorded members (``PendingMembers``) in an entity's to-many positions; empty until one is recorded.
 typealias PendingToManySlots = ContiguousArray<PendingMembers?>
 
-/// A stored row a store hands over without decoding it: an object backed by it decodes a value when the value is
-/// first read, so a fault or a fetched object pays for the fields it reads, not for every field of its row.
+/// Stored rows a store hands over without decoding them: an object backed by one decodes a value when the value is
+/// first read, so a fault or a fetched object pays for the fields it reads, not for every field of its row. A store
+/// may keep several rows in one block (one allocation for a batch of faults instead of one per row): a row is its
+/// block and its place in the block (``SharedRow``), and every requirement names the row by that place.
 ///
-/// A store checks the row before handing it over (its checksum, its layout, each value's extent and encoding), so
-/// reading a value cannot fail. A row must be immutable once handed over, since any thread may read it (it is not
-/// required to be `Sendable` only so that a `ManagedBuffer` can hold its header and bytes in one allocation; nodes
-/// carry it as a ``SharedRow``). Objects keep what they decode, never change the row.
+/// A store checks a row before handing it over (its checksum, its layout, each value's extent and encoding), so
+/// reading a value cannot fail. A row must be immutable once handed over, since any thread may read it (a block is
+/// not required to be `Sendable` only so that a `ManagedBuffer` can hold its header and bytes in one allocation;
+/// nodes carry it as a ``SharedRow``). Objects keep what they decode, never change the row.
 package protocol StoredRowValues: AnyObject {
-    /// The persistent attribute value at `position` in the entity's attribute positions (``AttributeSlots``); `nil`
-    /// for NULL and for positions the row does not store (transient attributes).
-    func attribute(at position: Int) -> AttributeValue?
-    /// The object the persistent to-one at `position` in the entity's to-one positions points at; `nil` for none.
-    func toOne(at position: Int) -> ManagedObjectID?
-    /// Every value, decoded into the entity's slot positions (what ``attribute(at:)`` and ``toOne(at:)`` give one at
-    /// a time).
-    func decodedSlots() -> (attributes: AttributeSlots, toOne: ToOneSlots)
+    /// The persistent attribute value at `position` in the entity's attribute positions (``AttributeSlots``) of the
+    /// row at `row`; `nil` for NULL and for positions the row does not store (transient attributes).
+    func attribute(at position: Int, row: Int) -> AttributeValue?
+    /// The object the persistent to-one at `position` in the entity's to-one positions of the row at `row` points
+    /// at; `nil` for none.
+    func toOne(at position: Int, row: Int) -> ManagedObjectID?
+    /// Every value of the row at `row`, decoded into the entity's slot positions (what ``attribute(at:row:)`` and
+    /// ``toOne(at:row:)`` give one at a time).
+    func decodedSlots(row: Int) -> (attributes: AttributeSlots, toOne: ToOneSlots)
 }
 
-/// A ``StoredRowValues`` as nodes carry it between threads: rows are immutable, so sharing one is safe.
+/// One stored row: its block (``StoredRowValues``) and its place there, as nodes carry it between threads and objects
+/// keep it — rows are immutable, so sharing one is safe.
 package struct SharedRow: @unchecked Sendable {
-    package let values: any StoredRowValues
+    package let block: any StoredRowValues
+    /// Where the row is in ``block``, as the block numbers its rows.
+    package let place: Int
 
-    package init(_ values: any StoredRowValues) {
-        self.values = values
+    package init(_ block: any StoredRowValues, place: Int) {
+        self.block = block
+        self.place = place
     }
+
+    /// See ``StoredRowValues/attribute(at:row:)``.
+    @inline(__always)
+    func attribute(at position: Int) -> AttributeValue? { block.attribute(at: position, row: place) }
+    /// See ``StoredRowValues/toOne(at:row:)``.
+    @inline(__always)
+    func toOne(at position: Int) -> ManagedObjectID? { block.toOne(at: position, row: place) }
+    /// See ``StoredRowValues/decodedSlots(row:)``.
+    func decodedSlots() -> (attributes: AttributeSlots, toOne: ToOneSlots) { block.decodedSlots(row: place) }
 }
 
 /// The attribute and to-one values of one object, as a store hands them over or is given them: by name (what any
@@ -71,7 +87,7 @@ package enum StoredValues: Sendable {
             switch self {
             case .named(let attributes, _): attributes
             case .slots(let entity, let attributes, _): entity.attributeDictionary(attributes)
-            case .row(let entity, let row): entity.attributeDictionary(row.values.decodedSlots().attributes)
+            case .row(let entity, let row): entity.attributeDictionary(row.decodedSlots().attributes)
             }
         }
         set { self = .named(attributes: newValue, toOne: toOneDictionary) }
@@ -83,7 +99,7 @@ package enum StoredValues: Sendable {
             switch self {
             case .named(_, let toOne): toOne
             case .slots(let entity, _, let toOne): entity.toOneDictionary(toOne)
-            case .row(let entity, let row): entity.toOneDictionary(row.values.decodedSlots().toOne)
+            case .row(let entity, let row): entity.toOneDictionary(row.decodedSlots().toOne)
             }
         }
         set { self = .named(attributes: attributeDictionary, toOne: newValue) }
@@ -98,9 +114,9 @@ package enum StoredValues: Sendable {
         case .slots(let own, let attributes, let toOne):
             return (entity.attributeSlots(own.attributeDictionary(attributes)), entity.toOneSlots(own.toOneDictionary(toOne)))
         case .row(let own, let row) where own === entity:
-            return row.values.decodedSlots()
+            return row.decodedSlots()
         case .row(let own, let row):
-            let decoded = row.values.decodedSlots()
+            let decoded = row.decodedSlots()
             return (entity.attributeSlots(own.attributeDictionary(decoded.attributes)), entity.toOneSlots(own.toOneDictionary(decoded.toOne)))
         case .named(let attributes, let toOne):
             return (entity.attributeSlots(attributes), entity.toOneSlots(toOne))

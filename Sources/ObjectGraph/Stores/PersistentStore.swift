@@ -81,6 +81,14 @@ public protocol IncrementalStore: PersistentStore {
     /// - Throws: An error if the store cannot be read.
     func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode]
 
+    /// The stored values of many objects, handed to `body` one at a time as they are read, each with its position in
+    /// `objectIDs` (in any order); objects that are gone are left out. This is what a batch of faults reads: no array
+    /// of nodes is made, and a store that reads rows in place hands each one over before it reads the next. `body`
+    /// does not call the store. The default hands over the nodes of ``newValuesForObjects(with:)``.
+    ///
+    /// - Throws: An error if the store cannot be read; nodes handed over before it stand.
+    func newValuesForObjects(with objectIDs: [ManagedObjectID], forEach body: (Int, IncrementalStoreNode) -> Void) throws
+
     /// The versions the rows of `objectIDs` have now, in the same order (`nil` for an object that is gone): what a
     /// fetch compares the objects a context has loaded with, to find the stale ones, when the store's rows are not in
     /// the coordinator's cache (``usesCoordinatorRowCache``). The default reads the rows with
@@ -145,6 +153,25 @@ extension IncrementalStore {
             }
         }
         return nodes
+    }
+
+    /// The nodes of ``newValuesForObjects(with:)``, each handed to `body` with the position of its ID.
+    public func newValuesForObjects(with objectIDs: [ManagedObjectID], forEach body: (Int, IncrementalStoreNode) -> Void) throws {
+        let nodes = try newValuesForObjects(with: objectIDs)
+        // Nodes come back in the order asked for, the gone left out: matched by walking both lists, or by lookup if
+        // the store did otherwise.
+        var next = 0
+        for index in objectIDs.indices where next < nodes.count && nodes[next].objectID == objectIDs[index] { next += 1 }
+        if next == nodes.count {
+            next = 0
+            for index in objectIDs.indices where next < nodes.count && nodes[next].objectID == objectIDs[index] {
+                body(index, nodes[next])
+                next += 1
+            }
+        } else {
+            let byID = Dictionary(nodes.map { ($0.objectID, $0) }, uniquingKeysWith: { first, _ in first })
+            for index in objectIDs.indices { if let node = byID[objectIDs[index]] { body(index, node) } }
+        }
     }
 
     /// The versions of the nodes ``newValuesForObjects(with:)`` reads.
@@ -238,9 +265,9 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     }
 
     /// A node backed by its stored row, which objects taking it decode a value at a time.
-    package init(objectID: ManagedObjectID, entity: ManagedObjectModel.EntityHandle, row: any StoredRowValues, version: Int64) {
+    package init(objectID: ManagedObjectID, entity: ManagedObjectModel.EntityHandle, row: SharedRow, version: Int64) {
         self.objectID = objectID
-        self.values = .row(entity, SharedRow(row))
+        self.values = .row(entity, row)
         self.version = version
     }
 

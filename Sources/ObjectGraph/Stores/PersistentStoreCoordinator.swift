@@ -329,12 +329,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// ``register(_:)-([ManagedObjectID])`` then the stored values of the objects, in one visit: each registration
-    /// counted and its cached row looked up with one lookup under one lock, the rest read with one call per store.
-    /// `found` is called with the position in `objectIDs` and the node of each object that is not gone (cached
-    /// rows first, in order, then the rows read).
-    func registeringNodes(for objectIDs: [ManagedObjectID], found: (Int, IncrementalStoreNode) -> Void) throws {
+    /// counted and its cached row looked up with one lookup under one lock, the rest read with one call per store,
+    /// each node handed over as the store reads it (``IncrementalStore/newValuesForObjects(with:forEach:)``).
+    /// `found` is called with the position in `objectIDs`, the node and the row generation it was read at, for each
+    /// object that is not gone (cached rows first, then the rows read); it must not call the coordinator or a store.
+    func registeringNodes(for objectIDs: [ManagedObjectID], found: (Int, IncrementalStoreNode, UInt64) -> Void) throws {
         var cached: [(Int, IncrementalStoreNode)] = []
         var missing: [Int] = []
+        var anyCaches = false
         let epoch = lock.withLock {
             var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
             for index in objectIDs.indices where !objectIDs[index].isTemporaryID {
@@ -342,6 +344,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     missing.append(index)
                     continue
                 }
+                anyCaches = true
                 if let node = Self.registering(&rowCache[objectIDs[index], default: CachedRow(node: nil, registrations: 0)]) {
                     cached.append((index, node))
                 } else {
@@ -351,29 +354,19 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             return cacheEpoch
         }
         forEachIncrementalStore(of: objectIDs) { $0.managedObjectContextDidRegisterObjects(with: $1) }
-        for (index, node) in cached { found(index, node) }
+        for (index, node) in cached { found(index, node, node.readGeneration) }
         guard !missing.isEmpty else { return }
-        let missingIDs = missing.map { objectIDs[$0] }
-        var read: [IncrementalStoreNode] = []
-        try forEachIncrementalStore(of: missingIDs) { store, ids throws in
-            var found = try readNodes(ids, from: store)
-            cache(found, readIn: epoch)
-            // The common case, one store: its nodes taken over, not copied one by one.
-            if read.isEmpty { swap(&read, &found) } else { read += found }
-        }
-        // A store hands its nodes back in the order asked for (leaving out the gone): matched by walking both lists;
-        // by lookup if a store did otherwise or the IDs came from several stores.
-        var next = 0
-        for index in missing where next < read.count && read[next].objectID == objectIDs[index] { next += 1 }
-        if next == read.count {
-            next = 0
-            for index in missing where next < read.count && read[next].objectID == objectIDs[index] {
-                found(index, read[next])
-                next += 1
+        // Usually every ID is read, from one store: the IDs are passed on as they are.
+        let missingIDs = missing.count == objectIDs.count ? objectIDs : missing.map { objectIDs[$0] }
+        try forEachIncrementalStore(positionsOf: missingIDs) { store, ids, positions throws in
+            let generation = rowGenerationNow
+            // Rows of a store the cache keeps are kept as they go by (a store whose rows it does not keep copies none).
+            var read: [IncrementalStoreNode] = []
+            try store.newValuesForObjects(with: ids) { index, node in
+                if anyCaches { read.append(node) }
+                found(missing[positions?[index] ?? index], node, generation)
             }
-        } else {
-            let byID = Dictionary(read.map { ($0.objectID, $0) }, uniquingKeysWith: { first, _ in first })
-            for index in missing { if let node = byID[objectIDs[index]] { found(index, node) } }
+            if !read.isEmpty { cache(read, readIn: epoch) }
         }
     }
 
@@ -542,25 +535,32 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Calls `body` once per incremental store holding some of `objectIDs` (temporary IDs left out), with its IDs.
     private func forEachIncrementalStore<Failure: Error>(of objectIDs: [ManagedObjectID],
                                                          _ body: (any IncrementalStore, [ManagedObjectID]) throws(Failure) -> Void) throws(Failure) {
+        try forEachIncrementalStore(positionsOf: objectIDs) { (store, ids, _) throws(Failure) in try body(store, ids) }
+    }
+
+    /// ``forEachIncrementalStore(of:_:)`` that also gives the positions in `objectIDs` of the store's IDs: `nil` when
+    /// they are all of `objectIDs`, in order.
+    private func forEachIncrementalStore<Failure: Error>(positionsOf objectIDs: [ManagedObjectID],
+                                                         _ body: (any IncrementalStore, [ManagedObjectID], [Int]?) throws(Failure) -> Void) throws(Failure) {
         // IDs of one namespace (a batch, a relationship's window) need no grouping.
         if let first = objectIDs.first, objectIDs.allSatisfy({ $0.hasNamespace(of: first) }) {
-            if let identifier = first.storeIdentifier, let store = incrementalStore(withIdentifier: identifier) { try body(store, objectIDs) }
+            if let identifier = first.storeIdentifier, let store = incrementalStore(withIdentifier: identifier) { try body(store, objectIDs, nil) }
             return
         }
-        var groups: [(store: String, ids: [ManagedObjectID])] = []
-        for id in objectIDs {
-            guard let store = id.storeIdentifier else { continue }
+        var groups: [(store: String, positions: [Int])] = []
+        for index in objectIDs.indices {
+            guard let store = objectIDs[index].storeIdentifier else { continue }
             // IDs mostly come in runs from one store: look at the last group first.
             if let last = groups.indices.last, groups[last].store == store {
-                groups[last].ids.append(id)
+                groups[last].positions.append(index)
             } else if let position = groups.firstIndex(where: { $0.store == store }) {
-                groups[position].ids.append(id)
+                groups[position].positions.append(index)
             } else {
-                groups.append((store, [id]))
+                groups.append((store, [index]))
             }
         }
         for group in groups {
-            if let store = incrementalStore(withIdentifier: group.store) { try body(store, group.ids) }
+            if let store = incrementalStore(withIdentifier: group.store) { try body(store, group.positions.map { objectIDs[$0] }, group.positions) }
         }
     }
 }

@@ -152,6 +152,90 @@ final class SelfRatingBook: ManagedObject {
         func takeRecorded() -> [(registered: Bool, ids: [ManagedObjectID])] { lock.withLock { defer { recorded = [] }; return recorded } }
     }
 
+    /// A store that answers a batch of faults with only the array form of the call, its nodes in reverse order (as a
+    /// store reading rows in key order may), and counts the batches it is asked for.
+    final class ReversingStore: IncrementalStore, @unchecked Sendable {
+        let inner: InMemoryStore
+        let usesCoordinatorRowCache: Bool
+        private let lock = NSLock()
+        private var batchCalls = 0
+        init(_ description: PersistentStoreCoordinator.StoreDescription) throws {
+            inner = try InMemoryStore(description: description)
+            usesCoordinatorRowCache = description.options["rowCache"] == "true"
+        }
+        var type: String { "Reversing" }
+        var configurationName: String? { nil }
+        var url: URL? { nil }
+        var metadata: [String: String] { inner.metadata.merging([PersistentStoreMetadataKey.storeType: type]) { _, new in new } }
+        func loadMetadata() throws { try inner.loadMetadata() }
+        func execute(_ request: PersistentStoreRequest) throws -> PersistentStoreResult { try inner.execute(request) }
+        func newValuesForObject(with objectID: ManagedObjectID) throws -> IncrementalStoreNode { try inner.newValuesForObject(with: objectID) }
+        func newValuesForObjects(with objectIDs: [ManagedObjectID]) throws -> [IncrementalStoreNode] {
+            lock.withLock { batchCalls += 1 }
+            return try inner.newValuesForObjects(with: objectIDs).reversed()
+        }
+        func newValue(forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID) throws -> [ManagedObjectID] {
+            try inner.newValue(forRelationship: relationship, forObjectWith: objectID)
+        }
+        func obtainPermanentIDs(for objects: [ObjectReference]) throws -> [ManagedObjectID] { try inner.obtainPermanentIDs(for: objects) }
+        /// The batches asked for since the last call.
+        func takeBatchCalls() -> Int { lock.withLock { defer { batchCalls = 0 }; return batchCalls } }
+    }
+
+    @Test(arguments: [false, true])
+    func aStoreAnsweringABatchOutOfOrderFillsEachFaultWithItsOwnValues(rowCache: Bool) throws {
+        PersistentStoreCoordinator.registerStoreType("Reversing") { try ReversingStore($0) }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
+        let store = try coordinator.addPersistentStore(type: "Reversing", options: ["rowCache": rowCache ? "true" : "false"]) as! ReversingStore
+        let writer = ManagedObjectContext(coordinator: coordinator)
+        // Magazines and journals: a batch of publications holds IDs of two entities, handed to the store together.
+        let made = try (0..<8).map { try writer.make($0 % 3 == 0 ? "Journal" : "Magazine", ["title": "p\($0)"]) }
+        try writer.save()
+        let context = ManagedObjectContext(coordinator: coordinator)
+        var request = FetchRequest(entityName: "Publication")
+        request.fetchBatchSize = 20
+        let faults = try context.fetch(request)
+        #expect(faults.count == 8 && faults.allSatisfy(\.isFault))
+        // One of them goes before the batch is read: the store leaves it out, and only it stays a fault.
+        writer.delete(made[5])
+        try writer.save()
+        _ = store.takeBatchCalls()
+        let gone = faults.first { $0.objectID == made[5].objectID }!
+        let first = faults.first { $0 !== gone }!
+        #expect(first.value(forKey: "title") != nil)
+        #expect(store.takeBatchCalls() == 1, "the batch is read in one call")
+        for object in faults where object !== gone {
+            let index = made.firstIndex { $0.objectID == object.objectID }!
+            #expect(!object.isFault && object.value(forKey: "title") as? String == "p\(index)")
+            #expect(object.entityName == (index % 3 == 0 ? "Journal" : "Magazine"))
+        }
+        #expect(gone.isFault)
+        #expect(throws: ManagedObjectContextError.self) { try context.existingObject(with: gone.objectID) }
+    }
+
+    @Test func nodesReadFromTwoStoresReachThePositionsOfTheirIDs() throws {
+        let (coordinator, _) = try makeStack(splitConfigurations: true)
+        // Saved by a context that is gone, so no row is cached: the stores are read.
+        let (tags, magazines) = try {
+            let writer = ManagedObjectContext(coordinator: coordinator)
+            let tags = try (0..<3).map { try writer.make("Tag", ["label": "t\($0)"]) }
+            let magazines = try (0..<3).map { try writer.make("Magazine", ["title": "m\($0)"]) }
+            try writer.save()
+            return (tags.map(\.objectID), magazines.map(\.objectID))
+        }()
+        // Interleaved, and one temporary ID among them: each store is asked for its own, and each node comes back to
+        // the position its ID has in the list.
+        let temporary = try ManagedObjectContext(coordinator: coordinator).make("Tag", ["label": "new"]).objectID
+        let ids = [magazines[2], tags[0], temporary, magazines[0], tags[2], tags[1], magazines[1]]
+        var found: [Int: String] = [:]
+        try coordinator.registeringNodes(for: ids) { index, node, _ in
+            #expect(node.objectID == ids[index])
+            found[index] = (node.attributes["label"] ?? node.attributes["title"]).flatMap { if case .string(let text) = $0 { text } else { nil } }
+        }
+        #expect(found == [0: "m2", 1: "t0", 3: "m0", 4: "t2", 5: "t1", 6: "m1"])
+        coordinator.unregister(ids)
+    }
+
     @Test func aStoreThatImplementsOnlyTheArrayCallsHearsOfEveryLoneFault() throws {
         PersistentStoreCoordinator.registerStoreType("RecordingRegistrations") { try RegistrationRecordingStore($0) }
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try libraryModel())
