@@ -63,7 +63,7 @@ struct EncodedRow {
     }
 
     /// What reading a field needs besides the bytes, to read a checked row again from a copy of its body
-    /// (``LoadedRow``) without checking it again.
+    /// (``LoadedRows``) without checking it again.
     struct Shape {
         let version: UInt64
         let fieldCount: Int
