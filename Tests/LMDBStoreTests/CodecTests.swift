@@ -294,6 +294,35 @@ extension RowCodecTests {
         }
     }
 
+    /// Strings are checked eight bytes at a time, the last eight overlapping: a byte that is not ASCII is found
+    /// wherever it lies, so an object reading a row never gets a string that is not UTF-8, and a valid one reads back.
+    @Test func aStringIsCheckedAsUTF8WhereverItsLastNonASCIIByteLies() throws {
+        let layout = StoreLayout(model: model)
+        let entity = layout.entity("Thing")!
+        for length in 0...20 {
+            for position in 0..<max(length, 1) {
+                // "é" at `position` in ASCII: valid, and read back exactly.
+                let text = length == 0 ? "" : String(repeating: "a", count: position) + "é" + String(repeating: "b", count: max(0, length - position - 1))
+                let blob = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["s": .string(text)], toOne: [:]), entity: entity, modelHash: 1)
+                try blob.withUnsafeBytes { bytes in
+                    let row = try EncodedRow(bytes, layout: layout)
+                    try row.checkEveryValue()
+                    #expect(try row.attributeValue(Int(entity.fieldIndex["s"]!)) == .string(text))
+                }
+                guard length > 0 else { continue }
+                // A lone 0xFF at `position` in ASCII: not UTF-8, refused by the check every object's row passes.
+                var ascii = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["s": .string(String(repeating: "c", count: length))], toOne: [:]),
+                                            entity: entity, modelHash: 1)
+                ascii[ascii.firstIndex(of: UInt8(ascii: "c"))! + position] = 0xFF
+                let sealed = Self.resealed(ascii)
+                let error = #expect(throws: RowDecodingError.self, "length \(length), byte \(position)") {
+                    try sealed.withUnsafeBytes { try EncodedRow($0, layout: layout, checkingFields: false).checkEveryValue() }
+                }
+                #expect(error?.reason == "a string in the row is not UTF-8")
+            }
+        }
+    }
+
     /// Row format 1 (what file formats 1–3 wrote): fields as (number, type, value).
     @Test func aWellSealedRowOfFormatOneWithBadFieldsIsRefusedWhenOpenedOrRead() throws {
         let layout = StoreLayout(model: model)

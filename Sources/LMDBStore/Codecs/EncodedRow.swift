@@ -383,15 +383,9 @@ struct EncodedRow {
 
     /// Whether `bytes` are valid UTF-8, without making a string (ASCII, the common case, is checked 8 bytes at a time).
     private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var position = 0
-        while position + 8 <= bytes.count {
-            if bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { break }
-            position += 8
-        }
-        while position < bytes.count, bytes[position] < 0x80 { position += 1 }
-        if position == bytes.count { return true }
+        if ByteReader.isASCII(bytes) { return true }
         var decoder = Unicode.UTF8.ForwardParser()
-        var iterator = UnsafeRawBufferPointer(rebasing: bytes[position...]).makeIterator()
+        var iterator = bytes.makeIterator()
         while true {
             switch decoder.parseScalar(from: &iterator) {
             case .valid: continue

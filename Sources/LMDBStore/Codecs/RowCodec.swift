@@ -399,16 +399,19 @@ struct ByteReader {
         return text
     }
 
-    private static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// Whether every byte is below 0x80: eight bytes at a time, the last eight read overlapping what was checked
+    /// (no byte-at-a-time tail), so a typical short string costs a few loads.
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let count = bytes.count
+        guard count >= 8 else {
+            for byte in bytes where byte >= 0x80 { return false }
+            return true
+        }
         var position = 0
-        while position + 8 <= bytes.count {
+        while position + 8 <= count {
             if bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
             position += 8
         }
-        while position < bytes.count {
-            if bytes[position] >= 0x80 { return false }
-            position += 1
-        }
-        return true
+        return position == count || bytes.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
     }
 }

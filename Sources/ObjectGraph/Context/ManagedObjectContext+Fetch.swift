@@ -195,8 +195,7 @@ extension ManagedObjectContext {
             var holders: [ManagedObject] = []
             holders.reserveCapacity(nodes.count)
             for (index, object) in objects.enumerated() {
-                let node = nodes[index]
-                if object.isFaultStorage ? !object.hasChanges : object.showsCommittedValues && object.version != node.version {
+                if object.isFaultStorage ? !object.hasChanges : object.showsCommittedValues && object.version != nodes[index].version {
                     takesRow[index] = true
                     holders.append(object)
                 }

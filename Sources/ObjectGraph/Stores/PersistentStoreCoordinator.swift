@@ -407,8 +407,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         lock.withLock {
             guard cacheEpoch == epoch else { return }
             var last: (namespace: ObjectIdentifier?, caches: Bool) = (nil, false)
-            for node in nodes where cachesRows(node.objectID, last: &last) {
-                if let position = rowCache.index(forKey: node.objectID) { rowCache.values[position].node = node }
+            // By index: a node is copied only into the cache, not for the look at its ID.
+            for index in nodes.indices where cachesRows(nodes[index].objectID, last: &last) {
+                if let position = rowCache.index(forKey: nodes[index].objectID) { rowCache.values[position].node = nodes[index] }
             }
         }
     }
