@@ -120,4 +120,52 @@ struct BatchImportTests {
         #expect(try context.execute(rest).count == 6_000)
         #expect(try context.count(for: FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name ENDSWITH 'second line'"))) == 6_000)
     }
+
+    @Test("a CSV file of CR line endings is read a block at a time, and a CRLF split between two blocks ends one record")
+    func carriageReturns() throws {
+        let folder = StoreFolder()
+        let context = try companyStore(folder)
+        // About 2.3 MB of records ended by a CR alone (old Mac files): record 24 999 (line 25 000) has an age out of
+        // bounds.
+        var text = "name,email,age\r"
+        for n in 1...30_000 { text += "E\(n) \(String(repeating: "y", count: 50)),e\(n)@example.com,\(n == 24_999 ? 120 : 18 + n % 60)\r" }
+        let url = try write(text, to: folder, "mac.csv")
+        var request = BatchImport(entityName: "Employee", contentsOf: url, format: .csv)
+        request.chunkSize = 1_000
+        // The first row is read with one block in memory, not the file.
+        let reader = try ImportReader(request, model: context.persistentStoreCoordinator.managedObjectModel)
+        var row: [String: BatchValue] = [:]
+        #expect(try reader.next(into: &row) == false)
+        #expect(row["name"] == .attribute(.string("E1 \(String(repeating: "y", count: 50))")))
+        #expect(reader.bufferedByteCount <= 1 << 20 && text.utf8.count > 2 << 20, "\(reader.bufferedByteCount) bytes held")
+        // Lines are counted at CRs: the bad value is named by its line, and nothing is written.
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(error.message.contains("line 25000 of mac.csv"), "\(error.message)")
+        #expect(try employees(context).isEmpty)
+
+        // CRLF line endings with one CRLF split between the first read block (1 MiB) and the second: the CR that ends
+        // the first block waits for the LF, so no empty record is read between them.
+        var crlf = "name,email,age\r\n"
+        var n = 0
+        while crlf.utf8.count < (1 << 20) - 200 {
+            n += 1
+            crlf += "F\(n),f\(n)@example.com,30\r\n"
+        }
+        // A last record before the boundary, padded so that its CR is the block's last byte.
+        let prefix = "F\(n + 1) ", suffix = ",f\(n + 1)@example.com,30"
+        let padding = (1 << 20) - 1 - crlf.utf8.count - prefix.utf8.count - suffix.utf8.count
+        crlf += prefix + String(repeating: "z", count: padding) + suffix + "\r\n"
+        #expect(Array(crlf.utf8)[(1 << 20) - 1] == 0x0D && Array(crlf.utf8)[1 << 20] == 0x0A)
+        for m in (n + 2)...(n + 1_000) { crlf += "F\(m),f\(m)@example.com,31\r\n" }
+        // A bad value after the split is named by its line: the split CRLF counts as one line break.
+        let bad = crlf + "F\(n + 1_001),f\(n + 1_001)@example.com,120\r\n"
+        let badError = try #require(throws: ManagedObjectContextError.self) {
+            try context.execute(BatchImport(entityName: "Employee", contentsOf: try write(bad, to: folder, "bad.csv"), format: .csv))
+        }
+        #expect(badError.message.contains("line \(n + 1_002) of bad.csv"), "\(badError.message)")
+        var split = BatchImport(entityName: "Employee", contentsOf: try write(crlf, to: folder, "split.csv"), format: .csv)
+        split.resultType = .count
+        #expect(try context.execute(split).count == n + 1_000)
+        #expect(try context.count(for: FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "name BEGINSWITH 'F' AND name ENDSWITH 'z'"))) == 1)
+    }
 }

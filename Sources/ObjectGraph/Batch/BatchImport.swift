@@ -16,7 +16,8 @@ public struct BatchImport {
     public enum Format: Sendable, Hashable {
         /// One JSON object per line, its keys the columns; blank lines are skipped.
         case jsonLines
-        /// RFC 4180 CSV (UTF-8, comma-separated, `"`-quoted) whose first record names the columns.
+        /// RFC 4180 CSV (UTF-8, comma-separated, `"`-quoted) whose first record names the columns; records end with
+        /// CRLF, LF or a CR alone.
         case csv
     }
 
@@ -296,14 +297,9 @@ final class ImportReader {
         while recordIndex == records.count {
             records.removeAll(keepingCapacity: true)
             recordIndex = 0
-            // The last line break that ends a record: one after an even number of quotes from `position`.
             var end: Int?
             while true {
-                var quotes = 0
-                for index in position..<buffer.count {
-                    let byte = buffer[index]
-                    if byte == UInt8(ascii: "\"") { quotes += 1 } else if byte == 0x0A && quotes % 2 == 0 { end = index + 1 }
-                }
+                end = lastRecordEnd()
                 if end != nil || exhausted { break }
                 guard try readMore() else { break }
             }
@@ -319,6 +315,27 @@ final class ImportReader {
         defer { recordIndex += 1 }
         return records[recordIndex]
     }
+
+    /// Where the last record that ends in the unread bytes ends: after its line break (LF, CRLF, or a CR alone, as
+    /// old Mac files have it) outside quotes, that is after an even number of quotes from ``position``; `nil` when no
+    /// record ends yet. A CR that is the last byte read waits for the next byte (it may be a CRLF's first half), so
+    /// a file of CR line endings is read a block at a time, not whole.
+    private func lastRecordEnd() -> Int? {
+        var end: Int?
+        var quotes = 0
+        for index in position..<buffer.count {
+            switch buffer[index] {
+            case UInt8(ascii: "\""): quotes += 1
+            case 0x0A where quotes % 2 == 0: end = index + 1
+            case 0x0D where quotes % 2 == 0 && index + 1 < buffer.count && buffer[index + 1] != 0x0A: end = index + 1
+            default: break
+            }
+        }
+        return end
+    }
+
+    /// How many bytes the reader holds: one read block and the part of a record before it, not the file.
+    var bufferedByteCount: Int { buffer.count }
 
     // MARK: - Columns and values
 
