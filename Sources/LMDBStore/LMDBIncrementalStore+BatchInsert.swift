@@ -12,6 +12,11 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// again and stops with ``ManagedObjectContextError/Code/storeUnusable``, having written nothing (the map has
     /// grown by then): imports larger than the map's room should commit each chunk.
     ///
+    /// A to-one given by unique value may point at a row later in the same batch (an employee's manager, listed
+    /// after the employee): the row is written without it, and the reference is filled in when a later row of the
+    /// chunk gives the value — by the end of the chunk when each chunk commits, by the end of the request otherwise;
+    /// a value no row gives by then stops the request with an error naming the row.
+    ///
     /// Relationships a row gives are written on its side: a to-one whose inverse is an unordered to-many (or that has
     /// none), and a many-to-many (both link tables). A relationship whose other side lives in another row — a to-one
     /// with a to-one or ordered inverse, a to-many whose inverse is a to-one — is refused with an error that says to
@@ -38,10 +43,12 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                         throw ManagedObjectContextError(.storeUnusable,
                             message: "the batch insert into \(rows.entityName) filled the store's map, which has grown since; nothing was inserted. Run it again, or set `commitsEachChunk` so the map grows between chunks")
                     }
+                    plan.deferred = []
                     while let chunk = try rows.nextChunk() {
                         let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
                         rows.didWrite(chunk.count, committed: false, objectIDs: ids)
                     }
+                    try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction, last: true)
                 }
                 rows.didCommit()
             }
@@ -65,14 +72,15 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         // Entries a uniqueness constraint checks are put as each row is (the rows after it see them); the others are
         // put at the end of the chunk, each table's in key order.
         var indexes = IndexUpdates(sortingEntries: true)
+        // The targets found are kept for the next chunks (and for the deferred ones below).
         var resolver = plan.resolver
-        defer { plan.resolver = resolver }
         var ids: [ManagedObjectID] = []
         if rows.resultType == .objectIDs { ids.reserveCapacity(chunk.count) }
         for (offset, input) in chunk.enumerated() {
             let key = first + UInt64(offset)
             try plan.checkRelationships(of: input)
             var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
+            var unfilled: [BatchInsertPlan.Unfilled] = []
             for field in entity.fields.indices {
                 let slot = entity.slotPositions[field]
                 guard entity.referenceFields[field] else {
@@ -81,7 +89,12 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                 }
                 guard let target = input.toOne[slot] else { continue }
                 let (relationship, check) = plan.toOneSlots[slot]!
-                row.fields[field] = .reference(try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction))
+                if let reference = try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction,
+                                                          deferringBatchRows: true) {
+                    row.fields[field] = .reference(reference)
+                } else {
+                    unfilled.append(BatchInsertPlan.Unfilled(field: field, target: target, slot: relationship, check: check))
+                }
             }
             try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
                 rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
@@ -102,13 +115,50 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     inverse.withNewEntry(reference, of: member.key, at: 0) { indexes.putSorted($1, forKey: $0, into: inverse.database, row: input.position) }
                 }
             }
+            if !unfilled.isEmpty { plan.deferred.append(BatchInsertPlan.Deferred(key: key, row: row, position: input.position, unfilled: unfilled)) }
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
         }
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
+        plan.resolver = resolver
+        try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction, last: rows.commitsEachChunk)
         try recordBatch(inserted: (entity.tag, first..<(first + UInt64(chunk.count))), state: state, transaction: transaction)
         return ids
+    }
+
+    /// Fills in the to-ones rows of the batch point at rows written after them (``BatchInsertPlan/deferred``), now
+    /// that those are written: each row found rewritten with its index entries. On the `last` call, a value no row
+    /// gave stops the request with the error a missing target gives.
+    private func fillDeferred(plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState, transaction: any KeyValueTransaction,
+                              last: Bool) throws {
+        guard !plan.deferred.isEmpty else { return }
+        let entity = plan.entity
+        let table = state.rows(of: entity), maintainers = state.maintainers(of: entity)
+        var indexes = IndexUpdates(sortingEntries: true)
+        var still: [BatchInsertPlan.Deferred] = []
+        for item in plan.deferred {
+            var row = item.row
+            var unfilled: [BatchInsertPlan.Unfilled] = []
+            for target in item.unfilled {
+                // The last call asks without deferring: a value still missing throws the error naming the row.
+                if let reference = try plan.resolver.reference(target.target, target.slot, target.check, row: item.position, rows: rows,
+                                                               transaction: transaction, deferringBatchRows: !last) {
+                    row.fields[target.field] = .reference(reference)
+                } else {
+                    unfilled.append(target)
+                }
+            }
+            if unfilled.count < item.unfilled.count {
+                try indexes.update(maintainers, old: item.row, new: row, key: item.key, row: item.position, in: transaction)
+                _ = try table.write(row, key: item.key, modelHash: modelHashPrefix, inserting: false, in: transaction)
+            }
+            if !unfilled.isEmpty { still.append(BatchInsertPlan.Deferred(key: item.key, row: row, position: item.position, unfilled: unfilled)) }
+        }
+        try indexes.putPending(in: transaction) { position, _ in
+            rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
+        }
+        plan.deferred = still
     }
 
 }
@@ -127,6 +177,25 @@ private final class BatchInsertPlan {
     /// a row that gives one is refused with the error.
     let refusals: [(kind: ManagedObjectModel.Slot.Kind, position: Int, error: ManagedObjectContextError)]
     var resolver: TargetResolver
+
+    /// A to-one of a written row left empty, its target to be found among the batch's later rows.
+    struct Unfilled {
+        let field: Int
+        let target: BatchTarget
+        let slot: ManagedObjectModel.Slot
+        let check: RelationshipCheck
+    }
+
+    /// A row written with to-ones left empty (``Unfilled``): its key, the row as written, its position in the batch.
+    struct Deferred {
+        let key: UInt64
+        let row: StoredRow
+        let position: Int
+        let unfilled: [Unfilled]
+    }
+
+    /// The rows whose to-ones point at rows the batch has not written yet (one transaction: kept across chunks).
+    var deferred: [Deferred] = []
 
     /// The last inverse link table each link found, with the member tag it was found for (members of one
     /// relationship usually share their entity).
@@ -236,8 +305,20 @@ private struct TargetResolver {
         let maintainer: any IndexMaintainer
     }
 
+    /// The row `target` names, or `nil` when `deferringBatchRows` and it names by unique value a row of the
+    /// batch's own entity family that is not written yet (it may come later in the batch).
+    mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
+                            transaction: any KeyValueTransaction, deferringBatchRows: Bool) throws -> StoredRow.Reference? {
+        try reference(target, slot, check, row: row, rows: rows, transaction: transaction, deferring: deferringBatchRows)
+    }
+
     mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
                             transaction: any KeyValueTransaction) throws -> StoredRow.Reference {
+        try reference(target, slot, check, row: row, rows: rows, transaction: transaction, deferring: false)!
+    }
+
+    private mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
+                                    transaction: any KeyValueTransaction, deferring: Bool) throws -> StoredRow.Reference? {
         switch target {
         case .object(let id):
             // A target found before costs a lookup (the save's check, without naming an owner for its errors).
@@ -269,8 +350,10 @@ private struct TargetResolver {
                 } ?? nil
             } ?? nil
             guard let found else {
+                let fromBatch = lookup.destination.root == entity.root
+                if deferring && fromBatch { return nil }
                 throw rows.rowError(.objectNotFound, row,
-                    "\(entity.name).\(slot.name) points at the \(lookup.destination.name) whose \(lookup.destination.fields[lookup.field].name) is \(converted), and there is none")
+                    "\(entity.name).\(slot.name) points at the \(lookup.destination.name) whose \(lookup.destination.fields[lookup.field].name) is \(converted), and there is none\(fromBatch ? " in the store or among the batch's rows\(rows.commitsEachChunk ? " up to the end of its chunk" : "")" : "")")
             }
             byUniqueValue[slot.name, default: [:]][value] = found
             return found

@@ -325,6 +325,67 @@ struct BatchRequestTests {
         #expect(try count(context, "Department") == 3)
     }
 
+    @Test("a to-one by unique value may point at a row later in the batch; one no row gives stops it, naming the row")
+    func referencesToLaterRows() throws {
+        let people = try ManagedObjectModel {
+            EntityDescription("Person") {
+                AttributeDescription("email", .string)
+                RelationshipDescription("manager", destination: "Person", inverse: "reports", isOptional: true, deleteRule: .nullify)
+                RelationshipDescription("reports", destination: "Person", inverse: "manager", toMany: true)
+                UniquenessConstraint("email")
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(people)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        func person(_ email: String, _ manager: String?) -> [String: BatchValue] {
+            var row: [String: BatchValue] = ["email": .attribute(.string(email))]
+            if let manager { row["manager"] = .uniqueValue(.string(manager)) }
+            return row
+        }
+        func managers(_ emails: [String]) throws -> [String: String] {
+            let reader = ManagedObjectContext(coordinator: coordinator)
+            let found = try reader.fetch(FetchRequest(entityName: "Person"))
+            return Dictionary(uniqueKeysWithValues: found.compactMap { object in
+                guard let email = object.value(forKey: "email") as? String, emails.contains(email) else { return nil }
+                return (email, (object.value(forKey: "manager") as? ManagedObject)?.value(forKey: "email") as? String ?? "-")
+            })
+        }
+
+        // Managers listed after their reports, within a chunk and across chunks of one transaction, and one before.
+        var request = BatchInsertRequest(entityName: "Person", objects: [
+            person("a", "d"), person("b", "a"), person("c", "e"), person("d", nil), person("e", "d"),
+        ])
+        request.chunkSize = 2
+        #expect(try context.execute(request).isComplete)
+        let firstManagers = try managers(["a", "b", "c", "d", "e"])
+        #expect(firstManagers == ["a": "d", "b": "a", "c": "e", "d": "-", "e": "d"], "\(firstManagers)")
+        let d = try context.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "email == 'd'")))[0]
+        #expect(Set(d.relatedObjects(forKey: "reports").map { $0.value(forKey: "email") as? String }) == ["a", "e"])
+        #expect(try count(context, "Person", "manager.email == 'd'") == 2)
+        #expect(try store.verify().isEmpty)
+
+        // A manager no row of the request gives: the request stops at that row and writes nothing.
+        var missing = BatchInsertRequest(entityName: "Person", objects: [person("f", "g"), person("h", "zz"), person("g", nil)])
+        missing.chunkSize = 1
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(missing) }
+        #expect(error.code == .objectNotFound)
+        #expect(error.message.contains("row 1") && error.message.contains("whose email is \"zz\", and there is none in the store or among the batch's rows"),
+                "\(error.message)")
+        #expect(try count(context, "Person") == 5)
+
+        // Each chunk committed: a manager later in the chunk is found; one in a later chunk is not, and the chunks
+        // before stay.
+        var chunked = BatchInsertRequest(entityName: "Person", objects: [person("i", "j"), person("j", nil), person("k", "m"), person("l", nil), person("m", nil)])
+        chunked.chunkSize = 2
+        chunked.commitsEachChunk = true
+        let chunkError = try #require(throws: ManagedObjectContextError.self) { try context.execute(chunked) }
+        #expect(chunkError.message.contains("row 2") && chunkError.message.contains("up to the end of its chunk"), "\(chunkError.message)")
+        #expect(try managers(["i", "j"]) == ["i": "j", "j": "-"])
+        #expect(try count(context, "Person") == 7)
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test("a store without batch requests fails clearly, or runs them through objects when asked")
     func storesWithoutBatchesFallBack() throws {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)

@@ -14,7 +14,9 @@ public enum BatchValue: Sendable, Hashable {
     case object(ManagedObjectID)
     /// A to-many relationship's objects (in order, for an ordered one).
     case objects([ManagedObjectID])
-    /// A to-one relationship's object, found by the value of its entity's uniqueness constraint on one attribute.
+    /// A to-one relationship's object, found by the value of its entity's uniqueness constraint on one attribute —
+    /// in the store, or among the rows of the same batch (a store may find a row of the batch that comes later, as
+    /// the LMDB store does).
     case uniqueValue(AttributeValue)
     /// A to-many relationship's objects, each found as ``uniqueValue(_:)`` finds one.
     case uniqueValues([AttributeValue])
