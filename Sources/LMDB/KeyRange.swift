@@ -260,6 +260,42 @@ extension Cursor {
         }
     }
 
+    /// Hands `body` the values of the entries in `range`, forward, as runs of one key's values side by side in one
+    /// buffer, with the width of each and how many values the key holds in all (to size what is gathered), until it
+    /// returns `false`. In a ``DatabaseOptions/dupFixed`` table a run is a
+    /// page of values, as LMDB keeps them (`MDB_GET_MULTIPLE`, then `MDB_NEXT_MULTIPLE`): a caller reading many
+    /// values walks the buffer itself, with no call per value. Elsewhere each run is one entry's value. `body` must
+    /// not move the cursor or write through it.
+    ///
+    /// - Throws: What `body` throws, or ``LMDBError`` if LMDB fails or a key's pages hold another number of values
+    ///   than the key counts.
+    public func forEachValueRun(in range: KeyRange = .all,
+                                _ body: (_ key: UnsafeRawBufferPointer, _ values: UnsafeRawBufferPointer, _ width: Int, _ valuesOfKey: Int) throws -> Bool) throws {
+        guard database.options.contains(.dupFixed) else {
+            return try forEach(in: range) { entry in try body(entry.key, entry.value, entry.value.count, 1) }
+        }
+        var keys = entries(in: range)
+        while let (first, count) = try keys.nextKey() {
+            guard count > 1 else {
+                guard try body(first.key, first.value, first.value.count, 1) else { return }
+                continue
+            }
+            let width = first.value.count
+            guard width > 0 else { throw LMDBError(.corrupted, database: database.name, message: "a key's values are of no bytes in a table of fixed-size values") }
+            var page = try values(MDB_GET_MULTIPLE)
+            var handed = 0
+            while let values = page {
+                let whole = values.count / width
+                guard try body(first.key, UnsafeRawBufferPointer(rebasing: values[..<(whole * width)]), width, count) else { return }
+                handed += whole
+                page = handed < count ? try self.values(MDB_NEXT_MULTIPLE) : nil
+            }
+            guard handed == count else {
+                throw LMDBError(.corrupted, database: database.name, message: "a key holds \(count) values, but its pages hold \(handed)")
+            }
+        }
+    }
+
     /// The page of values `operation` (`MDB_GET_MULTIPLE` or `MDB_NEXT_MULTIPLE`) returns, or `nil` when there are
     /// no more.
     private func values(_ operation: MDB_cursor_op) throws(LMDBError) -> UnsafeRawBufferPointer? {

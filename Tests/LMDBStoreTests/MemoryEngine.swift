@@ -491,6 +491,11 @@ final class MemoryCursor: KeyValueCursor {
         try forEach(in: range, direction: direction, body)
     }
 
+    /// One value per run: what the seam allows, and the shape a caller's walk of a page must also take.
+    func forEachValueRun(in range: KeyRange, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, Int, Int) throws -> Bool) throws {
+        try forEach(in: range, direction: .forward) { entry in try body(entry.key, entry.value, entry.value.count, 1) }
+    }
+
     func forEachKey(in range: KeyRange, _ body: (CursorEntry, Int) throws -> Bool) throws {
         let table = try table
         for at in keys(in: range, of: table) {

@@ -229,6 +229,34 @@ import Testing
             #expect(backwards == expected.reversed())
         }
         #expect(try walk(fixed, KeyRange(), pages: true).count == counts.values.reduce(0, +))
+
+        // Runs of values: split into entries, the same entries in the same order; each run's key counts its values
+        // in all, each run holds one key's values only, and a key of many values comes in runs of whole values.
+        func runs(_ db: Database, _ range: KeyRange, stopAfterRuns limit: Int = .max) throws -> (entries: [[UInt8]], runs: Int) {
+            try environment.read { txn throws in
+                try db.withCursor(in: txn) { cursor throws in
+                    var seen: [[UInt8]] = [], made = 0
+                    try cursor.forEachValueRun(in: range) { key, values, width, valuesOfKey in
+                        #expect(width > 0 && values.count % width == 0 && values.count >= width)
+                        #expect(valuesOfKey == (db == fixed ? counts[key[0]]! : 1))
+                        for start in stride(from: 0, to: values.count, by: width) { seen.append(Array(key) + Array(values[start..<start + width])) }
+                        made += 1
+                        return made < limit
+                    }
+                    return (seen, made)
+                }
+            }
+        }
+        for range in ranges {
+            let expected = try walk(fixed, range, pages: false)
+            let found = try runs(fixed, range)
+            #expect(found.entries == expected)
+            #expect(try runs(plain, range).entries == walk(plain, range, pages: false))
+            let first = try runs(fixed, range, stopAfterRuns: 1)
+            #expect(first.runs == min(1, found.runs) && expected.starts(with: first.entries))
+        }
+        let whole = try runs(fixed, KeyRange())
+        #expect(whole.runs > counts.count && whole.runs < counts.values.reduce(0, +), "a key of many values comes a page at a time: \(whole.runs) runs")
     }
 
     @Test func dupSortNavigationVisitsKeysAndDuplicates() throws {

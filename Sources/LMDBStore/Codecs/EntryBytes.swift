@@ -16,6 +16,14 @@ enum EntryBytes {
         return StoredRow.Reference(entityTag: UInt16(bytes[8]) << 8 | UInt16(bytes[9]), key: TupleEncoding.readBigEndianUInt64(bytes, at: 0))
     }
 
+    /// The reference at the start of the value at `start` in a run of index values (each at least 10 bytes: the
+    /// caller checked their width).
+    @inline(__always)
+    static func reference(inRun values: UnsafeRawBufferPointer, at start: Int) -> StoredRow.Reference {
+        StoredRow.Reference(entityTag: UInt16(values[start + 8]) << 8 | UInt16(values[start + 9]),
+                            key: UInt64(bigEndian: values.loadUnaligned(fromByteOffset: start, as: UInt64.self)))
+    }
+
     /// The error for an entry whose bytes do not have the size `Docs/FORMAT.md` gives them.
     static func damaged(_ table: String, _ part: String, count: Int, expected: Int) -> ManagedObjectContextError {
         ManagedObjectContextError(.storeUnusable,

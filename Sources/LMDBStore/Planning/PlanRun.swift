@@ -172,22 +172,26 @@ final class PlanRun {
     }
 
     /// The object IDs of the window when an index range alone answers the predicate and yields row-key order (one
-    /// key's rows: `age == 30`): the entries' row keys gathered as they come — nothing to check, order or window but
-    /// the count — then made into IDs in an array of the right size.
+    /// key's rows: `age == 30`): nothing to check, order or window but the count, so the IDs are made straight from
+    /// the entries' references, a page of them at a time.
     private func objectIDsInIndexOrder(_ index: QueryPlan.IndexRange) throws -> [ManagedObjectID] {
         let offset = request.fetchOffset, wanted = request.fetchLimit > 0 ? offset + request.fetchLimit : Int.max
         guard wanted > 0 else { return [] }
-        var found: [Candidate] = []
-        let family = self.family
-        try index.forEachEntry(in: self) { key, tag, _ in
-            if family.contains(tag) { found.append(Candidate(key: key, tag: tag)) }
-            return found.count < wanted
-        }
-        guard found.count > offset else { return [] }
-        let identities = state.identities
+        let family = self.family, identities = state.identities, size = index.valueSize
         var ids: [ManagedObjectID] = []
-        ids.reserveCapacity(found.count - offset)
-        for candidate in found[offset...] { ids.append(identities.objectID(entityTag: candidate.tag, key: candidate.key)) }
+        var matched = 0
+        try index.forEachValueRun(in: self) { values, valuesOfKey in
+            // Sized once for the first key's values (the one key of an equality), not grown by doubling.
+            if ids.capacity == 0 { ids.reserveCapacity(Swift.max(0, Swift.min(wanted, valuesOfKey) - offset)) }
+            for start in stride(from: 0, to: values.count, by: size) {
+                let reference = EntryBytes.reference(inRun: values, at: start)
+                guard family.contains(reference.entityTag) else { continue }
+                if matched >= offset { ids.append(identities.objectID(entityTag: reference.entityTag, key: reference.key)) }
+                matched += 1
+                if matched == wanted { return false }
+            }
+            return true
+        }
         return ids
     }
 

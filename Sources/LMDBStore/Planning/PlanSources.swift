@@ -108,12 +108,36 @@ extension QueryPlan {
             }
         }
 
-        /// Appends the candidates of the fetched entities to `found`, as they come (forward; one closure per entry,
-        /// not ``forEachCandidate(in:_:)``'s two).
+        /// Calls `body` with runs of entry values, each ``valueSize`` bytes (the row's reference, then a covering
+        /// index's stored values), and how many values the run's key holds — the ranges in turn, forward, a page of one
+        /// key's values at a time where the engine hands them so — until it returns false. For walks that read only
+        /// references: no call per entry.
+        ///
+        /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not ``valueSize`` bytes.
+        func forEachValueRun(in run: PlanRun, _ body: (_ values: UnsafeRawBufferPointer, _ valuesOfKey: Int) throws -> Bool) throws {
+            let table = run.store.database(database, in: run.state)
+            let size = valueSize
+            try table.withCursor(in: run.transaction) { cursor in
+                var going = true
+                for range in ranges where going {
+                    try cursor.forEachValueRun(in: range) { _, values, width, valuesOfKey in
+                        guard width == size else { throw EntryBytes.damaged(table.name ?? "?", "value", count: width, expected: size) }
+                        going = try body(values, valuesOfKey)
+                        return going
+                    }
+                }
+            }
+        }
+
+        /// Appends the candidates of the fetched entities to `found`, as they come (forward, a run of values at a
+        /// time).
         func appendCandidates(in run: PlanRun, to found: inout [Candidate]) throws {
-            let family = run.family
-            try forEachEntry(in: run) { key, tag, _ in
-                if family.contains(tag) { found.append(Candidate(key: key, tag: tag)) }
+            let family = run.family, size = valueSize
+            try forEachValueRun(in: run) { values, _ in
+                for start in stride(from: 0, to: values.count, by: size) {
+                    let reference = EntryBytes.reference(inRun: values, at: start)
+                    if family.contains(reference.entityTag) { found.append(Candidate(key: reference.key, tag: reference.entityTag)) }
+                }
                 return true
             }
         }

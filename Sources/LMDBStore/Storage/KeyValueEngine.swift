@@ -108,6 +108,11 @@ protocol KeyValueCursor: AnyObject {
     /// As ``forEach(in:direction:_:)``; an engine may hand a ``DatabaseOptions/dupFixed`` table's values a page at a
     /// time.
     func forEachValue(in range: KeyRange, direction: ScanDirection, _ body: (CursorEntry) throws -> Bool) throws
+    /// Hands `body` the values of the entries in `range`, forward, as runs of one key's values side by side in one
+    /// buffer with the width of each and how many values the key holds in all (an engine may hand one value per run,
+    /// and count 1), until it returns `false`.
+    func forEachValueRun(in range: KeyRange,
+                         _ body: (_ key: UnsafeRawBufferPointer, _ values: UnsafeRawBufferPointer, _ width: Int, _ valuesOfKey: Int) throws -> Bool) throws
     /// Hands `body` each key in `range` (its first entry) with the number of values it holds, forward, until it
     /// returns `false`.
     func forEachKey(in range: KeyRange, _ body: (CursorEntry, Int) throws -> Bool) throws
