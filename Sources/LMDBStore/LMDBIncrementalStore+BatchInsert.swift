@@ -13,9 +13,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// grown by then): imports larger than the map's room should commit each chunk.
     ///
     /// A to-one given by unique value may point at a row later in the same batch (an employee's manager, listed
-    /// after the employee): the row is written without it, and the reference is filled in when a later row of the
-    /// chunk gives the value — by the end of the chunk when each chunk commits, by the end of the request otherwise;
-    /// a value no row gives by then stops the request with an error naming the row.
+    /// after the employee): the row is written without it, and the reference is filled in once the rows are written
+    /// — at the end of the request, or of each chunk when each chunk commits; a value no row gives by then stops the
+    /// request with an error naming the row. Each such reference is remembered until then (its row's key and target,
+    /// not the row).
     ///
     /// Relationships a row gives are written on its side: a to-one whose inverse is an unordered to-many (or that has
     /// none), and a many-to-many (both link tables). A relationship whose other side lives in another row — a to-one
@@ -48,7 +49,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                         let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
                         rows.didWrite(chunk.count, committed: false, objectIDs: ids)
                     }
-                    try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction, last: true)
+                    try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction)
                 }
                 rows.didCommit()
             }
@@ -115,52 +116,48 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     inverse.withNewEntry(reference, of: member.key, at: 0) { indexes.putSorted($1, forKey: $0, into: inverse.database, row: input.position) }
                 }
             }
-            if !unfilled.isEmpty { plan.deferred.append(BatchInsertPlan.Deferred(key: key, row: row, position: input.position, unfilled: unfilled)) }
+            if !unfilled.isEmpty { plan.deferred.append(BatchInsertPlan.Deferred(key: key, position: input.position, unfilled: unfilled)) }
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
         }
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
         plan.resolver = resolver
-        try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction, last: rows.commitsEachChunk)
+        if rows.commitsEachChunk { try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction) }
         try recordBatch(inserted: (entity.tag, first..<(first + UInt64(chunk.count))), state: state, transaction: transaction)
         return ids
     }
 
     /// Fills in the to-ones rows of the batch point at rows written after them (``BatchInsertPlan/deferred``), now
-    /// that those are written: each row found rewritten with its index entries. On the `last` call, a value no row
-    /// gave stops the request with the error a missing target gives.
-    private func fillDeferred(plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState, transaction: any KeyValueTransaction,
-                              last: Bool) throws {
+    /// that every row they may name is written: each row read again, its to-ones set, and written back with its index
+    /// entries. A value no row gave stops the request with the error a missing target gives, naming the row.
+    private func fillDeferred(plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState, transaction: any KeyValueTransaction) throws {
         guard !plan.deferred.isEmpty else { return }
         let entity = plan.entity
         let table = state.rows(of: entity), maintainers = state.maintainers(of: entity)
         var indexes = IndexUpdates(sortingEntries: true)
-        var still: [BatchInsertPlan.Deferred] = []
         for item in plan.deferred {
-            var row = item.row
-            var unfilled: [BatchInsertPlan.Unfilled] = []
-            for target in item.unfilled {
-                // The last call asks without deferring: a value still missing throws the error naming the row.
-                if let reference = try plan.resolver.reference(target.target, target.slot, target.check, row: item.position, rows: rows,
-                                                               transaction: transaction, deferringBatchRows: !last) {
-                    row.fields[target.field] = .reference(reference)
-                } else {
-                    unfilled.append(target)
+            let naming = "with key \(item.key) of the batch insert into \(entity.name)"
+            guard let old = try table.withBytes(key: item.key, in: transaction, { bytes in
+                do throws(RowDecodingError) { return try RowCodec.decode(bytes, layout: layout) } catch {
+                    throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming) cannot be read: \(error.reason)")
                 }
+            }) else {
+                throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming), written moments ago, is not in the store")
             }
-            if unfilled.count < item.unfilled.count {
-                try indexes.update(maintainers, old: item.row, new: row, key: item.key, row: item.position, in: transaction)
-                _ = try table.write(row, key: item.key, modelHash: modelHashPrefix, inserting: false, in: transaction)
+            var row = old
+            for target in item.unfilled {
+                row.fields[target.field] = .reference(try plan.resolver.reference(target.target, target.slot, target.check, row: item.position, rows: rows,
+                                                                                  transaction: transaction))
             }
-            if !unfilled.isEmpty { still.append(BatchInsertPlan.Deferred(key: item.key, row: row, position: item.position, unfilled: unfilled)) }
+            try indexes.update(maintainers, old: old, new: row, key: item.key, row: item.position, in: transaction)
+            _ = try table.write(row, key: item.key, modelHash: modelHashPrefix, inserting: false, in: transaction)
         }
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
-        plan.deferred = still
+        plan.deferred = []
     }
-
 }
 
 /// What a batch insert into one entity works out once: the relationships it writes and how, and the targets it has
@@ -186,15 +183,15 @@ private final class BatchInsertPlan {
         let check: RelationshipCheck
     }
 
-    /// A row written with to-ones left empty (``Unfilled``): its key, the row as written, its position in the batch.
+    /// A row written with to-ones left empty (``Unfilled``): its key and its position in the batch.
     struct Deferred {
         let key: UInt64
-        let row: StoredRow
         let position: Int
         let unfilled: [Unfilled]
     }
 
-    /// The rows whose to-ones point at rows the batch has not written yet (one transaction: kept across chunks).
+    /// The rows whose to-ones point at rows the batch had not written yet: filled in at the end of the request (or
+    /// of each chunk, when chunks commit).
     var deferred: [Deferred] = []
 
     /// The last inverse link table each link found, with the member tag it was found for (members of one
