@@ -235,28 +235,11 @@ extension Cursor {
     /// - Throws: What `body` throws, or ``LMDBError`` if LMDB fails.
     public func forEachValue(in range: KeyRange = .all, direction: ScanDirection = .forward, _ body: (CursorEntry) throws -> Bool) throws {
         guard direction == .forward, database.options.contains(.dupFixed) else { return try forEach(in: range, direction: direction, body) }
-        var keys = entries(in: range)
-        while let (first, count) = try keys.nextKey() {
-            // A key holding one value has no page of values to hand out.
-            guard count > 1 else {
-                guard try body(first) else { return }
-                continue
+        try forEachValueRun(in: range) { key, values, width, _ in
+            for start in stride(from: 0, to: values.count, by: width) {
+                guard try body(CursorEntry(key: key, value: UnsafeRawBufferPointer(rebasing: values[start..<start + width]))) else { return false }
             }
-            let width = first.value.count
-            guard width > 0 else { throw LMDBError(.corrupted, database: database.name, message: "a key's values are of no bytes in a table of fixed-size values") }
-            var page = try values(MDB_GET_MULTIPLE)
-            var handed = 0
-            while let values = page {
-                for start in stride(from: 0, to: values.count - width + 1, by: width) {
-                    guard try body(CursorEntry(key: first.key, value: UnsafeRawBufferPointer(rebasing: values[start..<start + width]))) else { return }
-                    handed += 1
-                }
-                page = handed < count ? try self.values(MDB_NEXT_MULTIPLE) : nil
-            }
-            // Never a key's values silently cut short.
-            guard handed == count else {
-                throw LMDBError(.corrupted, database: database.name, message: "a key holds \(count) values, but its pages hold \(handed)")
-            }
+            return true
         }
     }
 
