@@ -89,9 +89,12 @@ extension Database {
     /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference, or LMDB's error.
     func references(under owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
         var references: [StoredRow.Reference] = []
+        let size = IndexEntries.referenceSize
         try withCursor(in: transaction) { cursor in
-            try cursor.forEachValue(in: .prefix(LMDBIncrementalStore.keyBytes(owner))) { entry in
-                references.append(try reference(in: entry))
+            try cursor.forEachValueRun(in: .prefix(LMDBIncrementalStore.keyBytes(owner))) { _, values, width, valuesOfKey in
+                guard width == size else { throw EntryBytes.damaged(name ?? "?", "value", count: width, expected: size) }
+                if references.isEmpty { references.reserveCapacity(valuesOfKey) }
+                for start in stride(from: 0, to: values.count, by: size) { references.append(EntryBytes.reference(inRun: values, at: start)) }
                 return true
             }
         }
