@@ -229,9 +229,14 @@ extension QueryPlan {
                     // Every row pointing at this destination: the values of its key in the to-one table.
                     var going = true
                     let key = LMDBIncrementalStore.keyBytes(destination)
-                    try pointers.forEachValue(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { entry in
-                        let source = try toOne.reference(in: entry)
-                        if family.contains(source.entityTag) { going = try body(Candidate(key: source.key, tag: source.entityTag), nil) }
+                    try pointers.forEachValueRun(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { _, values, width, _ in
+                        guard width == IndexEntries.referenceSize else {
+                            throw EntryBytes.damaged(toOne.name ?? "?", "value", count: width, expected: IndexEntries.referenceSize)
+                        }
+                        for start in stride(from: 0, to: values.count, by: width) where going {
+                            let source = EntryBytes.reference(inRun: values, at: start)
+                            if family.contains(source.entityTag) { going = try body(Candidate(key: source.key, tag: source.entityTag), nil) }
+                        }
                         return going
                     }
                     return going
