@@ -137,13 +137,11 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         let table = state.rows(of: entity), maintainers = state.maintainers(of: entity)
         var indexes = IndexUpdates(sortingEntries: true)
         for item in plan.deferred {
-            let naming = "with key \(item.key) of the batch insert into \(entity.name)"
-            guard let old = try table.withBytes(key: item.key, in: transaction, { bytes in
-                do throws(RowDecodingError) { return try RowCodec.decode(bytes, layout: layout) } catch {
-                    throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming) cannot be read: \(error.reason)")
-                }
+            let id = objectID(entityTag: entity.tag, key: item.key, in: state)
+            guard let old = try withRow(key: item.key, in: table, of: id, transaction: transaction, { bytes throws(RowDecodingError) in
+                try RowCodec.decode(bytes, layout: layout)
             }) else {
-                throw ManagedObjectContextError(.storeUnusable, message: "the row \(naming), written moments ago, is not in the store")
+                throw ManagedObjectContextError(.storeUnusable, message: "the row of \(id), written by this batch insert, is not in the store")
             }
             var row = old
             for target in item.unfilled {
@@ -302,20 +300,16 @@ private struct TargetResolver {
         let maintainer: any IndexMaintainer
     }
 
+    /// The row `target` names; an error naming the batch's row `row` when there is none.
+    mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
+                            transaction: any KeyValueTransaction) throws -> StoredRow.Reference {
+        try reference(target, slot, check, row: row, rows: rows, transaction: transaction, deferringBatchRows: false)!
+    }
+
     /// The row `target` names, or `nil` when `deferringBatchRows` and it names by unique value a row of the
     /// batch's own entity family that is not written yet (it may come later in the batch).
     mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
-                            transaction: any KeyValueTransaction, deferringBatchRows: Bool) throws -> StoredRow.Reference? {
-        try reference(target, slot, check, row: row, rows: rows, transaction: transaction, deferring: deferringBatchRows)
-    }
-
-    mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
-                            transaction: any KeyValueTransaction) throws -> StoredRow.Reference {
-        try reference(target, slot, check, row: row, rows: rows, transaction: transaction, deferring: false)!
-    }
-
-    private mutating func reference(_ target: BatchTarget, _ slot: ManagedObjectModel.Slot, _ check: RelationshipCheck, row: Int, rows: BatchInsertRows,
-                                    transaction: any KeyValueTransaction, deferring: Bool) throws -> StoredRow.Reference? {
+                            transaction: any KeyValueTransaction, deferringBatchRows deferring: Bool) throws -> StoredRow.Reference? {
         switch target {
         case .object(let id):
             // A target found before costs a lookup (the save's check, without naming an owner for its errors).

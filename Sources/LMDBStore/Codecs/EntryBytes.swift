@@ -19,7 +19,7 @@ enum EntryBytes {
     /// The reference at the start of the value at `start` in a run of index values (each at least 10 bytes: the
     /// caller checked their width).
     @inline(__always)
-    static func reference(inRun values: UnsafeRawBufferPointer, at start: Int) -> StoredRow.Reference {
+    fileprivate static func reference(inRun values: UnsafeRawBufferPointer, at start: Int) -> StoredRow.Reference {
         StoredRow.Reference(entityTag: UInt16(values[start + 8]) << 8 | UInt16(values[start + 9]),
                             key: UInt64(bigEndian: values.loadUnaligned(fromByteOffset: start, as: UInt64.self)))
     }
@@ -89,15 +89,57 @@ extension Database {
     /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference, or LMDB's error.
     func references(under owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
         var references: [StoredRow.Reference] = []
-        let size = IndexEntries.referenceSize
         try withCursor(in: transaction) { cursor in
-            try cursor.forEachValueRun(in: .prefix(LMDBIncrementalStore.keyBytes(owner))) { _, values, width, valuesOfKey in
-                guard width == size else { throw EntryBytes.damaged(name ?? "?", "value", count: width, expected: size) }
+            try cursor.forEachReferenceRun(in: .prefix(LMDBIncrementalStore.keyBytes(owner)), valueSize: IndexEntries.referenceSize, of: name) {
+                run, valuesOfKey in
                 if references.isEmpty { references.reserveCapacity(valuesOfKey) }
-                for start in stride(from: 0, to: values.count, by: size) { references.append(EntryBytes.reference(inRun: values, at: start)) }
+                references.append(contentsOf: run)
                 return true
             }
         }
         return references
+    }
+}
+
+/// A run of one key's index values (``KeyValueCursor/forEachReferenceRun(in:valueSize:of:_:)``), read as the row
+/// references they begin with: walked by the caller's loop, with no call per value.
+struct ReferenceRun: Sequence {
+    /// The values, side by side.
+    let values: UnsafeRawBufferPointer
+    /// Each value's size: at least a reference's.
+    let width: Int
+
+    struct Iterator: IteratorProtocol {
+        let values: UnsafeRawBufferPointer
+        let width: Int
+        var start = 0
+
+        @inline(__always)
+        mutating func next() -> StoredRow.Reference? {
+            guard start < values.count else { return nil }
+            defer { start += width }
+            return EntryBytes.reference(inRun: values, at: start)
+        }
+    }
+
+    @inline(__always)
+    func makeIterator() -> Iterator { Iterator(values: values, width: width) }
+}
+
+extension KeyValueCursor {
+    /// Hands `body` the values in `range` as runs of row references (``ReferenceRun``; values of `valueSize` bytes:
+    /// the reference, then a covering index's stored values) with how many values the run's key holds, forward, until
+    /// it returns false — a page of one key's values at a time where the engine hands them so
+    /// (``forEachValueRun(in:_:)``). For the walks that read only references: an index's matches, a to-many's
+    /// members, a join's pointing rows.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table `table` when a value is not `valueSize` bytes.
+    @inline(__always)
+    func forEachReferenceRun(in range: KeyRange, valueSize: Int, of table: String?,
+                             _ body: (_ run: ReferenceRun, _ valuesOfKey: Int) throws -> Bool) throws {
+        try forEachValueRun(in: range) { _, values, width, valuesOfKey in
+            guard width == valueSize else { throw EntryBytes.damaged(table ?? "?", "value", count: width, expected: valueSize) }
+            return try body(ReferenceRun(values: values, width: width), valuesOfKey)
+        }
     }
 }

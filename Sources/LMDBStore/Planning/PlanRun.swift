@@ -177,15 +177,13 @@ final class PlanRun {
     private func objectIDsInIndexOrder(_ index: QueryPlan.IndexRange) throws -> [ManagedObjectID] {
         let offset = request.fetchOffset, wanted = request.fetchLimit > 0 ? offset + request.fetchLimit : Int.max
         guard wanted > 0 else { return [] }
-        let family = self.family, identities = state.identities, size = index.valueSize
+        let family = self.family, identities = state.identities
         var ids: [ManagedObjectID] = []
         var matched = 0
-        try index.forEachValueRun(in: self) { values, valuesOfKey in
+        try index.forEachReferenceRun(in: self) { references, valuesOfKey in
             // Sized once for the first key's values (the one key of an equality), not grown by doubling.
             if ids.capacity == 0 { ids.reserveCapacity(Swift.max(0, Swift.min(wanted, valuesOfKey) - offset)) }
-            for start in stride(from: 0, to: values.count, by: size) {
-                let reference = EntryBytes.reference(inRun: values, at: start)
-                guard family.contains(reference.entityTag) else { continue }
+            for reference in references where family.contains(reference.entityTag) {
                 if matched >= offset { ids.append(identities.objectID(entityTag: reference.entityTag, key: reference.key)) }
                 matched += 1
                 if matched == wanted { return false }

@@ -108,35 +108,30 @@ extension QueryPlan {
             }
         }
 
-        /// Calls `body` with runs of entry values, each ``valueSize`` bytes (the row's reference, then a covering
-        /// index's stored values), and how many values the run's key holds — the ranges in turn, forward, a page of one
-        /// key's values at a time where the engine hands them so — until it returns false. For walks that read only
-        /// references: no call per entry.
-        ///
-        /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not ``valueSize`` bytes.
-        func forEachValueRun(in run: PlanRun, _ body: (_ values: UnsafeRawBufferPointer, _ valuesOfKey: Int) throws -> Bool) throws {
+        /// Calls `body` with the entries' row references, a run of one key's values at a time, and how many values
+        /// the key holds — the ranges in turn, forward, a page at a time where the engine hands them so
+        /// (``KeyValueCursor/forEachReferenceRun(in:valueSize:of:_:)``) — until it returns false.
+        func forEachReferenceRun(in run: PlanRun, _ body: (_ run: ReferenceRun, _ valuesOfKey: Int) throws -> Bool) throws {
             let table = run.store.database(database, in: run.state)
             let size = valueSize
             try table.withCursor(in: run.transaction) { cursor in
                 var going = true
                 for range in ranges where going {
-                    try cursor.forEachValueRun(in: range) { _, values, width, valuesOfKey in
-                        guard width == size else { throw EntryBytes.damaged(table.name ?? "?", "value", count: width, expected: size) }
-                        going = try body(values, valuesOfKey)
+                    try cursor.forEachReferenceRun(in: range, valueSize: size, of: table.name) { references, valuesOfKey in
+                        going = try body(references, valuesOfKey)
                         return going
                     }
                 }
             }
         }
 
-        /// Appends the candidates of the fetched entities to `found`, as they come (forward, a run of values at a
+        /// Appends the candidates of the fetched entities to `found`, as they come (forward, a page of values at a
         /// time).
         func appendCandidates(in run: PlanRun, to found: inout [Candidate]) throws {
-            let family = run.family, size = valueSize
-            try forEachValueRun(in: run) { values, _ in
-                for start in stride(from: 0, to: values.count, by: size) {
-                    let reference = EntryBytes.reference(inRun: values, at: start)
-                    if family.contains(reference.entityTag) { found.append(Candidate(key: reference.key, tag: reference.entityTag)) }
+            let family = run.family
+            try forEachReferenceRun(in: run) { references, _ in
+                for reference in references where family.contains(reference.entityTag) {
+                    found.append(Candidate(key: reference.key, tag: reference.entityTag))
                 }
                 return true
             }
@@ -229,13 +224,10 @@ extension QueryPlan {
                     // Every row pointing at this destination: the values of its key in the to-one table.
                     var going = true
                     let key = LMDBIncrementalStore.keyBytes(destination)
-                    try pointers.forEachValueRun(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key))) { _, values, width, _ in
-                        guard width == IndexEntries.referenceSize else {
-                            throw EntryBytes.damaged(toOne.name ?? "?", "value", count: width, expected: IndexEntries.referenceSize)
-                        }
-                        for start in stride(from: 0, to: values.count, by: width) where going {
-                            let source = EntryBytes.reference(inRun: values, at: start)
-                            if family.contains(source.entityTag) { going = try body(Candidate(key: source.key, tag: source.entityTag), nil) }
+                    try pointers.forEachReferenceRun(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key)), valueSize: IndexEntries.referenceSize,
+                                                     of: toOne.name) { sources, _ in
+                        for source in sources where going && family.contains(source.entityTag) {
+                            going = try body(Candidate(key: source.key, tag: source.entityTag), nil)
                         }
                         return going
                     }

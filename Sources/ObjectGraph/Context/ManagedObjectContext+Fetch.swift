@@ -202,8 +202,7 @@ extension ManagedObjectContext {
             }
             holdRows(of: holders)
             for (index, object) in objects.enumerated() where takesRow[index] {
-                apply(nodes[index], to: object)
-                object.readGeneration = generation
+                apply(nodes[index], to: object, readGeneration: generation)
                 object.awakeFromFetch()
             }
             persistentStoreCoordinator.cache(nodes, readIn: epoch)
