@@ -221,6 +221,17 @@ extension Cursor {
     public func forEach(
         in range: KeyRange = .all, direction: ScanDirection = .forward, _ body: (CursorEntry) throws -> Bool
     ) throws {
+        if range.lower == nil, range.upper == nil {
+            // The whole table: no bound to seek to or to compare each key with, one LMDB step an entry (a key's
+            // values in turn, in a dupSort database) — the loop a scan of every row runs.
+            let (start, step) = direction == .forward ? (MDB_FIRST, MDB_NEXT) : (MDB_LAST, MDB_PREV)
+            var entry = try get(start)
+            while let current = entry {
+                guard try body(current) else { return }
+                entry = try get(step)
+            }
+            return
+        }
         var iterator = entries(in: range, direction: direction)
         while let entry = try iterator.next() {
             guard try body(entry) else { return }

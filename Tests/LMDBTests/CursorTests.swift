@@ -187,6 +187,27 @@ import Testing
         #expect(try walk(KeyRange(lower: .exclusive([1]), upper: .exclusive([3])), .forward) == everything.filter { $0[0] == 2 })
         #expect(try walk(KeyRange(lower: .exclusive([3]), upper: .exclusive([5])), .reverse) == everything.filter { $0[0] == 4 }.reversed())
         #expect(try walk(KeyRange(lower: .inclusive([2]), upper: .inclusive([2])), .reverse) == everything.filter { $0[0] == 2 }.reversed())
+        // The whole table, which walks without bounds: every value of every key, both ways, and a stop honoured.
+        #expect(try walk(.all, .forward) == everything)
+        #expect(try walk(.all, .reverse) == everything.reversed())
+        let firstFive = try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                var seen: [[UInt8]] = []
+                try cursor.forEach(direction: .reverse) { seen.append($0.keyBytes + $0.valueBytes); return seen.count < 5 }
+                return seen
+            }
+        }
+        #expect(firstFive == Array(everything.reversed().prefix(5)))
+        let empty = try environment.openDatabase(named: "e", options: [.dupSort])
+        let visited = try environment.read { txn throws in
+            try empty.withCursor(in: txn) { cursor throws in
+                var count = 0
+                try cursor.forEach { _ in count += 1; return true }
+                try cursor.forEach(direction: .reverse) { _ in count += 1; return true }
+                return count
+            }
+        }
+        #expect(visited == 0)
     }
 
     /// A walk a page of values at a time (`MDB_GET_MULTIPLE`) hands out exactly the entries a walk entry by entry

@@ -34,7 +34,9 @@ enum CRC32C {
         return ~lmdbstore_crc32c_update(0xFFFF_FFFF, base, bytes.count)
     }
 
-    /// ``checksum(_:)`` computed with the tables.
+    /// ``checksum(_:)`` computed with the tables. Never inlined: inside ``checksum(_:)`` its loop's registers would be
+    /// saved and restored on every call, on CPUs that never take it.
+    @inline(never)
     static func softwareChecksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF
         tables.withUnsafeBufferPointer { t in
