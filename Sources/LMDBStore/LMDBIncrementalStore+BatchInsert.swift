@@ -12,11 +12,11 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// again and stops with ``ManagedObjectContextError/Code/storeUnusable``, having written nothing (the map has
     /// grown by then): imports larger than the map's room should commit each chunk.
     ///
-    /// A to-one given by unique value may point at a row later in the same batch (an employee's manager, listed
-    /// after the employee): the row is written without it, and the reference is filled in once the rows are written
-    /// — at the end of the request, or of each chunk when each chunk commits; a value no row gives by then stops the
-    /// request with an error naming the row. Each such reference is remembered until then (its row's key and target,
-    /// not the row).
+    /// A to-one or a to-many member given by unique value may point at a row later in the same batch (an employee's
+    /// manager, listed after the employee; a person's friends): the row is written without it, and the reference is
+    /// filled in once the rows are written — at the end of the request, or of each chunk when each chunk commits; a
+    /// value no row gives by then stops the request with an error naming the row. Each such reference is remembered
+    /// until then (its row's key and target, not the row).
     ///
     /// Relationships a row gives are written on its side: a to-one whose inverse is an unordered to-many (or that has
     /// none), and a many-to-many (both link tables). A relationship whose other side lives in another row — a to-one
@@ -81,7 +81,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             let key = first + UInt64(offset)
             try plan.checkRelationships(of: input)
             var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
-            var unfilled: [BatchInsertPlan.Unfilled] = []
+            var unfilled: [BatchInsertPlan.Unfilled] = [], unfilledMembers: [BatchInsertPlan.UnfilledMember] = []
             for field in entity.fields.indices {
                 let slot = entity.slotPositions[field]
                 guard entity.referenceFields[field] else {
@@ -105,18 +105,20 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             }
             // Links wait with the index entries: the row's own go after every other (its key is new), and the
             // inverse's after each member's others.
-            let reference = StoredRow.Reference(entityTag: entity.tag, key: key)
             for (index, link) in plan.links.enumerated() {
                 guard let members = input.toMany[link.slot.position] else { continue }
                 for (position, target) in members.enumerated() {
-                    let member = try resolver.reference(target, link.slot, link.check, row: input.position, rows: rows, transaction: transaction)
-                    link.table.withNewEntry(member, of: key, at: position) { indexes.putSorted($1, forKey: $0, into: link.table.database, row: input.position) }
-                    guard link.inverse != nil else { continue }
-                    let inverse = try plan.inverseTable(index, tag: member.entityTag)
-                    inverse.withNewEntry(reference, of: member.key, at: 0) { indexes.putSorted($1, forKey: $0, into: inverse.database, row: input.position) }
+                    if let member = try resolver.reference(target, link.slot, link.check, row: input.position, rows: rows, transaction: transaction,
+                                                           deferringBatchRows: true) {
+                        try plan.putLink(index, table: link.table, member: member, at: position, of: key, row: input.position, into: &indexes)
+                    } else {
+                        unfilledMembers.append(BatchInsertPlan.UnfilledMember(link: index, target: target, position: position))
+                    }
                 }
             }
-            if !unfilled.isEmpty { plan.deferred.append(BatchInsertPlan.Deferred(key: key, position: input.position, unfilled: unfilled)) }
+            if !unfilled.isEmpty || !unfilledMembers.isEmpty {
+                plan.deferred.append(BatchInsertPlan.Deferred(key: key, position: input.position, unfilled: unfilled, members: unfilledMembers))
+            }
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
         }
         try indexes.putPending(in: transaction) { position, _ in
@@ -128,15 +130,22 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         return ids
     }
 
-    /// Fills in the to-ones rows of the batch point at rows written after them (``BatchInsertPlan/deferred``), now
-    /// that every row they may name is written: each row read again, its to-ones set, and written back with its index
-    /// entries. A value no row gave stops the request with the error a missing target gives, naming the row.
+    /// Fills in the to-ones and to-many members rows of the batch point at rows written after them
+    /// (``BatchInsertPlan/deferred``), now that every row they may name is written: a row with such to-ones read
+    /// again, its to-ones set, and written back with its index entries; a member's link entries put as a written
+    /// member's are. A value no row gave stops the request with the error a missing target gives, naming the row.
     private func fillDeferred(plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState, transaction: any KeyValueTransaction) throws {
         guard !plan.deferred.isEmpty else { return }
         let entity = plan.entity
         let table = state.rows(of: entity), maintainers = state.maintainers(of: entity)
         var indexes = IndexUpdates(sortingEntries: true)
         for item in plan.deferred {
+            for member in item.members {
+                let link = plan.links[member.link]
+                let reference = try plan.resolver.reference(member.target, link.slot, link.check, row: item.position, rows: rows, transaction: transaction)
+                try plan.putLink(member.link, table: link.table, member: reference, at: member.position, of: item.key, row: item.position, into: &indexes)
+            }
+            guard !item.unfilled.isEmpty else { continue }
             let id = objectID(entityTag: entity.tag, key: item.key, in: state)
             guard let old = try withRow(key: item.key, in: table, of: id, transaction: transaction, { bytes throws(RowDecodingError) in
                 try RowCodec.decode(bytes, layout: layout)
@@ -181,16 +190,40 @@ private final class BatchInsertPlan {
         let check: RelationshipCheck
     }
 
-    /// A row written with to-ones left empty (``Unfilled``): its key and its position in the batch.
+    /// A member of a to-many (link `link`, at `position` among the row's members) whose link entries wait for its
+    /// target, a row later in the batch.
+    struct UnfilledMember {
+        let link: Int
+        let target: BatchTarget
+        let position: Int
+    }
+
+    /// A row written with to-ones or to-many members left out (``Unfilled``, ``UnfilledMember``): its key and its
+    /// position in the batch.
     struct Deferred {
         let key: UInt64
         let position: Int
         let unfilled: [Unfilled]
+        let members: [UnfilledMember]
     }
 
-    /// The rows whose to-ones point at rows the batch had not written yet: filled in at the end of the request (or
-    /// of each chunk, when chunks commit).
+    /// The rows whose to-ones or to-many members point at rows the batch had not written yet: filled in at the end
+    /// of the request (or of each chunk, when chunks commit).
     var deferred: [Deferred] = []
+
+    /// Puts the link entries of `member` at `position` among the to-many of link `index` (whose `table` the caller
+    /// holds) of the row `key` (and, for a many-to-many, the row among the member's inverse), each table's in key
+    /// order when `indexes` puts its pending entries.
+    @inline(__always)
+    func putLink(_ index: Int, table: ToManyTable, member: StoredRow.Reference, at position: Int, of key: UInt64, row: Int,
+                 into indexes: inout IndexUpdates) throws {
+        table.withNewEntry(member, of: key, at: position) { indexes.putSorted($1, forKey: $0, into: table.database, row: row) }
+        guard links[index].inverse != nil else { return }
+        let inverse = try inverseTable(index, tag: member.entityTag)
+        inverse.withNewEntry(StoredRow.Reference(entityTag: entity.tag, key: key), of: member.key, at: 0) {
+            indexes.putSorted($1, forKey: $0, into: inverse.database, row: row)
+        }
+    }
 
     /// The last inverse link table each link found, with the member tag it was found for (members of one
     /// relationship usually share their entity).

@@ -386,6 +386,71 @@ struct BatchRequestTests {
         #expect(try store.verify().isEmpty)
     }
 
+    @Test("a to-many member by unique value may be a row later in the batch, in order; one no row gives stops it, naming the row")
+    func membersFromLaterRows() throws {
+        let people = try ManagedObjectModel {
+            EntityDescription("Person") {
+                AttributeDescription("email", .string)
+                RelationshipDescription("follows", destination: "Person", inverse: "followers", toMany: true)
+                RelationshipDescription("followers", destination: "Person", inverse: "follows", toMany: true)
+                RelationshipDescription("favorites", destination: "Person", inverse: "favoredBy", ordered: true)
+                RelationshipDescription("favoredBy", destination: "Person", inverse: "favorites", toMany: true)
+                UniquenessConstraint("email")
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(people)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        func person(_ email: String, follows: [String] = [], favorites: [String] = []) -> [String: BatchValue] {
+            ["email": .attribute(.string(email)),
+             "follows": .uniqueValues(follows.map { .string($0) }), "favorites": .uniqueValues(favorites.map { .string($0) })]
+        }
+        func emails(of email: String, _ key: String) throws -> [String] {
+            let reader = ManagedObjectContext(coordinator: coordinator)
+            let found = try reader.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "email == %@", email)))
+            return try #require(found.first).relatedObjects(forKey: key).map { $0.value(forKey: "email") as? String ?? "?" }
+        }
+
+        // Members listed before and after their row, within a chunk and across chunks of one transaction; an ordered
+        // to-many keeps the order given whichever of its members came later.
+        var request = BatchInsertRequest(entityName: "Person", objects: [
+            person("a", follows: ["c", "b"]), person("b", follows: ["a"], favorites: ["e", "a", "d"]),
+            person("c", follows: ["e"]), person("d"), person("e", follows: ["a", "b", "c", "d"]),
+        ])
+        request.chunkSize = 2
+        #expect(try context.execute(request).isComplete)
+        #expect(try Set(emails(of: "a", "follows")) == ["b", "c"])
+        #expect(try Set(emails(of: "a", "followers")) == ["b", "e"])
+        #expect(try Set(emails(of: "e", "followers")) == ["c"])
+        #expect(try emails(of: "b", "favorites") == ["e", "a", "d"])
+        #expect(try Set(emails(of: "d", "favoredBy")) == ["b"])
+        #expect(try count(context, "Person", "ANY follows.email == 'a'") == 2)
+        #expect(try count(context, "Person", "ANY followers.email == 'e'") == 4)
+        #expect(try store.verify().isEmpty)
+
+        // A member no row of the request gives: the request stops at that row and writes nothing.
+        var missing = BatchInsertRequest(entityName: "Person", objects: [person("f", follows: ["g"]), person("h", follows: ["g", "zz"]), person("g")])
+        missing.chunkSize = 1
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(missing) }
+        #expect(error.code == .objectNotFound)
+        #expect(error.message.contains("row 1") && error.message.contains("whose email is \"zz\", and there is none in the store or among the batch's rows"),
+                "\(error.message)")
+        #expect(try count(context, "Person") == 5)
+        #expect(try count(context, "Person", "ANY followers.email == 'h'") == 0)
+
+        // Each chunk committed: a member later in the chunk is found; one in a later chunk is not, and the chunks
+        // before stay with their links.
+        var chunked = BatchInsertRequest(entityName: "Person", objects: [person("i", follows: ["j"]), person("j"), person("k", follows: ["m"]), person("l"), person("m")])
+        chunked.chunkSize = 2
+        chunked.commitsEachChunk = true
+        let chunkError = try #require(throws: ManagedObjectContextError.self) { try context.execute(chunked) }
+        #expect(chunkError.message.contains("row 2") && chunkError.message.contains("up to the end of its chunk"), "\(chunkError.message)")
+        #expect(try emails(of: "i", "follows") == ["j"])
+        #expect(try emails(of: "j", "followers") == ["i"])
+        #expect(try count(context, "Person") == 7)
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test("a store without batch requests fails clearly, or runs them through objects when asked")
     func storesWithoutBatchesFallBack() throws {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: batchModel)
