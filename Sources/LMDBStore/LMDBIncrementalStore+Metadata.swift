@@ -117,8 +117,23 @@ extension LMDBIncrementalStore {
         }
         guard stored[MetaKey.modelHash] == model.versionHashString else {
             throw ManagedObjectContextError(.storeUnusable,
-                message: "\(path) was written with model version \(stored[MetaKey.modelHash] ?? "?"), not this model's \(model.versionHashString)")
+                message: "\(path) was written with model version \(stored[MetaKey.modelHash] ?? "?"), not this model's \(model.versionHashString)\(changes(since: stored))")
         }
+    }
+
+    /// What changed since the model a store file keeps (format 3 and later), as an error's second sentence: the
+    /// changes a lightweight migration would make, or the one it cannot; and what to do.
+    private func changes(since stored: [String: String]) -> String {
+        guard let json = stored[MetaKey.model], let old = try? ManagedObjectModel(json: Data(json.utf8)) else {
+            return ". Open it with the model it was written with"
+        }
+        let changes: String
+        do {
+            changes = "the changes since the model it was written with:\n" + (try MappingModel.inferred(from: old, to: model)).description
+        } catch {
+            changes = "the model it was written with does not map to this one: \(error.message)"
+        }
+        return ". \(changes)\nOpen it with the model it was written with (LMDBIncrementalStore.storedModel(at:) reads it from the file); this LMDBStore does not migrate stores yet"
     }
 
     /// Upgrades a file of an older format to the current one, rebuilding from the rows (which every format shares

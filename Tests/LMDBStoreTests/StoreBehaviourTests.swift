@@ -37,8 +37,24 @@ import Testing
         } catch let error as ManagedObjectContextError {
             #expect(error.code == .storeUnusable)
             #expect(error.message.contains(model.versionHashString) && error.message.contains(other.versionHashString))
+            // What stands in the way, read from the model the file keeps, and what to do.
+            #expect(error.message.contains("does not map to this one") && error.message.contains("Note.title changes type from String"), "\(error.message)")
+            #expect(error.message.contains("storedModel(at:)"), "\(error.message)")
         }
+        // A change a migration would infer is listed.
+        let added = try ManagedObjectModel {
+            EntityDescription("Note") {
+                AttributeDescription("title", .string, validation: AttributeValidation(maximumLength: 20))
+                AttributeDescription("subtitle", .string, isOptional: true)
+            }
+        }
+        let error = try #require(throws: ManagedObjectContextError.self) { try folder.coordinator(added) }
+        #expect(error.message.contains("the changes since the model it was written with:\nNote: + subtitle; − score"), "\(error.message)")
         #expect(try Data(contentsOf: folder.file()) == before, "nothing was written")
+        // The question a caller can ask first.
+        let metadata = try PersistentStoreCoordinator.metadataForPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file())
+        #expect(model.isConfiguration(withName: nil, compatibleWithStoreMetadata: metadata))
+        #expect(!added.isConfiguration(withName: nil, compatibleWithStoreMetadata: metadata))
     }
 
     /// A known store option with a value it cannot take is refused by name, before the file is created.

@@ -29,6 +29,9 @@ public struct ManagedObjectContextError: Error, Sendable, CustomStringConvertibl
         public static let unsupportedRequest = Code(rawValue: "unsupportedRequest")
         /// A store file cannot be used (missing, foreign, another model).
         public static let storeUnusable = Code(rawValue: "storeUnusable")
+        /// A store cannot be migrated from the model it was written with to another: a change no mapping infers
+        /// (see ``MappingModel/inferred(from:to:)``), or a migration that failed.
+        public static let migrationFailed = Code(rawValue: "migrationFailed")
     }
 
     /// The kind of failure.
