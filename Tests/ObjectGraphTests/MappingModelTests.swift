@@ -106,8 +106,9 @@ import Testing
             Self.department(),
         ])
         let attributes = try #require(wider.entityMappings.first).attributes
-        #expect(attributes.first { $0.destinationName == "age" }?.source == .widened(from: "age", type: .integer16))
-        #expect(attributes.first { $0.destinationName == "score" }?.source == .widened(from: "score", type: .float))
+        #expect(attributes.first { $0.destinationName == "age" }?.source == .widened(from: "age", type: .integer16, to: .integer64))
+        #expect(attributes.first { $0.destinationName == "score" }?.source == .widened(from: "score", type: .float, to: .double))
+        #expect(wider.description == "Person: age Integer 16 → Integer 64; score Float → Double", "\(wider)")
         for (name, type) in [("age", AttributeType.string), ("score", .integer64), ("name", .integer32)] {
             let message = try refusal([Self.person(replacing: [name: .attribute(AttributeDescription(name, type, isOptional: true))]), Self.department()])
             #expect(message.contains("Person.\(name) changes type") && message.contains("to \(type.coreDataName)"), "\(message)")

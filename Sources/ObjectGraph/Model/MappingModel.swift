@@ -11,7 +11,7 @@
 /// `description` lists the changes, one entity a line, for a dry run or an error message:
 ///
 /// ```text
-/// Employee: + title (default "—"); − nickname; age Integer 16 → Integer 32; name ← fullName
+/// Employee: + level (default 1); age Integer 16 → Integer 32; fullName ← name; − nickname
 /// Badge: new entity
 /// Temp: removed, with its rows
 /// ```
@@ -53,9 +53,9 @@ public struct MappingModel: Sendable, Hashable, CustomStringConvertible {
         public enum Source: Sendable, Hashable {
             /// The source attribute of this name, unchanged.
             case copied(from: String)
-            /// The source attribute of this name, of a narrower type converted without loss (Integer 16 → 32 → 64,
-            /// Float → Double).
-            case widened(from: String, type: AttributeType)
+            /// The source attribute of this name, of the narrower type `type`, converted without loss to `to`
+            /// (Integer 16 → 32 → 64, Float → Double).
+            case widened(from: String, type: AttributeType, to: AttributeType)
             /// No source attribute: every existing row takes this value (`nil`: none).
             case defaultValue(AttributeValue?)
         }
@@ -100,8 +100,8 @@ public struct MappingModel: Sendable, Hashable, CustomStringConvertible {
                 switch attribute.source {
                 case .copied(let name) where name != attribute.destinationName: changes.append("\(attribute.destinationName) ← \(name)")
                 case .copied: break
-                case .widened(let name, let type):
-                    changes.append("\(attribute.destinationName)\(name == attribute.destinationName ? "" : " ← \(name)") \(type.coreDataName) → widened")
+                case .widened(let name, let type, let wider):
+                    changes.append("\(attribute.destinationName)\(name == attribute.destinationName ? "" : " ← \(name)") \(type.coreDataName) → \(wider.coreDataName)")
                 case .defaultValue(let value): changes.append("+ \(attribute.destinationName)\(value.map { " (default \($0))" } ?? "")")
                 }
                 if let replacement = attribute.nullReplacement { changes.append("\(attribute.destinationName) required (NULL becomes \(replacement))") }
@@ -189,7 +189,7 @@ extension MappingModel {
                 if attribute.type == was.type {
                     mapped = .copied(from: was.name)
                 } else if widens(from: was.type, to: attribute.type) {
-                    mapped = .widened(from: was.name, type: was.type)
+                    mapped = .widened(from: was.name, type: was.type, to: attribute.type)
                 } else {
                     throw refuse("\(name).\(attribute.name) changes type from \(was.type.coreDataName) (\(sourceName).\(was.name)) to \(attribute.type.coreDataName), which lightweight migration cannot convert; give a mapping")
                 }
