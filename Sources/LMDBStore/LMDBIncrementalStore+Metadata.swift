@@ -117,14 +117,14 @@ extension LMDBIncrementalStore {
         }
         guard stored[MetaKey.modelHash] == model.versionHashString else {
             throw ManagedObjectContextError(.storeUnusable,
-                message: "\(path) was written with model version \(stored[MetaKey.modelHash] ?? "?"), not this model's \(model.versionHashString)\(changes(since: stored))")
+                message: "\(path) was written with model version \(stored[MetaKey.modelHash] ?? "?"), not this model's \(model.versionHashString)\(changes(since: stored, path: path))")
         }
     }
 
     /// What changed since the model a store file keeps (format 3 and later), as an error's second sentence: the
     /// changes a lightweight migration would make, or the one it cannot; and what to do.
-    private func changes(since stored: [String: String]) -> String {
-        guard let json = stored[MetaKey.model], let old = try? ManagedObjectModel(json: Data(json.utf8)) else {
+    private func changes(since stored: [String: String], path: String) -> String {
+        guard let old = try? Self.keptModel(stored, path: path) else {
             return ". Open it with the model it was written with"
         }
         let changes: String
@@ -347,11 +347,16 @@ extension LMDBIncrementalStore {
     ///   when it is missing, not an LMDBStore store, or keeps a model that does not load (the model's problems are
     ///   in the message).
     public static func storedModel(at url: URL) throws -> ManagedObjectModel? {
-        guard let json = try storedMetadata(at: url)[MetaKey.model] else { return nil }
+        try keptModel(try storedMetadata(at: url), path: url.path)
+    }
+
+    /// The model `stored` (a file's `meta` entries) keeps, `nil` when it keeps none.
+    private static func keptModel(_ stored: [String: String], path: String) throws -> ManagedObjectModel? {
+        guard let json = stored[MetaKey.model] else { return nil }
         do {
-            return try ManagedObjectModel(json: Data(json.utf8), file: url.path + " (meta/model)")
+            return try ManagedObjectModel(json: Data(json.utf8), file: path + " (meta/model)")
         } catch {
-            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) keeps a model that does not load: \(error)", underlying: error)
+            throw ManagedObjectContextError(.storeUnusable, message: "\(path) keeps a model that does not load: \(error)", underlying: error)
         }
     }
 

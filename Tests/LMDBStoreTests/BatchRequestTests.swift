@@ -55,6 +55,16 @@ private func batchCoordinator(inMemory: Bool, _ folder: StoreFolder) throws -> P
     return coordinator
 }
 
+/// The error a batch insert of `objects` into Person stops with, read in chunks of `chunkSize` (each its own
+/// transaction when `commitsEachChunk`).
+private func refusedInsert(_ context: ManagedObjectContext, _ objects: [[String: BatchValue]], chunkSize: Int,
+                           commitsEachChunk: Bool = false) throws -> ManagedObjectContextError {
+    var request = BatchInsertRequest(entityName: "Person", objects: objects)
+    request.chunkSize = chunkSize
+    request.commitsEachChunk = commitsEachChunk
+    return try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+}
+
 private func count(_ context: ManagedObjectContext, _ entity: String, _ format: String? = nil, _ arguments: any PredicateArgument...) throws -> Int {
     try context.count(for: FetchRequest(entityName: entity, predicate: try format.map { try FetchPredicate(format: $0, argumentArray: arguments) }))
 }
@@ -366,9 +376,7 @@ struct BatchRequestTests {
         #expect(try store.verify().isEmpty)
 
         // A manager no row of the request gives: the request stops at that row and writes nothing.
-        var missing = BatchInsertRequest(entityName: "Person", objects: [person("f", "g"), person("h", "zz"), person("g", nil)])
-        missing.chunkSize = 1
-        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(missing) }
+        let error = try refusedInsert(context, [person("f", "g"), person("h", "zz"), person("g", nil)], chunkSize: 1)
         #expect(error.code == .objectNotFound)
         #expect(error.message.contains("row 1") && error.message.contains("whose email is \"zz\", and there is none in the store or among the batch's rows"),
                 "\(error.message)")
@@ -376,10 +384,8 @@ struct BatchRequestTests {
 
         // Each chunk committed: a manager later in the chunk is found; one in a later chunk is not, and the chunks
         // before stay.
-        var chunked = BatchInsertRequest(entityName: "Person", objects: [person("i", "j"), person("j", nil), person("k", "m"), person("l", nil), person("m", nil)])
-        chunked.chunkSize = 2
-        chunked.commitsEachChunk = true
-        let chunkError = try #require(throws: ManagedObjectContextError.self) { try context.execute(chunked) }
+        let chunkError = try refusedInsert(context, [person("i", "j"), person("j", nil), person("k", "m"), person("l", nil), person("m", nil)],
+                                           chunkSize: 2, commitsEachChunk: true)
         #expect(chunkError.message.contains("row 2") && chunkError.message.contains("up to the end of its chunk"), "\(chunkError.message)")
         #expect(try managers(["i", "j"]) == ["i": "j", "j": "-"])
         #expect(try count(context, "Person") == 7)
@@ -429,9 +435,7 @@ struct BatchRequestTests {
         #expect(try store.verify().isEmpty)
 
         // A member no row of the request gives: the request stops at that row and writes nothing.
-        var missing = BatchInsertRequest(entityName: "Person", objects: [person("f", follows: ["g"]), person("h", follows: ["g", "zz"]), person("g")])
-        missing.chunkSize = 1
-        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(missing) }
+        let error = try refusedInsert(context, [person("f", follows: ["g"]), person("h", follows: ["g", "zz"]), person("g")], chunkSize: 1)
         #expect(error.code == .objectNotFound)
         #expect(error.message.contains("row 1") && error.message.contains("whose email is \"zz\", and there is none in the store or among the batch's rows"),
                 "\(error.message)")
@@ -440,10 +444,8 @@ struct BatchRequestTests {
 
         // Each chunk committed: a member later in the chunk is found; one in a later chunk is not, and the chunks
         // before stay with their links.
-        var chunked = BatchInsertRequest(entityName: "Person", objects: [person("i", follows: ["j"]), person("j"), person("k", follows: ["m"]), person("l"), person("m")])
-        chunked.chunkSize = 2
-        chunked.commitsEachChunk = true
-        let chunkError = try #require(throws: ManagedObjectContextError.self) { try context.execute(chunked) }
+        let chunkError = try refusedInsert(context, [person("i", follows: ["j"]), person("j"), person("k", follows: ["m"]), person("l"), person("m")],
+                                           chunkSize: 2, commitsEachChunk: true)
         #expect(chunkError.message.contains("row 2") && chunkError.message.contains("up to the end of its chunk"), "\(chunkError.message)")
         #expect(try emails(of: "i", "follows") == ["j"])
         #expect(try emails(of: "j", "followers") == ["i"])

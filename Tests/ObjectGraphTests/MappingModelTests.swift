@@ -109,6 +109,14 @@ import Testing
         #expect(attributes.first { $0.destinationName == "age" }?.source == .widened(from: "age", type: .integer16, to: .integer64))
         #expect(attributes.first { $0.destinationName == "score" }?.source == .widened(from: "score", type: .float, to: .double))
         #expect(wider.description == "Person: age Integer 16 → Integer 64; score Float → Double", "\(wider)")
+        #expect(wider.entityMappings.first?.changesIndexes == false, "no index keeps them")
+        // An index keeping a widened attribute is built again: its entries hold the values.
+        let byAge = [FetchIndexDescription("byAge", properties: ["age"])]
+        let indexedV1 = try ManagedObjectModel(entities: [Self.person(indexes: byAge), Self.department()])
+        let indexedV2 = try ManagedObjectModel(entities: [
+            Self.person(replacing: ["age": .attribute(AttributeDescription("age", .integer64, isOptional: true))], indexes: byAge), Self.department(),
+        ])
+        #expect(try MappingModel.inferred(from: indexedV1, to: indexedV2).entityMappings.first?.changesIndexes == true)
         for (name, type) in [("age", AttributeType.string), ("score", .integer64), ("name", .integer32)] {
             let message = try refusal([Self.person(replacing: [name: .attribute(AttributeDescription(name, type, isOptional: true))]), Self.department()])
             #expect(message.contains("Person.\(name) changes type") && message.contains("to \(type.coreDataName)"), "\(message)")
@@ -124,6 +132,7 @@ import Testing
         ])
         let age = try #require(required.entityMappings.first?.attributes.first { $0.destinationName == "age" })
         #expect(age.source == .copied(from: "age") && age.nullReplacement == .integer(18))
+        #expect(!required.isIdentity && required.description == "Person: age required (NULL becomes 18)", "\(required)")
         let message = try refusal([Self.person(replacing: ["age": .attribute(AttributeDescription("age", .integer16))]), Self.department()])
         #expect(message.contains("Person.age became required with no default value"), "\(message)")
         // Made optional: nothing to do.
@@ -182,6 +191,9 @@ import Testing
         renamedPerson.renamingIdentifier = nil
         let v3 = try ManagedObjectModel(entities: [renamedPerson, Self.department()])
         #expect(try MappingModel.inferred(from: v2, to: v3).entityMappings.first?.addedConstraints == [])
+        // A constraint dropped drops its table.
+        let dropped = try MappingModel.inferred(from: v2, to: Self.v1)
+        #expect(dropped.entityMappings.first?.changesIndexes == true && dropped.entityMappings.first?.addedConstraints == [])
     }
 
     @Test func aModelIsCompatibleWithTheMetadataOfStoresWrittenWithIt() throws {

@@ -33,7 +33,9 @@ public struct MappingModel: Sendable, Hashable, CustomStringConvertible {
         public var relationships: [RelationshipMapping]
         /// The source entity's persistent properties nothing in the destination takes a value from.
         public var removedPropertyNames: [String]
-        /// Whether the entity's fetch indexes differ, so its index tables are built again.
+        /// Whether the entity's index tables are built again: its fetch indexes or uniqueness constraints differ,
+        /// the entity was renamed (its tables are named after it), or a value they keep changes (an indexed
+        /// attribute widened, or given its default where it was NULL).
         public var changesIndexes: Bool
         /// The uniqueness constraints the destination adds (by their property names): existing rows are checked
         /// against them.
@@ -42,7 +44,7 @@ public struct MappingModel: Sendable, Hashable, CustomStringConvertible {
         /// Whether the entity's rows come over unchanged: same entity, same properties, nothing to build again.
         public var isIdentity: Bool {
             sourceEntityName == destinationEntityName && removedPropertyNames.isEmpty && !changesIndexes && addedConstraints.isEmpty
-                && attributes.allSatisfy { $0.source == .copied(from: $0.destinationName) }
+                && attributes.allSatisfy { $0.source == .copied(from: $0.destinationName) && $0.nullReplacement == nil }
                 && relationships.allSatisfy { $0.source == .copied(from: $0.destinationName) }
         }
     }
@@ -226,11 +228,15 @@ extension MappingModel {
         let indexes = { (model: ManagedObjectModel, entity: String) in Set(model.fetchIndexes(of: entity)) }
         let constraints = { (model: ManagedObjectModel, entity: String) in model.uniquenessConstraints(of: entity).map(\.propertyNames) }
         let oldConstraints = Set(constraints(source, sourceName).map { names in names.map { used[$0] ?? $0 } })
+        let newConstraints = constraints(destination, name)
+        // The attributes the destination's index tables keep: a value of theirs that changes changes their entries.
+        let kept = Set(indexes(destination, name).flatMap { $0.elements.map(\.propertyName) + $0.storedAttributeNames } + newConstraints.joined())
+        let valuesChange = attributes.contains { kept.contains($0.destinationName) && ($0.nullReplacement != nil || $0.source != .copied(from: $0.destinationName)) }
         return EntityMapping(destinationEntityName: name, sourceEntityName: sourceName, attributes: attributes, relationships: relationships,
                              removedPropertyNames: removed,
-                             // A renamed entity's index tables are named after it: built again under the new name.
-                             changesIndexes: indexes(source, sourceName) != indexes(destination, name) || sourceName != name,
-                             addedConstraints: constraints(destination, name).filter { !oldConstraints.contains($0) })
+                             changesIndexes: indexes(source, sourceName) != indexes(destination, name) || oldConstraints != Set(newConstraints)
+                                || sourceName != name || valuesChange,
+                             addedConstraints: newConstraints.filter { !oldConstraints.contains($0) })
     }
 
     /// Whether a value of `old` converts to `new` without loss: Integer 16 → 32 → 64, Float → Double.
