@@ -138,6 +138,17 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` while no other process has the store open, and keeps other processes from opening it (their
+    /// ``open(at:options:)`` fails with ``LMDBError/busy``) until `body` returns: for work that rewrites the store
+    /// under a layout other processes would not read, such as a migration. On file systems without
+    /// open-file-description locks (and off Linux) nothing is checked and `body` just runs.
+    ///
+    /// - Throws: ``LMDBError/busy`` naming the store when another process has it open; `body`'s error.
+    public func withExclusiveUse<Result>(_ body: () throws -> Result) throws -> Result {
+        guard let lockFileGuard else { return try body() }
+        return try lockFileGuard.useExclusively(reportedPath: path, body)
+    }
+
     // MARK: - Process-wide registry
 
     private struct RegistryEntry: Sendable {

@@ -48,6 +48,14 @@ extension LMDBIncrementalStore {
             ]
             try create(environment, stored)
         } else {
+            if let pending = try StoreMigration.record(in: stored, path: path) {
+                try settleMigration(pending, environment, stored, path: path)
+                stored = try Self.readMetadata(environment: environment, path: path)
+            }
+            if stored[MetaKey.modelHash] != model.versionHashString && storeOptions.migratesAutomatically && stored[MetaKey.storeType] == type {
+                try migrateOnOpen(environment, stored, path: path)
+                stored = try Self.readMetadata(environment: environment, path: path)
+            }
             try check(stored, path: path)
             if let format = stored[MetaKey.format].flatMap(Int.init), format < Self.formatVersion {
                 try upgrade(environment, from: format, path: path)
@@ -133,7 +141,7 @@ extension LMDBIncrementalStore {
         } catch {
             changes = "the model it was written with does not map to this one: \(error.message)"
         }
-        return ". \(changes)\nOpen it with the model it was written with (LMDBIncrementalStore.storedModel(at:) reads it from the file); this LMDBStore does not migrate stores yet"
+        return ". \(changes)\nTo migrate it, open it with the store options \(Options.migrateAutomaticallyKey) and \(Options.inferMappingModelKey) set to true (or call LMDBIncrementalStore.migrateStore(at:through:options:)); or open it with the model it was written with (LMDBIncrementalStore.storedModel(at:) reads it from the file)"
     }
 
     /// Upgrades a file of an older format to the current one, rebuilding from the rows (which every format shares
@@ -285,29 +293,28 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// Drops the tables `meta` lists as replaced by an upgrade (an upgrade interrupted after recording its format
-    /// leaves them for the next open), each emptied in a write of its own first, then forgets the list.
+    /// Drops the tables `meta` lists as replaced by an upgrade or a migration (one interrupted after recording its
+    /// format or model leaves them for the next open), each emptied in a write of its own first, then forgets the
+    /// list.
     func dropLeftoverTables(_ environment: any KeyValueEngine, path: String) throws {
+        try Self.dropLeftoverTables(environment, keeping: layout, path: path)
+    }
+
+    /// Drops the leftover tables `meta` lists, except `layout`'s.
+    static func dropLeftoverTables(_ environment: any KeyValueEngine, keeping layout: StoreLayout, path: String) throws {
         do {
             let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase)
             let key = Array(MetaKey.leftoverTables.utf8)
             guard let json = try environment.read({ try meta.value(forKey: key, in: $0) }) else { return }
             let names = (try? JSONSerialization.jsonObject(with: Data(json))) as? [String] ?? []
-            var tables: [Database] = []
-            for name in names where !layout.databaseNames.contains(name) {
-                do {
-                    tables.append(try environment.openDatabase(named: name, create: false))
-                } catch LMDBError.notFound {
-                    continue
-                }
-            }
+            let tables = try names.filter { layout.tables[$0] == nil }.compactMap { try environment.openExistingDatabase(named: $0) }
             for table in tables { try environment.write { try table.clear(in: $0) } }
             try environment.write { transaction in
                 for table in tables { try table.drop(in: transaction) }
                 _ = try meta.delete(key: key, in: transaction)
             }
         } catch {
-            throw storeError(error, "cannot drop the tables \(path)'s upgrade replaced")
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot drop the tables \(path)'s upgrade or migration replaced", underlying: error)
         }
     }
 
@@ -316,19 +323,25 @@ extension LMDBIncrementalStore {
             var databases: [String: Database] = [:]
             for (name, kind) in layout.tables { databases[name] = try environment.openDatabase(named: name, options: kind.options) }
             let meta = databases[StoreLayout.metadataDatabase]!
-            var values = stored
-            let tags = Dictionary(uniqueKeysWithValues: layout.entityNamesByTag.map { (String($0.key), $0.value) })
-            values[MetaKey.entities] = String(decoding: try JSONSerialization.data(withJSONObject: tags, options: [.sortedKeys]), as: UTF8.self)
-            for (name, entity) in layout.entities {
-                values[MetaKey.fields(name)] = String(decoding: try JSONSerialization.data(withJSONObject: entity.fields.map(\.name)), as: UTF8.self)
-            }
-            values[MetaKey.model] = String(decoding: model.jsonData(), as: UTF8.self)
+            let values = stored.merging(try Self.layoutMetadata(layout)) { _, layout in layout }
             try environment.write { transaction in
                 for (key, value) in values { try meta.put(Array(value.utf8), forKey: Array(key.utf8), in: transaction) }
             }
         } catch {
             throw storeError(error, "cannot create the store")
         }
+    }
+
+    /// The `meta` entries that describe a layout: its entity tags, each entity's field names and the model.
+    static func layoutMetadata(_ layout: StoreLayout) throws -> [String: String] {
+        var values: [String: String] = [:]
+        let tags = Dictionary(uniqueKeysWithValues: layout.entityNamesByTag.map { (String($0.key), $0.value) })
+        values[MetaKey.entities] = String(decoding: try JSONSerialization.data(withJSONObject: tags, options: [.sortedKeys]), as: UTF8.self)
+        for (name, entity) in layout.entities {
+            values[MetaKey.fields(name)] = String(decoding: try JSONSerialization.data(withJSONObject: entity.fields.map(\.name)), as: UTF8.self)
+        }
+        values[MetaKey.model] = String(decoding: layout.model.jsonData(), as: UTF8.self)
+        return values
     }
 
     /// Reads a store file's metadata without opening it for writing.
@@ -351,7 +364,7 @@ extension LMDBIncrementalStore {
     }
 
     /// The model `stored` (a file's `meta` entries) keeps, `nil` when it keeps none.
-    private static func keptModel(_ stored: [String: String], path: String) throws -> ManagedObjectModel? {
+    static func keptModel(_ stored: [String: String], path: String) throws -> ManagedObjectModel? {
         guard let json = stored[MetaKey.model] else { return nil }
         do {
             return try ManagedObjectModel(json: Data(json.utf8), file: path + " (meta/model)")
@@ -375,7 +388,7 @@ extension LMDBIncrementalStore {
         return stored
     }
 
-    private static func readMetadata(environment: any KeyValueEngine, path: String) throws -> [String: String] {
+    static func readMetadata(environment: any KeyValueEngine, path: String) throws -> [String: String] {
         let meta: Database
         do {
             meta = try environment.openDatabase(named: StoreLayout.metadataDatabase, create: false)

@@ -36,16 +36,36 @@ extension LMDBIncrementalStore {
         /// Whether the store may add its tables to an LMDB file that already holds another program's data
         /// (`"createInForeignFile"`); such a file is refused otherwise.
         public var createsInForeignFile: Bool
+        /// Whether a store written with another version of the model is migrated to this one when it opens
+        /// (Core Data's `NSMigratePersistentStoresAutomaticallyOption`, ``migrateAutomaticallyKey``); it is refused
+        /// otherwise. Takes effect with ``infersMappingModel``: this store reads no mapping model files, so a mapping
+        /// that cannot be inferred is given to ``LMDBIncrementalStore/migrateStore(at:through:options:)``.
+        public var migratesAutomatically: Bool
+        /// Whether the mapping of an automatic migration is inferred (Core Data's
+        /// `NSInferMappingModelAutomaticallyOption`, ``inferMappingModelKey``).
+        public var infersMappingModel: Bool
+        /// How many rows (or entries) a migration writes per transaction (`"migrationBatchSize"`); its progress is
+        /// recorded after each. `nil`: 50 000.
+        public var migrationBatchSize: Int?
+
+        /// Core Data's option key asking for automatic migration.
+        public static let migrateAutomaticallyKey = "NSMigratePersistentStoresAutomaticallyOption"
+        /// Core Data's option key asking for the mapping to be inferred.
+        public static let inferMappingModelKey = "NSInferMappingModelAutomaticallyOption"
 
         /// Options with the given values (the defaults: LMDB's map sizes, full durability, read-ahead, no foreign
-        /// files).
+        /// files, no automatic migration).
         public init(mapSize: Int? = nil, maxMapSize: Int? = nil, durability: Durability = .full, readsAhead: Bool = true,
-                    createsInForeignFile: Bool = false) {
+                    createsInForeignFile: Bool = false, migratesAutomatically: Bool = false, infersMappingModel: Bool = false,
+                    migrationBatchSize: Int? = nil) {
             self.mapSize = mapSize
             self.maxMapSize = maxMapSize
             self.durability = durability
             self.readsAhead = readsAhead
             self.createsInForeignFile = createsInForeignFile
+            self.migratesAutomatically = migratesAutomatically
+            self.infersMappingModel = infersMappingModel
+            self.migrationBatchSize = migrationBatchSize
         }
 
         /// Reads the options from a coordinator's string options.
@@ -69,6 +89,14 @@ extension LMDBIncrementalStore {
                 default: throw refuse(key, "true or false")
                 }
             }
+            // Core Data's own keys take a Boolean NSNumber there; here also its usual spellings as text.
+            func coreDataFlag(_ key: String) throws(ManagedObjectContextError) -> Bool {
+                switch options[key] {
+                case nil, "false", "0", "NO": return false
+                case "true", "1", "YES": return true
+                default: throw refuse(key, "true or false")
+                }
+            }
             self.init(mapSize: try bytes("mapSize"), maxMapSize: try bytes("maxMapSize"))
             if let text = options["durability"] {
                 guard let durability = Durability(rawValue: text) else { throw refuse("durability", "full, skipMetaSync or noSync") }
@@ -76,6 +104,12 @@ extension LMDBIncrementalStore {
             }
             readsAhead = try flag("readAhead", default: true)
             createsInForeignFile = try flag("createInForeignFile", default: false)
+            migratesAutomatically = try coreDataFlag(Self.migrateAutomaticallyKey)
+            infersMappingModel = try coreDataFlag(Self.inferMappingModelKey)
+            if let text = options["migrationBatchSize"] {
+                guard let value = Int(text), value > 0 else { throw refuse("migrationBatchSize", "a positive number of rows") }
+                migrationBatchSize = value
+            }
         }
 
         /// The options as a coordinator's string options; defaults are left out.
@@ -86,6 +120,9 @@ extension LMDBIncrementalStore {
             if durability != .full { options["durability"] = durability.rawValue }
             if !readsAhead { options["readAhead"] = "false" }
             if createsInForeignFile { options["createInForeignFile"] = "true" }
+            if migratesAutomatically { options[Self.migrateAutomaticallyKey] = "true" }
+            if infersMappingModel { options[Self.inferMappingModelKey] = "true" }
+            if let migrationBatchSize { options["migrationBatchSize"] = String(migrationBatchSize) }
             return options
         }
 
@@ -101,7 +138,8 @@ extension LMDBIncrementalStore {
             case .noSync: environment.durability = .noSync
             }
             environment.readsAhead = readsAhead
-            environment.maxDatabases = max(64, databases + 8)
+            // A migration opens the old model's tables, the new one's and their staged copies at once.
+            environment.maxDatabases = max(128, 3 * databases + 16)
             return environment
         }
     }

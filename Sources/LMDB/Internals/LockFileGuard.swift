@@ -21,6 +21,8 @@ import Darwin
 /// Open-file-description locks are Linux's (`F_OFD_SETLK`); elsewhere the guard does nothing.
 final class LockFileGuard {
     private let descriptor: Int32
+    /// The byte of the region that stands for this process's lock file.
+    private let mark: Int64
 
     /// The region of the data file's byte range whose bytes stand for lock files; nothing is ever written there.
     private static let regionStart: Int64 = 1 << 62
@@ -39,13 +41,21 @@ final class LockFileGuard {
     init?(dataPath: String, lockPath: String, reportedPath: String) throws(LMDBError) {
         #if os(Linux)
         guard let lockFile = StoreFile.identity(of: lockPath) else { return nil }
-        let descriptor = open(dataPath, O_RDONLY | O_CLOEXEC)
+        // Open for writing where the file allows it: holding the mark alone (``useExclusively(_:)``) needs a write lock.
+        var descriptor = open(dataPath, O_RDWR | O_CLOEXEC)
+        if descriptor < 0 { descriptor = open(dataPath, O_RDONLY | O_CLOEXEC) }
         guard descriptor >= 0 else { return nil }
         let mark = Self.regionStart + Int64(bitPattern: Self.hash(lockFile) % UInt64(Self.regionLength))
         var shared = Self.range(F_RDLCK, from: mark, to: mark + 1)
         guard fcntl(descriptor, Self.setLock, &shared) == 0 else {
-            // The file system keeps no such locks (some network file systems): nothing to compare with.
+            let failure = errno
             close(descriptor)
+            if failure == EAGAIN || failure == EACCES {
+                // Another process holds the mark alone (``useExclusively(_:)``).
+                throw LMDBError(.busy, path: reportedPath,
+                                message: "another process is using this store alone (migrating it to another model version); open it once that is done")
+            }
+            // The file system keeps no such locks (some network file systems): nothing to compare with.
             return nil
         }
         for (start, end) in [(Self.regionStart, mark), (mark + 1, Self.regionStart + Self.regionLength)] where start < end {
@@ -57,9 +67,31 @@ final class LockFileGuard {
             }
         }
         self.descriptor = descriptor
+        self.mark = mark
         #else
         return nil
         #endif
+    }
+
+    /// Runs `body` holding this process's mark alone: no other process has the store open through any name while
+    /// it runs, and none can open it (their ``init(dataPath:lockPath:reportedPath:)`` fails with ``LMDBError/busy``).
+    ///
+    /// - Throws: ``LMDBError/busy`` naming the store when another process (or another open of the file in this one)
+    ///   has it open; `body`'s error.
+    func useExclusively<Result>(reportedPath: String, _ body: () throws -> Result) throws -> Result {
+        #if os(Linux)
+        var exclusive = Self.range(F_WRLCK, from: mark, to: mark + 1)
+        guard fcntl(descriptor, Self.setLock, &exclusive) == 0 else {
+            // A file this process may only read cannot be held alone (nor written, so nothing is migrated in it).
+            if errno == EBADF { return try body() }
+            throw LMDBError(.busy, path: reportedPath, message: "another process has this store open; it must be closed for the store to be used alone (to migrate it)")
+        }
+        defer {
+            var shared = Self.range(F_RDLCK, from: mark, to: mark + 1)
+            _ = fcntl(descriptor, Self.setLock, &shared)
+        }
+        #endif
+        return try body()
     }
 
     deinit {

@@ -31,6 +31,29 @@ protocol KeyValueEngine: AnyObject, Sendable {
     /// Runs `body` in the one write transaction: it commits when `body` returns, and nothing of it is seen (by
     /// readers or after a crash) when `body` throws. `body` may be run again when the engine had to grow.
     func withWriteTransaction(_ body: (any KeyValueTransaction) throws -> Void) throws
+
+    /// Runs `body` while no other process has the store open, keeping them out until it returns (a migration);
+    /// ``LMDBError/busy`` when another process has it open. An engine only one process reads runs `body` as it is.
+    func runExclusively(_ body: () throws -> Void) throws
+}
+
+extension KeyValueEngine {
+    func runExclusively(_ body: () throws -> Void) throws { try body() }
+
+    /// The handle of the existing table `name`, whichever of the store's table options it was made with; `nil` when
+    /// there is no such table.
+    func openExistingDatabase(named name: String) throws -> Database? {
+        for options in [DatabaseOptions(), [.dupSort, .dupFixed], [.dupSort]] {
+            do {
+                return try openDatabase(named: name, options: options, create: false)
+            } catch LMDBError.incompatible {
+                continue
+            } catch LMDBError.notFound {
+                return nil
+            }
+        }
+        return nil
+    }
 }
 
 /// A transaction of a ``KeyValueEngine``: the operations on one table's keys and values.

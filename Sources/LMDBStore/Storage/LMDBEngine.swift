@@ -12,6 +12,10 @@ extension Environment: KeyValueEngine {
     func withWriteTransaction(_ body: (any KeyValueTransaction) throws -> Void) throws {
         try write { (transaction: Transaction) in try body(transaction) }
     }
+
+    func runExclusively(_ body: () throws -> Void) throws {
+        try withExclusiveUse(body)
+    }
 }
 
 extension Transaction: KeyValueTransaction {

@@ -60,6 +60,8 @@ public struct MappingModel: Sendable, Hashable, CustomStringConvertible {
             case widened(from: String, type: AttributeType, to: AttributeType)
             /// No source attribute: every existing row takes this value (`nil`: none).
             case defaultValue(AttributeValue?)
+            /// A custom mapping's closure gives the value, row by row (``CustomEntityMapping``).
+            case computed
         }
 
         /// The destination attribute.
@@ -105,6 +107,7 @@ public struct MappingModel: Sendable, Hashable, CustomStringConvertible {
                 case .widened(let name, let type, let wider):
                     changes.append("\(attribute.destinationName)\(name == attribute.destinationName ? "" : " ← \(name)") \(type.coreDataName) → \(wider.coreDataName)")
                 case .defaultValue(let value): changes.append("+ \(attribute.destinationName)\(value.map { " (default \($0))" } ?? "")")
+                case .computed: changes.append("\(attribute.destinationName) computed")
                 }
                 if let replacement = attribute.nullReplacement { changes.append("\(attribute.destinationName) required (NULL becomes \(replacement))") }
             }
@@ -129,13 +132,19 @@ extension MappingModel {
     /// The mapping lightweight migration infers from `source` to `destination` (Core Data's
     /// `inferredMappingModel(forSourceModel:destinationModel:)`).
     ///
+    /// `computing` names, by destination entity, the attributes a custom mapping's closure computes
+    /// (``CustomEntityMapping/computedAttributeNames``): each maps as ``AttributeMapping/Source/computed``, whatever
+    /// its type or the source's, so a change the rules cannot carry out is carried out by the closure.
+    ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/migrationFailed`` naming the
     ///   entity and property of the first change the data alone cannot carry out: a new required attribute without
     ///   a default value, an attribute made required without one, a type change other than a widening, an attribute
     ///   that became a relationship or the reverse, a new required to-one, a to-many made to-one, a relationship
-    ///   whose destination is no longer what its old destination became, or two entities (or properties) renamed
-    ///   from one.
-    public static func inferred(from source: ManagedObjectModel, to destination: ManagedObjectModel) throws(ManagedObjectContextError) -> MappingModel {
+    ///   whose destination is no longer what its old destination became, two entities (or properties) renamed
+    ///   from one, or two entity hierarchies merged under one root (their rows' keys would collide, as Core Data
+    ///   refuses too).
+    public static func inferred(from source: ManagedObjectModel, to destination: ManagedObjectModel,
+                                computing: [String: Set<String>] = [:]) throws(ManagedObjectContextError) -> MappingModel {
         func refuse(_ message: String) -> ManagedObjectContextError {
             ManagedObjectContextError(.migrationFailed, message: "cannot infer a mapping: \(message)")
         }
@@ -150,6 +159,15 @@ extension MappingModel {
             taken[name] = entity.name
             sourceOf[entity.name] = name
         }
+        // Rows keep their keys, which are unique within an old hierarchy only: one new hierarchy takes rows from one.
+        var rootSources: [String: (root: String, entity: String)] = [:]
+        for (entity, from) in sourceOf.sorted(by: { $0.key < $1.key }) {
+            let root = destination.ancestry(of: entity).first ?? entity, oldRoot = source.ancestry(of: from).first ?? from
+            if let other = rootSources[root], other.root != oldRoot {
+                throw refuse("\(entity) and \(other.entity) share the root \(root) but take rows of the separate hierarchies of \(from) and \(other.root)")
+            }
+            rootSources[root] = (oldRoot, entity)
+        }
         var mappings: [EntityMapping] = []
         for entity in destination.entities {
             guard let from = sourceOf[entity.name] else {
@@ -157,14 +175,16 @@ extension MappingModel {
                                               removedPropertyNames: [], changesIndexes: false, addedConstraints: []))
                 continue
             }
-            mappings.append(try entityMapping(entity.name, from: from, source: source, destination: destination, sourceOf: sourceOf, refuse))
+            mappings.append(try entityMapping(entity.name, from: from, source: source, destination: destination, sourceOf: sourceOf,
+                                              computed: computing[entity.name] ?? [], refuse))
         }
         let removed = source.entities.map(\.name).filter { taken[$0] == nil }
         return MappingModel(entityMappings: mappings, removedEntityNames: removed)
     }
 
     private static func entityMapping(_ name: String, from sourceName: String, source: ManagedObjectModel, destination: ManagedObjectModel,
-                                      sourceOf: [String: String], _ refuse: (String) -> ManagedObjectContextError) throws(ManagedObjectContextError) -> EntityMapping {
+                                      sourceOf: [String: String], computed: Set<String>,
+                                      _ refuse: (String) -> ManagedObjectContextError) throws(ManagedObjectContextError) -> EntityMapping {
         let old = source.allProperties(of: sourceName).filter(\.isPersistent)
         let oldByName = Dictionary(old.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var used: [String: String] = [:]
@@ -179,6 +199,10 @@ extension MappingModel {
             if let match {
                 if let other = used[match.name] { throw refuse("\(name).\(property.name) and \(name).\(other) both take the value of \(sourceName).\(match.name)") }
                 used[match.name] = property.name
+            }
+            if case .attribute(let attribute) = property, computed.contains(attribute.name) {
+                attributes.append(AttributeMapping(destinationName: attribute.name, source: .computed))
+                continue
             }
             switch (property, match) {
             case (.attribute(let attribute), nil):

@@ -1,0 +1,191 @@
+import Foundation
+import LMDB
+import ObjectGraph
+
+extension LMDBIncrementalStore {
+    /// What a migration of a store file would do: the mapping, and how many stored rows each entity of the old model
+    /// has (a dry run; nothing is written).
+    public struct MigrationReport: Sendable, CustomStringConvertible {
+        /// The mapping from the model the store was written with to the one asked for.
+        public let mapping: MappingModel
+        /// The rows each entity of the old model holds (its subentities' counted under them), by entity name.
+        public let rowCounts: [String: Int]
+
+        /// The mapping's changes, each entity's line followed by how many of its rows the migration rewrites.
+        public var description: String {
+            guard !mapping.isIdentity else { return "no change" }
+            var lines: [String] = []
+            for line in mapping.description.split(separator: "\n").map(String.init) {
+                let entity = String(line.prefix { $0 != ":" && $0 != " " })
+                let source = mapping.entityMappings.first { $0.destinationEntityName == entity }?.sourceEntityName ?? entity
+                lines.append(rowCounts[source].map { "\(line) [\($0) row\($0 == 1 ? "" : "s")]" } ?? line)
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    /// Reports what migrating the store at `url` to `model` would change, and how many rows, without writing
+    /// anything (a dry run).
+    ///
+    /// - Throws: ``ManagedObjectContextError``: ``ManagedObjectContextError/Code/storeUnusable`` naming the file when
+    ///   it is missing, not an LMDBStore store, or keeps no model (written before format 3 and not opened since);
+    ///   ``ManagedObjectContextError/Code/migrationFailed`` naming the entity and property a mapping cannot carry.
+    public static func migrationReport(at url: URL, to model: ManagedObjectModel, customMappings: [CustomEntityMapping] = []) throws -> MigrationReport {
+        let environment: any KeyValueEngine
+        do {
+            environment = try KeyValueEngines.open(at: url.path, options: .init { $0.isReadOnly = true })
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot read \(url.path)", underlying: error)
+        }
+        let stored = try readMetadata(environment: environment, path: url.path)
+        guard !stored.isEmpty else { throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) is an LMDB file but not an LMDBStore store") }
+        guard let old = try keptModel(stored, path: url.path) else {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) keeps no model (it was written before format 3); open it once with its model first")
+        }
+        let mapping = try MigrationStage.custom(model, customMappings).mapping(from: old)
+        let layout = StoreLayout(model: old)
+        var counts: [String: Int] = [:]
+        for root in Set(layout.entities.values.map(\.root)).sorted() {
+            guard let rows = try? environment.openDatabase(named: StoreLayout.rowsDatabase(root: root), create: false) else { continue }
+            try environment.read { transaction in
+                try rows.withCursor(in: transaction) { cursor in
+                    try cursor.forEach { entry in
+                        if let tag = RowCodec.entityTag(entry.value), let entity = layout.entity(tag: tag) {
+                            for name in old.ancestry(of: entity.name) { counts[name, default: 0] += 1 }
+                        }
+                        return true
+                    }
+                }
+            }
+        }
+        return MigrationReport(mapping: mapping, rowCounts: counts)
+    }
+
+    /// Migrates the store at `url` in place through `stages`, in order: from the stage whose model the store was
+    /// written with (or, when it is none of them, from the model the file keeps) to the last stage's model. Each
+    /// step runs in write transactions of ``Options/migrationBatchSize`` rows with its progress recorded, so a kill
+    /// at any moment leaves the store as it was before the step or resumable: the next migration (or an open with
+    /// the new model and automatic migration) finishes it. The store must not be open in another process.
+    ///
+    /// ```swift
+    /// let stages = try MigrationStage.stages(ofCoreDataModel: URL(fileURLWithPath: "Library.xcdatamodeld"))
+    /// try LMDBIncrementalStore.migrateStore(at: storeURL, through: stages)
+    /// ```
+    ///
+    /// - Returns: The mapping of each step taken (none when the store already has the last stage's model).
+    /// - Throws: ``ManagedObjectContextError``: ``ManagedObjectContextError/Code/migrationFailed`` naming what a
+    ///   step cannot carry (the store keeps the model of the steps before); ``ManagedObjectContextError/Code/storeUnusable``
+    ///   when the file is not a store, keeps no model and matches no stage, or is open in another process.
+    @discardableResult
+    public static func migrateStore(at url: URL, through stages: [MigrationStage], options: Options = Options()) throws -> [MappingModel] {
+        guard let last = stages.last else { return [] }
+        let path = url.path
+        let databases = stages.map { StoreLayout(model: $0.model).tables.count }.max() ?? 0
+        let environment: any KeyValueEngine
+        do {
+            environment = try KeyValueEngines.open(at: path, options: options.environmentOptions(databases: databases))
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot open \(path) to migrate it", underlying: error)
+        }
+        var stored = try readMetadata(environment: environment, path: path)
+        guard !stored.isEmpty else { throw ManagedObjectContextError(.storeUnusable, message: "\(path) is an LMDB file but not an LMDBStore store") }
+        var applied: [MappingModel] = []
+        try exclusively(environment, path: path) {
+            if let pending = try StoreMigration.record(in: stored, path: path), pending.phase == .install {
+                try finishInstall(pending, environment, stored, path: path, rowsPerTransaction: options.migrationBatchSize ?? 50_000)
+                stored = try readMetadata(environment: environment, path: path)
+            }
+            guard stored[MetaKey.modelHash] != last.model.versionHashString else {
+                if try StoreMigration.record(in: stored, path: path) != nil { try StoreMigration.discard(environment, path: path) }
+                return
+            }
+            try checkMigratable(stored, path: path)
+            let start = stages.lastIndex { $0.model.versionHashString == stored[MetaKey.modelHash] }.map { $0 + 1 } ?? 0
+            var current: ManagedObjectModel
+            if start > 0 {
+                current = stages[start - 1].model
+            } else if let kept = try keptModel(stored, path: path) {
+                current = kept
+            } else {
+                throw ManagedObjectContextError(.storeUnusable,
+                    message: "\(path) was written with model version \(stored[MetaKey.modelHash] ?? "?"), which is none of the \(stages.count) stages', and keeps no model to migrate from; add a stage with that model")
+            }
+            for stage in stages[start...] {
+                let mapping = try stage.mapping(from: current)
+                let pending = try StoreMigration.record(in: stored, path: path)
+                try StoreMigration(environment: environment, path: path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: StoreLayout(model: current),
+                                   new: StoreLayout(model: stage.model), mapping: mapping, customMappings: stage.customMappings,
+                                   rowsPerTransaction: options.migrationBatchSize ?? 50_000).run(resuming: pending)
+                applied.append(mapping)
+                current = stage.model
+                stored = try readMetadata(environment: environment, path: path)
+            }
+            try dropLeftoverTables(environment, keeping: StoreLayout(model: current), path: path)
+        }
+        return applied
+    }
+
+    /// Runs `body` with the store file to this process alone; another process holding it open is an error that
+    /// says so.
+    private static func exclusively(_ environment: any KeyValueEngine, path: String, _ body: () throws -> Void) throws {
+        do {
+            try environment.runExclusively(body)
+        } catch let error as LMDBError where error == .busy {
+            throw ManagedObjectContextError(.storeUnusable,
+                message: "\(path) cannot be migrated while another process has it open; close it there and try again", underlying: error)
+        }
+    }
+
+    /// A store of an older file format is upgraded by opening it with the model it was written with first.
+    private static func checkMigratable(_ stored: [String: String], path: String) throws {
+        guard let format = stored[MetaKey.format].flatMap(Int.init), format == formatVersion else {
+            throw ManagedObjectContextError(.storeUnusable,
+                message: "\(path) has format version \(stored[MetaKey.format] ?? "?"); open it once with the model it was written with (which upgrades it to format \(formatVersion)), then migrate it")
+        }
+    }
+
+    /// Finishes the install phase of a migration a kill interrupted: the layout is the model `meta` now keeps.
+    private static func finishInstall(_ record: StoreMigration.Record, _ environment: any KeyValueEngine, _ stored: [String: String], path: String,
+                                      rowsPerTransaction: Int) throws {
+        guard let model = try keptModel(stored, path: path) else {
+            throw ManagedObjectContextError(.storeUnusable, message: "\(path) is being migrated but keeps no model; its meta table is damaged")
+        }
+        try StoreMigration.install(environment, layout: StoreLayout(model: model), record: record, path: path, rowsPerTransaction: rowsPerTransaction)
+    }
+
+    /// Settles a migration in progress when the store opens: an install is finished (whatever model opens it); a
+    /// staged copy is dropped — the store is as it was — unless this store's model is its target and migrates
+    /// automatically (``migrateOnOpen(_:_:path:)`` resumes it then).
+    func settleMigration(_ pending: StoreMigration.Record, _ environment: any KeyValueEngine, _ stored: [String: String], path: String) throws {
+        try Self.exclusively(environment, path: path) {
+            switch pending.phase {
+            case .install:
+                try Self.finishInstall(pending, environment, stored, path: path, rowsPerTransaction: storeOptions.migrationBatchSize ?? 50_000)
+            case .stage where pending.to == model.versionHashString && storeOptions.migratesAutomatically:
+                return
+            case .stage:
+                try StoreMigration.discard(environment, path: path)
+            }
+        }
+    }
+
+    /// Migrates the store to this store's model by the inferred mapping (the store options asked for it), resuming a
+    /// staged copy made for it.
+    func migrateOnOpen(_ environment: any KeyValueEngine, _ stored: [String: String], path: String) throws {
+        guard storeOptions.infersMappingModel else {
+            throw ManagedObjectContextError(.storeUnusable,
+                message: "\(path) was written with another model version and \(Options.migrateAutomaticallyKey) is set, but \(Options.inferMappingModelKey) is not: this store reads no mapping model files — set it too, or migrate with custom mappings through LMDBIncrementalStore.migrateStore(at:through:options:)")
+        }
+        try Self.checkMigratable(stored, path: path)
+        guard let old = try Self.keptModel(stored, path: path) else {
+            throw ManagedObjectContextError(.storeUnusable,
+                message: "\(path) keeps no model to migrate from (it was written before format 3); migrate it with LMDBIncrementalStore.migrateStore(at:through:options:) and a stage for the model it was written with")
+        }
+        let mapping = try MappingModel.inferred(from: old, to: model)
+        let pending = try StoreMigration.record(in: stored, path: path)
+        try Self.exclusively(environment, path: path) {
+            try StoreMigration(environment: environment, path: path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: StoreLayout(model: old), new: layout,
+                               mapping: mapping, customMappings: [], rowsPerTransaction: storeOptions.migrationBatchSize ?? 50_000).run(resuming: pending)
+        }
+    }
+}

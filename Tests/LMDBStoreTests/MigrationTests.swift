@@ -1,0 +1,381 @@
+import Foundation
+import LMDB
+@testable import LMDBStore
+import ObjectGraph
+import Testing
+
+/// Stores written with one model version and opened with the next: every change kind lightweight migration infers,
+/// custom and staged migrations, and what is refused with the store left as it was.
+@Suite final class MigrationTests {
+    /// The contexts of the objects ``fetch(_:_:_:_:)`` returned (a context keeps its objects' values); each test has
+    /// an instance of its own.
+    var contexts: [ManagedObjectContext] = []
+
+    static let automatic = LMDBIncrementalStore.Options(migratesAutomatically: true, infersMappingModel: true, migrationBatchSize: 7)
+
+    /// A coordinator over `model` on the folder's store, opened with `options`.
+    func open(_ folder: StoreFolder, _ model: ManagedObjectModel, _ options: LMDBIncrementalStore.Options = automatic) throws
+        -> (PersistentStoreCoordinator, LMDBIncrementalStore) {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(), options: options.dictionary)
+        return (coordinator, store as! LMDBIncrementalStore)
+    }
+
+    /// The objects of `entity` (matching `format`), in a context of their own that lives as long as they do.
+    func fetch(_ coordinator: PersistentStoreCoordinator, _ entity: String, _ format: String? = nil, _ arguments: any PredicateArgument...) throws -> [ManagedObject] {
+        let predicate = try format.map { try FetchPredicate(format: $0, argumentArray: arguments) }
+        let request = FetchRequest(entityName: entity, predicate: predicate, sortDescriptors: [])
+        let context = ManagedObjectContext(coordinator: coordinator)
+        contexts.append(context)
+        return try context.fetch(request)
+    }
+
+    /// The names of the tables the file holds.
+    func tableNames(_ folder: StoreFolder) throws -> [String] {
+        let environment = try Environment.open(at: folder.file().path)
+        let main = try environment.openDatabase(named: nil, create: false)
+        return try environment.read { transaction in
+            var names: [String] = []
+            try main.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in
+                    names.append(String(decoding: entry.key, as: UTF8.self))
+                    return true
+                }
+            }
+            return names
+        }
+    }
+
+    static let v1 = try! ManagedObjectModel(entities: [
+        EntityDescription("Person", properties: [
+            .attribute(AttributeDescription("name", .string)),
+            .attribute(AttributeDescription("age", .integer16, isOptional: true)),
+            .attribute(AttributeDescription("score", .float, isOptional: true)),
+            .attribute(AttributeDescription("nickname", .string, isOptional: true)),
+            .relationship(RelationshipDescription("team", destination: "Team", inverse: "members")),
+        ], fetchIndexes: [FetchIndexDescription("byName", properties: ["name"])]),
+        EntityDescription("Team", properties: [
+            .attribute(AttributeDescription("title", .string)),
+            .relationship(RelationshipDescription("members", destination: "Person", inverse: "team", toMany: true)),
+        ]),
+        EntityDescription("Scratch", properties: [.attribute(AttributeDescription("text", .string, isOptional: true))]),
+    ])
+
+    func fill(_ folder: StoreFolder, people: Int = 25) throws {
+        let (coordinator, _) = try open(folder, Self.v1, LMDBIncrementalStore.Options())
+        let context = ManagedObjectContext(coordinator: coordinator)
+        var teams: [ManagedObject] = []
+        for number in 0..<3 {
+            let team = try context.insertNewObject(forEntityName: "Team")
+            try team.setValue("team \(number)", forKey: "title")
+            teams.append(team)
+        }
+        for number in 0..<people {
+            let person = try context.insertNewObject(forEntityName: "Person")
+            try person.setValue("p\(number)", forKey: "name")
+            try person.setValue(Int16(number), forKey: "age")
+            try person.setValue(number % 2 == 0 ? Float(number) + 0.5 : nil, forKey: "score")
+            try person.setValue("nick \(number)", forKey: "nickname")
+            try person.setValue(teams[number % 3], forKey: "team")
+        }
+        try context.insertNewObject(forEntityName: "Scratch").setValue("gone", forKey: "text")
+        try context.save()
+    }
+
+    /// Entities and attributes renamed, added (indexed, with a default), removed and widened; an entity removed.
+    static let v2 = try! ManagedObjectModel(entities: [
+        EntityDescription("Member", properties: [
+            .attribute(AttributeDescription("fullName", .string, renamingIdentifier: "name")),
+            .attribute(AttributeDescription("age", .integer64, isOptional: true)),
+            .attribute(AttributeDescription("score", .double, isOptional: true)),
+            .attribute(AttributeDescription("level", .integer32, defaultValue: .integer(1))),
+            .relationship(RelationshipDescription("team", destination: "Team", inverse: "members")),
+        ], fetchIndexes: [FetchIndexDescription("byName", properties: ["fullName"]), FetchIndexDescription("byLevel", properties: ["level"])],
+           renamingIdentifier: "Person"),
+        EntityDescription("Team", properties: [
+            .attribute(AttributeDescription("title", .string)),
+            .relationship(RelationshipDescription("members", destination: "Member", inverse: "team", toMany: true)),
+        ]),
+    ])
+
+    @Test func attributesAndEntitiesAddedRenamedRemovedAndWidenedAreMigratedInPlace() throws {
+        let folder = StoreFolder()
+        try fill(folder)
+        let report = try LMDBIncrementalStore.migrationReport(at: folder.file(), to: Self.v2)
+        #expect(report.rowCounts == ["Person": 25, "Team": 3, "Scratch": 1])
+        #expect(report.description.contains("Member ← Person: fullName ← name; age Integer 16 → Integer 64") && report.description.contains("[25 rows]"),
+                "\(report)")
+        #expect(report.description.contains("Scratch: removed, with its rows"))
+
+        let (coordinator, store) = try open(folder, Self.v2)
+        #expect(store.metadata[PersistentStoreMetadataKey.modelVersionHash] == Self.v2.versionHashString)
+        let members = try fetch(coordinator, "Member")
+        #expect(members.count == 25)
+        for member in members {
+            let name = member.value(forKey: "fullName") as! String
+            let number = Int(name.dropFirst())!
+            #expect(member.value(forKey: "age") as? Int64 == Int64(number))
+            #expect(member.value(forKey: "score") as? Double == (number % 2 == 0 ? Double(number) + 0.5 : nil))
+            #expect(member.value(forKey: "level") as? Int32 == 1)
+            #expect((member.value(forKey: "team") as? ManagedObject)?.value(forKey: "title") as? String == "team \(number % 3)")
+        }
+        // The indexes were built for the new model: an equality on either is answered, and agrees with a scan.
+        #expect(try fetch(coordinator, "Member", "level == 1").count == 25)
+        #expect(try fetch(coordinator, "Member", "fullName == %@", "p7").count == 1)
+        let team = try #require(try fetch(coordinator, "Team", "title == 'team 1'").first)
+        #expect(team.relatedObjects(forKey: "members").count == 8)
+        #expect(try store.verify().isEmpty)
+        // New objects get keys after the old ones, and the migrated store saves.
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let added = try context.insertNewObject(forEntityName: "Member")
+        try added.setValue("new", forKey: "fullName")
+        try context.save()
+        #expect(try fetch(coordinator, "Member").count == 26)
+        // The old model's tables and the staged copies are gone.
+        let names = try tableNames(folder)
+        #expect(!names.contains { $0.hasPrefix("~migration/") || $0.hasPrefix("rows/Person") || $0.contains("Scratch") }, "\(names)")
+        #expect(names.contains("index/Member/byLevel"))
+    }
+
+    @Test func withoutTheOptionsAStoreOfAnotherVersionIsRefusedWithWhatToDo() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 2)
+        let before = try Data(contentsOf: folder.file())
+        let refused = try #require(throws: ManagedObjectContextError.self) { try open(folder, Self.v2, LMDBIncrementalStore.Options()) }
+        #expect(refused.message.contains("NSMigratePersistentStoresAutomaticallyOption") && refused.message.contains("NSInferMappingModelAutomaticallyOption"),
+                "\(refused.message)")
+        let noInference = try #require(throws: ManagedObjectContextError.self) {
+            try open(folder, Self.v2, LMDBIncrementalStore.Options(migratesAutomatically: true))
+        }
+        #expect(noInference.message.contains("NSInferMappingModelAutomaticallyOption is not"), "\(noInference.message)")
+        #expect(try Data(contentsOf: folder.file()) == before, "nothing was written")
+        // A wrong value of a migration option is refused by name; Core Data's spellings are taken.
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: Self.v2)
+        let bad = try #require(throws: ManagedObjectContextError.self) {
+            try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(),
+                                               options: ["NSMigratePersistentStoresAutomaticallyOption": "maybe"])
+        }
+        #expect(bad.code == .wrongValueType && bad.message.contains("NSMigratePersistentStoresAutomaticallyOption"))
+        _ = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(),
+                                               options: ["NSMigratePersistentStoresAutomaticallyOption": "YES", "NSInferMappingModelAutomaticallyOption": "1"])
+        #expect(try ManagedObjectContext(coordinator: coordinator).fetch(FetchRequest(entityName: "Member")).count == 2)
+    }
+
+    /// A new uniqueness constraint the stored rows break names both rows, and the store stays the old one.
+    @Test func aNewConstraintTheRowsBreakIsRefusedNamingTheRowsAndNothingChanges() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 10)
+        var entities = Self.v1.entities
+        entities[0].uniquenessConstraints = [UniquenessConstraint("age")]
+        entities[0].properties[1] = .attribute(AttributeDescription("age", .integer16, isOptional: true))
+        // Two people of one age.
+        do {
+            let (coordinator, _) = try open(folder, Self.v1, LMDBIncrementalStore.Options())
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let person = try #require(try context.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "name == 'p3'"))).first)
+            try person.setValue(Int16(4), forKey: "age")
+            try context.save()
+        }
+        let constrained = try ManagedObjectModel(entities: entities)
+        let error = try #require(throws: ManagedObjectContextError.self) { try open(folder, constrained) }
+        #expect(error.code == .migrationFailed)
+        #expect(error.message.contains("(age) of Person") && error.message.contains("age = 4") && error.message.contains("/Person/p") && error.message.contains("nothing was changed"),
+                "\(error.message)")
+        let (coordinator, store) = try open(folder, Self.v1, LMDBIncrementalStore.Options())
+        #expect(try fetch(coordinator, "Person").count == 10)
+        #expect(try store.verify().isEmpty)
+        #expect(!(try tableNames(folder)).contains { $0.hasPrefix("~migration/") })
+    }
+
+    @Test func aConstraintTheRowsKeepIsAddedAndEnforced() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 10)
+        var entities = Self.v1.entities
+        entities[0].uniquenessConstraints = [UniquenessConstraint("name")]
+        let (coordinator, store) = try open(folder, try ManagedObjectModel(entities: entities))
+        #expect(try store.verify().isEmpty)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try context.insertNewObject(forEntityName: "Person").setValue("p3", forKey: "name")
+        #expect(throws: ManagedObjectContextError.self) { try context.save() }
+    }
+
+    static let schoolsV1 = try! ManagedObjectModel(entities: [
+        EntityDescription("Student", properties: [
+            .attribute(AttributeDescription("name", .string)),
+            .relationship(RelationshipDescription("school", destination: "School", inverse: "students")),
+        ]),
+        EntityDescription("School", properties: [
+            .attribute(AttributeDescription("name", .string)),
+            .relationship(RelationshipDescription("students", destination: "Student", inverse: "school", toMany: true)),
+        ]),
+    ])
+
+    /// A to-one made to-many (many-to-one → many-to-many), and a to-many made ordered: the memberships come over.
+    @Test func relationshipsMadeToManyOrOrderedKeepTheirDestinations() throws {
+        let folder = StoreFolder()
+        do {
+            let (coordinator, _) = try open(folder, Self.schoolsV1, LMDBIncrementalStore.Options())
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let schools = try (0..<2).map { number in
+                let school = try context.insertNewObject(forEntityName: "School")
+                try school.setValue("s\(number)", forKey: "name")
+                return school
+            }
+            for number in 0..<9 {
+                let student = try context.insertNewObject(forEntityName: "Student")
+                try student.setValue("st\(number)", forKey: "name")
+                if number < 8 { try student.setValue(schools[number % 2], forKey: "school") }
+            }
+            try context.save()
+        }
+        let v2 = try ManagedObjectModel(entities: [
+            EntityDescription("Student", properties: [
+                .attribute(AttributeDescription("name", .string)),
+                .relationship(RelationshipDescription("schools", destination: "School", inverse: "students", toMany: true, renamingIdentifier: "school")),
+            ]),
+            EntityDescription("School", properties: [
+                .attribute(AttributeDescription("name", .string)),
+                .relationship(RelationshipDescription("students", destination: "Student", inverse: "schools", ordered: true)),
+            ]),
+        ])
+        let (coordinator, store) = try open(folder, v2)
+        for student in try fetch(coordinator, "Student") {
+            let number = Int((student.value(forKey: "name") as! String).dropFirst(2))!
+            let schools = student.relatedObjects(forKey: "schools").map { $0.value(forKey: "name") as! String }
+            #expect(schools == (number < 8 ? ["s\(number % 2)"] : []), "st\(number)")
+        }
+        let school = try #require(try fetch(coordinator, "School", "name == 's1'").first)
+        let students = school.relatedObjects(forKey: "students").map { $0.value(forKey: "name") as! String }
+        #expect(students == ["st1", "st3", "st5", "st7"])
+        #expect(try store.verify().isEmpty)
+    }
+
+    /// A custom mapping computes what cannot be inferred; its bad values and errors leave the store as it was.
+    @Test func aCustomMappingComputesValuesAndItsFailuresChangeNothing() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 12)
+        var entities = Self.v1.entities
+        entities[0].properties[0] = .attribute(AttributeDescription("name", .integer64))  // String → Integer 64
+        let numbered = try ManagedObjectModel(entities: entities)
+        // Not inferable, so the automatic migration refuses it by name.
+        let refused = try #require(throws: ManagedObjectContextError.self) { try open(folder, numbered) }
+        #expect(refused.message.contains("Person.name changes type from String"), "\(refused.message)")
+
+        let wrongType = CustomEntityMapping(entityName: "Person", computing: ["name"]) { _ in ["name": .string("x")] }
+        let error = try #require(throws: ManagedObjectContextError.self) {
+            try LMDBIncrementalStore.migrateStore(at: folder.file(), through: [.custom(numbered, [wrongType])], options: Self.automatic)
+        }
+        #expect(error.message.contains("Person.name") && error.message.contains("not Integer 64"), "\(error.message)")
+        struct Refusal: Error {}
+        let throwing = CustomEntityMapping(entityName: "Person", computing: ["name"]) { row in
+            guard row.string("name") != "p9" else { throw Refusal() }
+            return ["name": .integer(1)]
+        }
+        let thrown = try #require(throws: ManagedObjectContextError.self) {
+            try LMDBIncrementalStore.migrateStore(at: folder.file(), through: [.custom(numbered, [throwing])], options: Self.automatic)
+        }
+        #expect(thrown.message.contains("custom mapping of Person failed") && thrown.message.contains("Refusal"), "\(thrown.message)")
+        do {
+            let (coordinator, store) = try open(folder, Self.v1, LMDBIncrementalStore.Options())
+            #expect(try fetch(coordinator, "Person", "name == 'p9'").count == 1)
+            #expect(try store.verify().isEmpty)
+        }
+        let numbering = CustomEntityMapping(entityName: "Person", computing: ["name"]) { row in
+            ["name": row.string("name").flatMap { Int64($0.dropFirst()) }.map { .integer($0 * 10) }]
+        }
+        let mappings = try LMDBIncrementalStore.migrateStore(at: folder.file(), through: [.custom(numbered, [numbering])], options: Self.automatic)
+        #expect(mappings.count == 1 && mappings[0].description.contains("name computed"))
+        let (coordinator, _) = try open(folder, numbered, LMDBIncrementalStore.Options())
+        #expect(Set(try fetch(coordinator, "Person").map { $0.value(forKey: "name") as! Int64 }) == Set((0..<12).map { Int64($0 * 10) }))
+        #expect(try fetch(coordinator, "Person", "name == 90").count == 1, "the index over the computed value")
+    }
+
+    /// Several versions in order, from whichever the store has; a store already at the last is left alone.
+    @Test func aStagedMigrationStepsThroughEveryVersionAfterTheStores() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 5)
+        var entities = Self.v2.entities
+        entities[0].properties.append(.attribute(AttributeDescription("motto", .string, isOptional: true)))
+        let v3 = try ManagedObjectModel(entities: entities)
+        let motto = CustomEntityMapping(entityName: "Member", computing: ["motto"]) { row in ["motto": .string("I am \(row.string("fullName") ?? "?")")] }
+        let stages: [MigrationStage] = [.lightweight(Self.v1), .lightweight(Self.v2), .custom(v3, [motto])]
+        let steps = try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages)
+        #expect(steps.count == 2)
+        let (coordinator, store) = try open(folder, v3, LMDBIncrementalStore.Options())
+        let member = try #require(try fetch(coordinator, "Member", "fullName == 'p2'").first)
+        #expect(member.value(forKey: "motto") as? String == "I am p2")
+        #expect(member.value(forKey: "level") as? Int32 == 1)
+        #expect(try store.verify().isEmpty)
+        #expect(try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages).isEmpty)
+        // A step that cannot be inferred stops the migration there, the store keeping the version before.
+        entities[0].properties[0] = .attribute(AttributeDescription("fullName", .integer64))
+        let failed = try #require(throws: ManagedObjectContextError.self) {
+            try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages + [.lightweight(try ManagedObjectModel(entities: entities))])
+        }
+        #expect(failed.code == .migrationFailed && failed.message.contains("Member.fullName"), "\(failed.message)")
+        #expect(try LMDBIncrementalStore.readMetadata(at: folder.file())[PersistentStoreMetadataKey.modelVersionHash] == v3.versionHashString)
+    }
+
+    /// The fixture's two Core Data model versions: a to-many made ordered, an attribute and an entity added.
+    @Test func theFixtureXcdatamodeldVersionsMigrate() throws {
+        let bundle = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("ObjectGraphTests/Fixtures/Library.xcdatamodeld")
+        let stages = try MigrationStage.stages(ofCoreDataModel: bundle)
+        #expect(stages.count == 2)
+        let folder = StoreFolder()
+        do {
+            let (coordinator, _) = try open(folder, stages[0].model, LMDBIncrementalStore.Options())
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let author = try context.insertNewObject(forEntityName: "Author")
+            try author.setValue("Le Guin", forKey: "name")
+            for title in ["Earthsea", "Lathe", "Dispossessed"] {
+                let book = try context.insertNewObject(forEntityName: "Book")
+                try book.setValue(title, forKey: "title")
+                try book.setValue(author, forKey: "author")
+            }
+            try context.save()
+        }
+        try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages)
+        let (coordinator, store) = try open(folder, stages[1].model, LMDBIncrementalStore.Options())
+        let author = try #require(try fetch(coordinator, "Author").first)
+        let books = author.relatedObjects(forKey: "books").map { $0.value(forKey: "title") as! String }
+        #expect(Set(books) == ["Earthsea", "Lathe", "Dispossessed"] && books.count == 3)
+        #expect(try fetch(coordinator, "Book", "isbn == nil").count == 3)
+        #expect(try store.verify().isEmpty)
+    }
+
+    /// An entity moved out of its hierarchy takes its rows, with their keys, to a table of its own.
+    @Test func anEntityMovedOutOfItsHierarchyKeepsItsRows() throws {
+        let v1 = try ManagedObjectModel(entities: [
+            EntityDescription("Vehicle", properties: [.attribute(AttributeDescription("wheels", .integer16))]),
+            EntityDescription("Car", parent: "Vehicle", properties: [.attribute(AttributeDescription("brand", .string))]),
+        ])
+        let folder = StoreFolder()
+        do {
+            let (coordinator, _) = try open(folder, v1, LMDBIncrementalStore.Options())
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for number in 0..<4 {
+                let object = try context.insertNewObject(forEntityName: number % 2 == 0 ? "Car" : "Vehicle")
+                try object.setValue(Int16(number), forKey: "wheels")
+                if number % 2 == 0 { try object.setValue("b\(number)", forKey: "brand") }
+            }
+            try context.save()
+        }
+        let v2 = try ManagedObjectModel(entities: [
+            EntityDescription("Vehicle", properties: [.attribute(AttributeDescription("wheels", .integer16))]),
+            EntityDescription("Car", properties: [
+                .attribute(AttributeDescription("wheels", .integer16)), .attribute(AttributeDescription("brand", .string)),
+            ]),
+        ])
+        let (coordinator, store) = try open(folder, v2)
+        #expect(try fetch(coordinator, "Vehicle").count == 2)
+        #expect(Set(try fetch(coordinator, "Car").map { $0.value(forKey: "brand") as! String }) == ["b0", "b2"])
+        #expect(try store.verify().isEmpty)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let car = try context.insertNewObject(forEntityName: "Car")
+        try car.setValue("new", forKey: "brand")
+        try car.setValue(Int16(4), forKey: "wheels")
+        try context.save()
+        #expect(try fetch(coordinator, "Car").count == 3)
+    }
+}
