@@ -373,6 +373,11 @@ extension LMDBIncrementalStore {
         }
     }
 
+    /// Every `meta` entry of a store file (for tests that look at a migration in progress).
+    static func storedMetadataForTesting(at url: URL) throws -> [String: String] {
+        try storedMetadata(at: url)
+    }
+
     /// Every `meta` entry of a store file, read without opening it for writing.
     private static func storedMetadata(at url: URL) throws -> [String: String] {
         let environment: any KeyValueEngine

@@ -16,6 +16,10 @@
 //     sets the payload of writer "batch"'s entries below batch 10 to "updated", deletes its entries from batch 20 on.
 //     Prints "done".
 //
+//   lmdbstore-test-helper migrate <path> <rows per transaction>
+//     Opens the LMDB object store at <path>, written with migrationModel(version: 1), with version 2 and automatic
+//     lightweight migration, <rows per transaction> rows a write. Prints "done" once it is open.
+//
 //   lmdbstore-test-helper hostile <case> <folder>
 //     Runs one case of HostileCases (bad input from a hostile trial) in a fresh folder; prints "ok: …" and exits 0
 //     when the outcome is the documented one, "wrong: …" and exits 1 when not.
@@ -94,6 +98,17 @@ case "journal":
             context.reset()
             counter = context.object(with: counter.objectID)
         }
+        print("done")
+    } catch {
+        fail("\(error)")
+    }
+case "migrate":
+    guard arguments.count == 4, let batch = Int(arguments[3]) else { fail("usage: migrate <path> <rows per transaction>") }
+    do {
+        LMDBIncrementalStore.register()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: migrationModel(version: 2))
+        let options = LMDBIncrementalStore.Options(migratesAutomatically: true, infersMappingModel: true, migrationBatchSize: batch)
+        try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: arguments[2]), options: options.dictionary)
         print("done")
     } catch {
         fail("\(error)")
