@@ -89,8 +89,14 @@ import Testing
         for durability in LMDBIncrementalStore.Options.Durability.allCases {
             #expect(try LMDBIncrementalStore.Options(["durability": durability.rawValue]).durability == durability)
         }
-        // Keys of other stores and of Core Data are not this store's to refuse.
-        #expect(try LMDBIncrementalStore.Options(["NSMigratePersistentStoresAutomaticallyOption": "1"]) == LMDBIncrementalStore.Options())
+        // Keys of other stores, and Core Data's that this store does not take, are not this store's to refuse.
+        #expect(try LMDBIncrementalStore.Options(["NSPersistentHistoryTrackingKey": "1", "SQLiteJournalMode": "WAL"]) == LMDBIncrementalStore.Options())
+        // Core Data's migration options are taken, as text in Core Data's spellings too.
+        let migrating = LMDBIncrementalStore.Options(migratesAutomatically: true, infersMappingModel: true, migrationBatchSize: 100)
+        #expect(try LMDBIncrementalStore.Options(migrating.dictionary) == migrating)
+        #expect(try LMDBIncrementalStore.Options(["NSMigratePersistentStoresAutomaticallyOption": "1", "NSInferMappingModelAutomaticallyOption": "YES",
+                                                  "migrationBatchSize": "100"]) == migrating)
+        #expect(throws: ManagedObjectContextError.self) { try LMDBIncrementalStore.Options(["migrationBatchSize": "0"]) }
         let refused = #expect(throws: ManagedObjectContextError.self) { try LMDBIncrementalStore.Options(["createInForeignFile": "yes"]) }
         #expect(refused?.code == .wrongValueType && refused?.message.contains("\"createInForeignFile\" is \"yes\"") == true)
 

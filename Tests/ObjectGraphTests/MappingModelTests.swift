@@ -204,4 +204,23 @@ import Testing
         #expect(!v2.isConfiguration(withName: nil, compatibleWithStoreMetadata: metadata))
         #expect(!Self.v1.isConfiguration(withName: nil, compatibleWithStoreMetadata: [:]))
     }
+
+    /// Rows keep their keys, unique within their old hierarchy: two hierarchies cannot share a root afterwards.
+    @Test func twoHierarchiesMergedUnderOneRootAreRefused() throws {
+        var department = Self.department()
+        department.parentName = "Person"
+        let person = Self.person(replacing: ["department": nil])
+        department.properties.removeAll { $0.name == "people" }
+        let merged = try refusal([person, department])
+        #expect(merged.contains("share the root Person") && merged.contains("separate hierarchies"), "\(merged)")
+    }
+
+    /// An attribute a custom mapping computes maps as computed, whatever change the rules would refuse.
+    @Test func computedAttributesAreNotInferred() throws {
+        let changed = try ManagedObjectModel(entities: [Self.person(replacing: ["age": .attribute(AttributeDescription("age", .string))]), Self.department()])
+        #expect(throws: ManagedObjectContextError.self) { try MappingModel.inferred(from: Self.v1, to: changed) }
+        let mapping = try MappingModel.inferred(from: Self.v1, to: changed, computing: ["Person": ["age"]])
+        #expect(mapping.entityMappings[0].attributes.first { $0.destinationName == "age" }?.source == .computed)
+        #expect(mapping.description == "Person: age computed")
+    }
 }
