@@ -105,6 +105,8 @@ extension StoreMigration {
                     let start = snapshot.after.flatMap(Self.bytes(hex:))
                     var done = 0, last: [UInt8]?
                     var exhausted = true
+                    var entries = SortedEntries()
+                    var mappedRows: [(key: UInt64, row: StoredRow, entity: StoreLayout.EntityLayout)] = []
                     try rows.withCursor(in: transaction) { cursor in
                         try cursor.forEach(in: start.map { KeyRange(lower: .exclusive($0)) } ?? .all) { entry in
                             guard done < rowsPerTransaction else {
@@ -121,12 +123,18 @@ extension StoreMigration {
                                   try RowTable(database: table).write(mapped, key: key, modelHash: hashPrefix, inserting: true, in: transaction) else {
                                 throw ManagedObjectContextError(.migrationFailed, message: "\(path): two rows of \(plan.new.root)'s new table have the key \(key); nothing was changed")
                             }
-                            try maintainers[Int(plan.new.tag)]?.forEachEntry(of: mapped, key: key, scratch: &scratch) { table, constraint, entryKey, value, check in
-                                try putEntry(value, entryKey, table, check, transaction) { other in
-                                    violation(of: constraint, in: plan.new, rows: (key, other), mapped)
-                                }
+                            maintainers[Int(plan.new.tag)]?.forEachEntry(of: mapped, key: key, scratch: &scratch) { table, constraint, entryKey, value, check in
+                                entries.add(table, entryKey, value, check, constraint, row: mappedRows.count)
                             }
+                            mappedRows.append((key, mapped, plan.new))
                             return true
+                        }
+                    }
+                    // The batch's index entries go in table and key order: each B-tree is walked once, front to back,
+                    // rather than descended at random for every row (a third of the staging time at 1 M rows).
+                    try entries.putSorted { value, key, table, check, constraint, row in
+                        try putEntry(value, key, table, check, transaction) { other in
+                            violation(of: constraint, in: mappedRows[row].entity, rows: (mappedRows[row].key, other), mappedRows[row].row)
                         }
                     }
                     if exhausted {
@@ -164,6 +172,49 @@ extension StoreMigration {
                 try Self.put(next, meta, transaction)
             }
             record = next
+        }
+    }
+
+    /// Index entries gathered from a batch of rows, to be put in table, key and value order.
+    struct SortedEntries {
+        private var bytes: [UInt8] = []
+        private var entries: [(table: Database, key: Range<Int>, value: Range<Int>, check: EntryCheck, constraint: Int, row: Int)] = []
+
+        mutating func add(_ table: Database, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ check: EntryCheck, _ constraint: Int, row: Int) {
+            let keyStart = bytes.count
+            bytes.append(contentsOf: key)
+            let valueStart = bytes.count
+            bytes.append(contentsOf: value)
+            entries.append((table, keyStart..<valueStart, valueStart..<bytes.count, check, constraint, row))
+        }
+
+        /// Hands `body` every entry, sorted by table, key and value.
+        mutating func putSorted(_ body: (_ value: UnsafeRawBufferPointer, _ key: UnsafeRawBufferPointer, _ table: Database, _ check: EntryCheck,
+                                         _ constraint: Int, _ row: Int) throws -> Void) throws {
+            var entries = self.entries
+            self.entries = []
+            try bytes.withUnsafeBytes { bytes in
+                entries.sort { a, b in
+                    if a.table.handle != b.table.handle { return a.table.handle < b.table.handle }
+                    let order = compare(UnsafeRawBufferPointer(rebasing: bytes[a.key]), UnsafeRawBufferPointer(rebasing: bytes[b.key]))
+                    if order != 0 { return order < 0 }
+                    return compare(UnsafeRawBufferPointer(rebasing: bytes[a.value]), UnsafeRawBufferPointer(rebasing: bytes[b.value])) < 0
+                }
+                for entry in entries {
+                    try body(UnsafeRawBufferPointer(rebasing: bytes[entry.value]), UnsafeRawBufferPointer(rebasing: bytes[entry.key]), entry.table,
+                             entry.check, entry.constraint, entry.row)
+                }
+            }
+        }
+
+        /// `memcmp` order, shorter first on a tie.
+        private func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+            let common = min(a.count, b.count)
+            if common > 0, let x = a.baseAddress, let y = b.baseAddress {
+                let order = memcmp(x, y, common)
+                if order != 0 { return Int(order) }
+            }
+            return a.count - b.count
         }
     }
 
