@@ -201,6 +201,48 @@ import Testing
         #expect(throws: ManagedObjectContextError.self) { try context.save() }
     }
 
+    /// An attribute made required takes its default where rows hold NULL, one made optional keeps its values; a
+    /// relationship, an index and a uniqueness constraint removed take their tables with them.
+    @Test func attributesMadeRequiredOrOptionalAndRemovedRelationshipsIndexesAndConstraints() throws {
+        let folder = StoreFolder()
+        var entities = Self.v1.entities
+        entities[0].uniquenessConstraints = [UniquenessConstraint("name")]
+        let constrained = try ManagedObjectModel(entities: entities)
+        do {
+            let (coordinator, _) = try open(folder, constrained, LMDBIncrementalStore.Options())
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let team = try context.insertNewObject(forEntityName: "Team")
+            try team.setValue("t", forKey: "title")
+            for number in 0..<6 {
+                let person = try context.insertNewObject(forEntityName: "Person")
+                try person.setValue("p\(number)", forKey: "name")
+                if number % 2 == 0 { try person.setValue("n\(number)", forKey: "nickname") }
+                try person.setValue(team, forKey: "team")
+            }
+            try context.save()
+        }
+        let v2 = try ManagedObjectModel(entities: [
+            EntityDescription("Person", properties: [
+                .attribute(AttributeDescription("name", .string, isOptional: true)),
+                .attribute(AttributeDescription("nickname", .string, defaultValue: .string("none"))),
+            ]),
+            EntityDescription("Team", properties: [.attribute(AttributeDescription("title", .string))]),
+        ])
+        let (coordinator, store) = try open(folder, v2)
+        let nicknames = Dictionary(uniqueKeysWithValues: try fetch(coordinator, "Person").map {
+            ($0.value(forKey: "name") as! String, $0.value(forKey: "nickname") as! String)
+        })
+        #expect(nicknames == ["p0": "n0", "p1": "none", "p2": "n2", "p3": "none", "p4": "n4", "p5": "none"])
+        #expect(try fetch(coordinator, "Person", "nickname == 'none'").count == 3)
+        #expect(try store.verify().isEmpty)
+        let names = try tableNames(folder)
+        #expect(!names.contains { $0.hasPrefix("index/") || $0.hasPrefix("unique/") || $0.hasPrefix("toone/") || $0.hasPrefix("~") }, "\(names)")
+        // The constraint is gone: a second "p1" saves.
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try context.insertNewObject(forEntityName: "Person").setValue("p1", forKey: "name")
+        try context.save()
+    }
+
     static let schoolsV1 = try! ManagedObjectModel(entities: [
         EntityDescription("Student", properties: [
             .attribute(AttributeDescription("name", .string)),
