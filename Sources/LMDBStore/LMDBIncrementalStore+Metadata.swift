@@ -380,6 +380,13 @@ extension LMDBIncrementalStore {
 
     /// Every `meta` entry of a store file, read without opening it for writing.
     private static func storedMetadata(at url: URL) throws -> [String: String] {
+        try openedForReading(at: url).stored
+    }
+
+    /// A store file's engine, opened read-only, and its `meta` entries.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the file when it is missing or not an LMDBStore store.
+    static func openedForReading(at url: URL) throws -> (environment: any KeyValueEngine, stored: [String: String]) {
         let environment: any KeyValueEngine
         do {
             environment = try KeyValueEngines.open(at: url.path, options: .init { $0.isReadOnly = true })
@@ -390,7 +397,7 @@ extension LMDBIncrementalStore {
         guard !stored.isEmpty else {
             throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) is an LMDB file but not an LMDBStore store")
         }
-        return stored
+        return (environment, stored)
     }
 
     static func readMetadata(environment: any KeyValueEngine, path: String) throws -> [String: String] {

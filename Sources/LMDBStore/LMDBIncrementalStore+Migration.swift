@@ -31,14 +31,7 @@ extension LMDBIncrementalStore {
     ///   it is missing, not an LMDBStore store, or keeps no model (written before format 3 and not opened since);
     ///   ``ManagedObjectContextError/Code/migrationFailed`` naming the entity and property a mapping cannot carry.
     public static func migrationReport(at url: URL, to model: ManagedObjectModel, customMappings: [CustomEntityMapping] = []) throws -> MigrationReport {
-        let environment: any KeyValueEngine
-        do {
-            environment = try KeyValueEngines.open(at: url.path, options: .init { $0.isReadOnly = true })
-        } catch {
-            throw ManagedObjectContextError(.storeUnusable, message: "cannot read \(url.path)", underlying: error)
-        }
-        let stored = try readMetadata(environment: environment, path: url.path)
-        guard !stored.isEmpty else { throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) is an LMDB file but not an LMDBStore store") }
+        let (environment, stored) = try openedForReading(at: url)
         guard let old = try keptModel(stored, path: url.path) else {
             throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) keeps no model (it was written before format 3); open it once with its model first")
         }
