@@ -75,7 +75,17 @@ extension LMDBIncrementalStore {
         }
         let uuid = stored[MetaKey.uuid] ?? ""  // checked above, or just written
         let state = OpenState(environment: environment, databases: databases, storeIdentifier: uuid, layout: layout)
+        let engine = ObjectIdentifier(environment)
+        Self.storesByEngine.withLock { $0[engine, default: 0] += 1 }
         lock.withLock {
+            if let claimedEngine {
+                // Loaded again: the claim moves to the engine opened now.
+                Self.storesByEngine.withLock { counts in
+                    counts[claimedEngine, default: 1] -= 1
+                    if counts[claimedEngine] == 0 { counts[claimedEngine] = nil }
+                }
+            }
+            claimedEngine = engine
             publish(state)
             metadataStorage = [
                 PersistentStoreMetadataKey.uuid: uuid, PersistentStoreMetadataKey.storeType: type,

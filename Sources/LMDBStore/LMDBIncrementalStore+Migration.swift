@@ -58,7 +58,8 @@ extension LMDBIncrementalStore {
     /// written with (or, when it is none of them, from the model the file keeps) to the last stage's model. Each
     /// step runs in write transactions of ``Options/migrationBatchSize`` rows with its progress recorded, so a kill
     /// at any moment leaves the store as it was before the step or resumable: the next migration (or an open with
-    /// the new model and automatic migration) finishes it. The store must not be open in another process.
+    /// the new model and automatic migration) finishes it. The store must not be open in another process, nor in another
+    /// store of this one (which would go on reading the old layout).
     ///
     /// ```swift
     /// let stages = try MigrationStage.stages(ofCoreDataModel: URL(fileURLWithPath: "Library.xcdatamodeld"))
@@ -68,7 +69,8 @@ extension LMDBIncrementalStore {
     /// - Returns: The mapping of each step taken (none when the store already has the last stage's model).
     /// - Throws: ``ManagedObjectContextError``: ``ManagedObjectContextError/Code/migrationFailed`` naming what a
     ///   step cannot carry (the store keeps the model of the steps before); ``ManagedObjectContextError/Code/storeUnusable``
-    ///   when the file is not a store, keeps no model and matches no stage, or is open in another process.
+    ///   when the file is not a store, keeps no model and matches no stage, or is open in another process or another
+    ///   store of this one.
     @discardableResult
     public static func migrateStore(at url: URL, through stages: [MigrationStage], options: Options = Options()) throws -> [MappingModel] {
         guard let last = stages.last else { return [] }
@@ -82,6 +84,8 @@ extension LMDBIncrementalStore {
         }
         var stored = try readMetadata(environment: environment, path: path)
         guard !stored.isEmpty else { throw ManagedObjectContextError(.storeUnusable, message: "\(path) is an LMDB file but not an LMDBStore store") }
+        // A store already at the last version, with no migration under way, is left alone (whoever has it open).
+        if stored[MetaKey.modelHash] == last.model.versionHashString && stored[StoreMigration.recordKey] == nil { return [] }
         var applied: [MappingModel] = []
         try exclusively(environment, path: path) {
             if let pending = try StoreMigration.record(in: stored, path: path), pending.phase == .install {
@@ -121,6 +125,11 @@ extension LMDBIncrementalStore {
     /// Runs `body` with the store file to this process alone; another process holding it open is an error that
     /// says so.
     private static func exclusively(_ environment: any KeyValueEngine, path: String, _ body: () throws -> Void) throws {
+        let users = storesByEngine.withLock { $0[ObjectIdentifier(environment)] ?? 0 }
+        guard users == 0 else {
+            throw ManagedObjectContextError(.storeUnusable,
+                message: "\(path) cannot be migrated while \(users) other store\(users == 1 ? "" : "s") of this process \(users == 1 ? "has" : "have") it open (a coordinator with the old model would read and write the old layout); release \(users == 1 ? "it" : "them") first")
+        }
         do {
             try environment.runExclusively(body)
         } catch let error as LMDBError where error == .busy {

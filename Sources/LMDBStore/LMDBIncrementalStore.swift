@@ -39,6 +39,21 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// Every open state the store has had (guarded by `lock`); see ``currentState``.
     private var openStates: [OpenState] = []
     var metadataStorage: [String: String] = [:]
+    /// The engine this store counts itself a user of in ``storesByEngine`` once loaded (guarded by `lock`).
+    var claimedEngine: ObjectIdentifier?
+
+    /// How many loaded stores of this process use each engine, by the engine's identity: a process shares one
+    /// engine per file, so a migration (which other processes are kept out of by a lock) refuses to run while
+    /// another store of this process has the file open with its old model.
+    static let storesByEngine = Mutex<[ObjectIdentifier: Int]>([:])
+
+    deinit {
+        guard let claimedEngine else { return }
+        Self.storesByEngine.withLock { counts in
+            counts[claimedEngine, default: 1] -= 1
+            if counts[claimedEngine] == 0 { counts[claimedEngine] = nil }
+        }
+    }
     /// The planner's analysis of each request shape seen lately (guarded by `lock`); emptied when it fills up.
     var planShapes: [PlanShape: QueryPlanner.Analysis] = [:]
     /// How many plans reused a cached analysis (for tests).

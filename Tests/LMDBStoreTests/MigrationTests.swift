@@ -163,6 +163,21 @@ import Testing
         #expect(try ManagedObjectContext(coordinator: coordinator).fetch(FetchRequest(entityName: "Member")).count == 2)
     }
 
+    /// A store of this process still open with the old model would read and write the old layout after the
+    /// migration: the migration waits until it is released.
+    @Test func aStoreOfThisProcessOpenWithTheOldModelHoldsTheMigrationBack() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 3)
+        var (old, _) = try open(folder, Self.v1, LMDBIncrementalStore.Options()) as (PersistentStoreCoordinator?, LMDBIncrementalStore)
+        let error = try #require(throws: ManagedObjectContextError.self) { try open(folder, Self.v2) }
+        #expect(error.message.contains("1 other store of this process has it open"), "\(error.message)")
+        #expect(try fetch(old!, "Person").count == 3, "the open store still reads the old rows")
+        contexts.removeAll()
+        old = nil
+        let (coordinator, _) = try open(folder, Self.v2)
+        #expect(try fetch(coordinator, "Member").count == 3)
+    }
+
     /// A new uniqueness constraint the stored rows break names both rows, and the store stays the old one.
     @Test func aNewConstraintTheRowsBreakIsRefusedNamingTheRowsAndNothingChanges() throws {
         let folder = StoreFolder()
@@ -324,6 +339,7 @@ import Testing
             #expect(try fetch(coordinator, "Person", "name == 'p9'").count == 1)
             #expect(try store.verify().isEmpty)
         }
+        contexts.removeAll()  // the old model's store is released before the migration
         let numbering = CustomEntityMapping(entityName: "Person", computing: ["name"]) { row in
             ["name": row.string("name").flatMap { Int64($0.dropFirst()) }.map { .integer($0 * 10) }]
         }
@@ -345,12 +361,15 @@ import Testing
         let stages: [MigrationStage] = [.lightweight(Self.v1), .lightweight(Self.v2), .custom(v3, [motto])]
         let steps = try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages)
         #expect(steps.count == 2)
-        let (coordinator, store) = try open(folder, v3, LMDBIncrementalStore.Options())
-        let member = try #require(try fetch(coordinator, "Member", "fullName == 'p2'").first)
-        #expect(member.value(forKey: "motto") as? String == "I am p2")
-        #expect(member.value(forKey: "level") as? Int32 == 1)
-        #expect(try store.verify().isEmpty)
-        #expect(try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages).isEmpty)
+        do {
+            let (coordinator, store) = try open(folder, v3, LMDBIncrementalStore.Options())
+            let member = try #require(try fetch(coordinator, "Member", "fullName == 'p2'").first)
+            #expect(member.value(forKey: "motto") as? String == "I am p2")
+            #expect(member.value(forKey: "level") as? Int32 == 1)
+            #expect(try store.verify().isEmpty)
+            #expect(try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages).isEmpty, "nothing to do, even while it is open")
+        }
+        contexts.removeAll()
         // A step that cannot be inferred stops the migration there, the store keeping the version before.
         entities[0].properties[0] = .attribute(AttributeDescription("fullName", .integer64))
         let failed = try #require(throws: ManagedObjectContextError.self) {
