@@ -78,13 +78,8 @@ extension LMDBIncrementalStore {
         let engine = ObjectIdentifier(environment)
         Self.storesByEngine.withLock { $0[engine, default: 0] += 1 }
         lock.withLock {
-            if let claimedEngine {
-                // Loaded again: the claim moves to the engine opened now.
-                Self.storesByEngine.withLock { counts in
-                    counts[claimedEngine, default: 1] -= 1
-                    if counts[claimedEngine] == 0 { counts[claimedEngine] = nil }
-                }
-            }
+            // Loaded again: the claim moves to the engine opened now.
+            if let claimedEngine { Self.release(claimedEngine) }
             claimedEngine = engine
             publish(state)
             metadataStorage = [

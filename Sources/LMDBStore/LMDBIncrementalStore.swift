@@ -48,10 +48,14 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     static let storesByEngine = Mutex<[ObjectIdentifier: Int]>([:])
 
     deinit {
-        guard let claimedEngine else { return }
-        Self.storesByEngine.withLock { counts in
-            counts[claimedEngine, default: 1] -= 1
-            if counts[claimedEngine] == 0 { counts[claimedEngine] = nil }
+        if let claimedEngine { Self.release(claimedEngine) }
+    }
+
+    /// Counts one store fewer using `engine` in ``storesByEngine``.
+    static func release(_ engine: ObjectIdentifier) {
+        storesByEngine.withLock { counts in
+            counts[engine, default: 1] -= 1
+            if counts[engine] == 0 { counts[engine] = nil }
         }
     }
     /// The planner's analysis of each request shape seen lately (guarded by `lock`); emptied when it fills up.
