@@ -183,20 +183,7 @@ extension LMDBIncrementalStore {
         }
         do {
             // 1. Drop the old tables, whichever flags an interrupted upgrade left them with.
-            var old: [Database] = []
-            for name in rebuilt {
-                do {
-                    old.append(try environment.openDatabase(named: name, create: false))
-                } catch LMDBError.incompatible {
-                    old.append(try environment.openDatabase(named: name, options: layout.tables[name]?.options ?? [], create: false))
-                } catch LMDBError.notFound {
-                    continue
-                }
-            }
-            // Emptied one write at a time first (a large table's freed pages need room, and a write that fills the
-            // map runs again — which a write that drops a table cannot), then dropped, which needs next to none.
-            for database in old { try environment.write { transaction in try database.clear(in: transaction) } }
-            try environment.write { transaction in for database in old { try database.drop(in: transaction) } }
+            try environment.drop(try rebuilt.compactMap { try environment.openExistingDatabase(named: $0) })
             // 2. Create them with their flags, then fill them from every row, a batch of rows at a time.
             var tables: [String: Database] = [:]
             for name in rebuilt { tables[name] = try environment.openDatabase(named: name, options: layout.tables[name]?.options ?? []) }
@@ -313,11 +300,7 @@ extension LMDBIncrementalStore {
             guard let json = try environment.read({ try meta.value(forKey: key, in: $0) }) else { return }
             let names = (try? JSONSerialization.jsonObject(with: Data(json))) as? [String] ?? []
             let tables = try names.filter { layout.tables[$0] == nil }.compactMap { try environment.openExistingDatabase(named: $0) }
-            for table in tables { try environment.write { try table.clear(in: $0) } }
-            try environment.write { transaction in
-                for table in tables { try table.drop(in: transaction) }
-                _ = try meta.delete(key: key, in: transaction)
-            }
+            try environment.drop(tables) { _ = try meta.delete(key: key, in: $0) }
         } catch {
             throw ManagedObjectContextError(.storeUnusable, message: "cannot drop the tables \(path)'s upgrade or migration replaced", underlying: error)
         }
@@ -378,13 +361,8 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// Every `meta` entry of a store file (for tests that look at a migration in progress).
-    static func storedMetadataForTesting(at url: URL) throws -> [String: String] {
-        try storedMetadata(at: url)
-    }
-
     /// Every `meta` entry of a store file, read without opening it for writing.
-    private static func storedMetadata(at url: URL) throws -> [String: String] {
+    static func storedMetadata(at url: URL) throws -> [String: String] {
         try openedForReading(at: url).stored
     }
 

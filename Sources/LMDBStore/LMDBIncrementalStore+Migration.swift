@@ -89,7 +89,7 @@ extension LMDBIncrementalStore {
         var applied: [MappingModel] = []
         try exclusively(environment, path: path) {
             if let pending = try StoreMigration.record(in: stored, path: path), pending.phase == .install {
-                try finishInstall(pending, environment, stored, path: path, rowsPerTransaction: options.migrationBatchSize ?? 50_000)
+                try finishInstall(pending, environment, stored, path: path, rowsPerTransaction: options.rowsPerMigrationTransaction)
                 stored = try readMetadata(environment: environment, path: path)
             }
             guard stored[MetaKey.modelHash] != last.model.versionHashString else {
@@ -112,7 +112,7 @@ extension LMDBIncrementalStore {
                 let pending = try StoreMigration.record(in: stored, path: path)
                 try StoreMigration(environment: environment, path: path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: StoreLayout(model: current),
                                    new: StoreLayout(model: stage.model), mapping: mapping, customMappings: stage.customMappings,
-                                   rowsPerTransaction: options.migrationBatchSize ?? 50_000).run(resuming: pending)
+                                   rowsPerTransaction: options.rowsPerMigrationTransaction).run(resuming: pending)
                 applied.append(mapping)
                 current = stage.model
                 stored = try readMetadata(environment: environment, path: path)
@@ -162,7 +162,7 @@ extension LMDBIncrementalStore {
         try Self.exclusively(environment, path: path) {
             switch pending.phase {
             case .install:
-                try Self.finishInstall(pending, environment, stored, path: path, rowsPerTransaction: storeOptions.migrationBatchSize ?? 50_000)
+                try Self.finishInstall(pending, environment, stored, path: path, rowsPerTransaction: storeOptions.rowsPerMigrationTransaction)
             case .stage where pending.to == model.versionHashString && storeOptions.migratesAutomatically:
                 return
             case .stage:
@@ -187,7 +187,7 @@ extension LMDBIncrementalStore {
         let pending = try StoreMigration.record(in: stored, path: path)
         try Self.exclusively(environment, path: path) {
             try StoreMigration(environment: environment, path: path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: StoreLayout(model: old), new: layout,
-                               mapping: mapping, customMappings: [], rowsPerTransaction: storeOptions.migrationBatchSize ?? 50_000).run(resuming: pending)
+                               mapping: mapping, customMappings: [], rowsPerTransaction: storeOptions.rowsPerMigrationTransaction).run(resuming: pending)
         }
     }
 }

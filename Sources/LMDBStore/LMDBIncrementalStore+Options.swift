@@ -48,6 +48,9 @@ extension LMDBIncrementalStore {
         /// recorded after each. `nil`: 50 000.
         public var migrationBatchSize: Int?
 
+        /// The rows a migration writes per transaction: ``migrationBatchSize``, or 50 000.
+        var rowsPerMigrationTransaction: Int { migrationBatchSize ?? 50_000 }
+
         /// Core Data's option key asking for automatic migration.
         public static let migrateAutomaticallyKey = "NSMigratePersistentStoresAutomaticallyOption"
         /// Core Data's option key asking for the mapping to be inferred.

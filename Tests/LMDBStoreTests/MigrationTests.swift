@@ -198,6 +198,8 @@ import Testing
         #expect(error.code == .migrationFailed)
         #expect(error.message.contains("(age) of Person") && error.message.contains("age = 4") && error.message.contains("/Person/p") && error.message.contains("nothing was changed"),
                 "\(error.message)")
+        // Both rows: p3 (key 4, given age 4 above) and p4 (key 5).
+        #expect(error.message.contains("/Person/p4 and x-coredata://") && error.message.contains("/Person/p5 (age = 4)"), "\(error.message)")
         let (coordinator, store) = try open(folder, Self.v1, LMDBIncrementalStore.Options())
         #expect(try fetch(coordinator, "Person").count == 10)
         #expect(try store.verify().isEmpty)
@@ -468,6 +470,35 @@ import Testing
         }
     }
 
+    /// Another process with the store open would go on using the old layout: the migration is refused, naming why,
+    /// and runs once that process has closed it.
+    @Test func aStoreOpenInAnotherProcessIsNotMigrated() throws {
+        let folder = StoreFolder()
+        do {
+            let (coordinator, _) = try folder.coordinator(migrationModel(version: 1))
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let group = try context.insertNewObject(forEntityName: "Group")
+            try group.setValue("g0", forKey: "name")
+            try context.save()
+        }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: helperPath())
+        holder.arguments = ["read-concurrently", folder.file().path, "1", "30"]
+        let pipe = Pipe()
+        holder.standardOutput = pipe
+        try holder.run()
+        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
+        var line: [UInt8] = []
+        while let byte = try pipe.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") { line.append(byte) }
+        #expect(String(decoding: line, as: UTF8.self).hasPrefix("ready"))
+        let stages: [MigrationStage] = [.lightweight(migrationModel(version: 2))]
+        let refused = try #require(throws: ManagedObjectContextError.self) { try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages) }
+        #expect(refused.message.contains("while another process has it open"), "\(refused.message)")
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+        #expect(try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages).count == 1)
+    }
+
     @Test func killingAMigrationAtRandomMomentsLeavesTheOldStoreOrAResumableOne() throws {
         let folder = StoreFolder()
         let pristine = folder.file("pristine.lmdb")
@@ -516,7 +547,7 @@ import Testing
                     continue
                 }
             }
-            let pending = try LMDBIncrementalStore.storedMetadataForTesting(at: folder.file())["migration"]
+            let pending = try LMDBIncrementalStore.storedMetadata(at: folder.file())["migration"]
             let migrated = try LMDBIncrementalStore.readMetadata(at: folder.file())[PersistentStoreMetadataKey.modelVersionHash]
                 == migrationModel(version: 2).versionHashString
             let outcome = pending.map { $0.contains("\"install\"") ? "installing" : "staging" } ?? (migrated ? "finished" : "not begun")

@@ -78,14 +78,15 @@ extension StoreMigration {
         }
         let sequences = SequenceTable(database: try environment.openDatabase(named: StoreLayout.sequenceDatabase, create: false))
         let roots = Set(old.entities.values.map(\.root)).sorted()
-        let newTags = newTags(), plans = plans()
+        let plans = plans()
+        let newTags = plans.map { $0?.new.tag ?? 0 }
         let maintainers = new.entitiesByTag.map { entity in entity.map { EntityMaintainers($0) { staged[$0] } } }
         let hashPrefix = new.model.versionHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
         let derived = plans.contains { $0?.fields.contains { if case .derived = $0 { true } else { false } } == true }
-            ? try environment.read { try derivedToOnes($0, oldTables, newTags: newTags) } : [:]
+            ? try environment.read { try derivedToOnes($0, oldTables, plans, newTags: newTags) } : [:]
         let dropsRows = !mapping.removedEntityNames.isEmpty
         var links: [LinkEntry]?
-        var scratch = EntryScratch()
+        var updates = IndexUpdates(sortingEntries: true)
 
         while record.step < roots.count + 1 {
             let snapshot = record
@@ -105,8 +106,12 @@ extension StoreMigration {
                     let start = snapshot.after.flatMap(Self.bytes(hex:))
                     var done = 0, last: [UInt8]?
                     var exhausted = true
-                    var entries = SortedEntries()
+                    // The batch's rows, for the error a new uniqueness constraint they break gives.
                     var mappedRows: [(key: UInt64, row: StoredRow, entity: StoreLayout.EntityLayout)] = []
+                    let violation = { (position: Int, constraint: Int) -> ManagedObjectContextError in
+                        let (key, row, entity) = mappedRows[position]
+                        return self.violation(of: constraint, in: entity, row: row, key: key, staged: staged, transaction)
+                    }
                     try rows.withCursor(in: transaction) { cursor in
                         try cursor.forEach(in: start.map { KeyRange(lower: .exclusive($0)) } ?? .all) { entry in
                             guard done < rowsPerTransaction else {
@@ -123,20 +128,17 @@ extension StoreMigration {
                                   try RowTable(database: table).write(mapped, key: key, modelHash: hashPrefix, inserting: true, in: transaction) else {
                                 throw ManagedObjectContextError(.migrationFailed, message: "\(path): two rows of \(plan.new.root)'s new table have the key \(key); nothing was changed")
                             }
-                            maintainers[Int(plan.new.tag)]?.forEachEntry(of: mapped, key: key, scratch: &scratch) { table, constraint, entryKey, value, check in
-                                entries.add(table, entryKey, value, check, constraint, row: mappedRows.count)
-                            }
                             mappedRows.append((key, mapped, plan.new))
+                            if let maintainers = maintainers[Int(plan.new.tag)] {
+                                try updates.insertSorted(maintainers, row: mapped, key: key, position: mappedRows.count - 1, in: transaction,
+                                                         violation: violation)
+                            }
                             return true
                         }
                     }
-                    // The batch's index entries go in table and key order: each B-tree is walked once, front to back,
-                    // rather than descended at random for every row (a third of the staging time at 1 M rows).
-                    try entries.putSorted { value, key, table, check, constraint, row in
-                        try putEntry(value, key, table, check, transaction) { other in
-                            violation(of: constraint, in: mappedRows[row].entity, rows: (mappedRows[row].key, other), mappedRows[row].row)
-                        }
-                    }
+                    // The batch's other index entries go in table and key order, through a cursor per table: each
+                    // B-tree is walked once, front to back, rather than descended at random for every row.
+                    try updates.putPending(in: transaction, violation: violation)
                     if exhausted {
                         next.step += 1
                         next.after = nil
@@ -175,84 +177,38 @@ extension StoreMigration {
         }
     }
 
-    /// Index entries gathered from a batch of rows, to be put in table, key and value order.
-    struct SortedEntries {
-        private var bytes: [UInt8] = []
-        private var entries: [(table: Database, key: Range<Int>, value: Range<Int>, check: EntryCheck, constraint: Int, row: Int)] = []
-
-        mutating func add(_ table: Database, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ check: EntryCheck, _ constraint: Int, row: Int) {
-            let keyStart = bytes.count
-            bytes.append(contentsOf: key)
-            let valueStart = bytes.count
-            bytes.append(contentsOf: value)
-            entries.append((table, keyStart..<valueStart, valueStart..<bytes.count, check, constraint, row))
-        }
-
-        /// Hands `body` every entry, sorted by table, key and value.
-        mutating func putSorted(_ body: (_ value: UnsafeRawBufferPointer, _ key: UnsafeRawBufferPointer, _ table: Database, _ check: EntryCheck,
-                                         _ constraint: Int, _ row: Int) throws -> Void) throws {
-            var entries = self.entries
-            self.entries = []
-            try bytes.withUnsafeBytes { bytes in
-                entries.sort { a, b in
-                    if a.table.handle != b.table.handle { return a.table.handle < b.table.handle }
-                    let order = compare(UnsafeRawBufferPointer(rebasing: bytes[a.key]), UnsafeRawBufferPointer(rebasing: bytes[b.key]))
-                    if order != 0 { return order < 0 }
-                    return compare(UnsafeRawBufferPointer(rebasing: bytes[a.value]), UnsafeRawBufferPointer(rebasing: bytes[b.value])) < 0
-                }
-                for entry in entries {
-                    try body(UnsafeRawBufferPointer(rebasing: bytes[entry.value]), UnsafeRawBufferPointer(rebasing: bytes[entry.key]), entry.table,
-                             entry.check, entry.constraint, entry.row)
+    /// The error of a uniqueness constraint (a position in `entity`'s ``StoreLayout/EntityLayout/uniques``) that
+    /// `row`, staged under `key`, breaks: naming it and the staged row of the constraint's entities holding the same
+    /// values (found by reading the staged rows — an error's cost only).
+    private func violation(of constraint: Int, in entity: StoreLayout.EntityLayout, row: StoredRow, key: UInt64, staged: [String: Database],
+                           _ transaction: any KeyValueTransaction) -> ManagedObjectContextError {
+        let (owner, _, unique) = entity.uniques[constraint]
+        let values = unique.propertyNames.map { name in entity.fieldIndex[name].flatMap { row.fields[$0] } }
+        let family = TagSet(new) { new.model.ancestry(of: $0.name).contains(owner) }
+        var other: (key: UInt64, entity: String)?
+        if let rows = staged[StoreLayout.rowsDatabase(root: entity.root)] {
+            try? rows.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in
+                    guard let candidate = try? RowCodec.decode(entry.value, layout: new), family.contains(candidate.entityTag),
+                          let layout = new.entity(tag: candidate.entityTag), let candidateKey = try? rows.rowKey(in: entry), candidateKey != key,
+                          unique.propertyNames.map({ name in layout.fieldIndex[name].flatMap { candidate.fields[$0] } }) == values else { return true }
+                    other = (candidateKey, layout.name)
+                    return false
                 }
             }
         }
-
-        /// `memcmp` order, shorter first on a tie.
-        private func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-            let common = min(a.count, b.count)
-            if common > 0, let x = a.baseAddress, let y = b.baseAddress {
-                let order = memcmp(x, y, common)
-                if order != 0 { return Int(order) }
-            }
-            return a.count - b.count
+        let uri = { (entity: String, key: UInt64) in "x-coredata://\(storeIdentifier)/\(entity)/p\(key)" }
+        let shown = zip(unique.propertyNames, values).map { name, value in
+            "\(name) = " + (value.map { field in if case .attribute(let v) = field { "\(v)" } else { "\(field)" } } ?? "nil")
         }
-    }
-
-    /// Puts an index entry into a staged table, with the check its table makes; `violation` is given the row key
-    /// already holding the key.
-    private func putEntry(_ value: UnsafeRawBufferPointer, _ key: UnsafeRawBufferPointer, _ table: Database, _ check: EntryCheck,
-                          _ transaction: any KeyValueTransaction, violation: (UInt64) -> ManagedObjectContextError) throws {
-        switch check {
-        case .none:
-            try table.put(value, forKey: key, in: transaction)
-        case .keyFree:
-            if let other = try table.withValue(forKey: key, in: transaction, { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }) {
-                throw violation(other)
-            }
-            try table.put(value, forKey: key, in: transaction, options: .noOverwrite)
-        case .noOtherRow:
-            if let other = try table.withValue(forKey: key, in: transaction, { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) }) {
-                throw violation(other)
-            }
-            try table.put(value, forKey: key, in: transaction)
-        }
-    }
-
-    private func violation(of constraint: Int, in entity: StoreLayout.EntityLayout, rows: (UInt64, UInt64), _ row: StoredRow) -> ManagedObjectContextError {
-        let names = constraint >= 0 ? entity.uniques[constraint].constraint.propertyNames : []
-        let values = names.map { name in
-            let value = entity.fieldIndex[name].flatMap { row.fields[$0] }
-            return "\(name) = " + (value.map { field in if case .attribute(let v) = field { "\(v)" } else { "\(field)" } } ?? "nil")
-        }
-        let uris = [rows.1, rows.0].map { "x-coredata://\(storeIdentifier)/\(entity.name)/p\($0)" }
         return ManagedObjectContextError(.migrationFailed,
-            message: "\(path) cannot be migrated: the uniqueness constraint (\(names.joined(separator: ", "))) of \(entity.name) is broken by the rows \(uris[0]) and \(uris[1]) (\(values.joined(separator: ", "))); nothing was changed")
+            message: "\(path) cannot be migrated: the uniqueness constraint (\(unique.propertyNames.joined(separator: ", "))) of \(owner) is broken by the rows \(other.map { uri($0.entity, $0.key) } ?? "?") and \(uri(entity.name, key)) (\(shown.joined(separator: ", "))); nothing was changed")
     }
 
     /// One old row as a new one, by its entity's plan.
     private func map(_ row: StoredRow, key: UInt64, _ plan: EntityPlan, newTags: [UInt16], derived: [String: [UInt64: StoredRow.Reference]]) throws -> StoredRow {
         var computed: [String: AttributeValue?] = [:]
-        if plan.computed {
+        if plan.computes {
             var values: [String: AttributeValue] = [:]
             for field in plan.old.fields {
                 if case .attribute = field.kind, let value = row.attribute(Int(field.id)) { values[field.name] = value }
@@ -407,8 +363,7 @@ extension StoreMigration {
 
     // MARK: Discard
 
-    /// Drops every staged table and the progress record: the store is as it was before the migration began. Each
-    /// table is emptied in a write of its own first (a large table's freed pages need room).
+    /// Drops every staged table and the progress record: the store is as it was before the migration began.
     static func discard(_ environment: any KeyValueEngine, path: String) throws {
         let main = try environment.openDatabase(named: nil, options: [], create: false)
         let names = try environment.read { transaction in
@@ -422,13 +377,8 @@ extension StoreMigration {
             }
             return names
         }
-        let tables = try names.compactMap { try environment.openExistingDatabase(named: $0) }
-        for table in tables { try environment.write { try table.clear(in: $0) } }
         let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase, create: false)
-        try environment.write { transaction in
-            for table in tables { try table.drop(in: transaction) }
-            try put(nil, meta, transaction)
-        }
+        try environment.drop(try names.compactMap { try environment.openExistingDatabase(named: $0) }) { try put(nil, meta, $0) }
     }
 
     // MARK: Keys as text

@@ -49,10 +49,8 @@ struct StoreMigration {
     let rowsPerTransaction: Int
 
     var fingerprint: String {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
         let text = mapping.description + "|" + customMappings.map { "\($0.entityName):\($0.computedAttributeNames.sorted())" }.sorted().joined(separator: ",")
-        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        return String(hash, radix: 16)
+        return String(Array(text.utf8).withUnsafeBytes(CRC32C.checksum), radix: 16)
     }
 
     // MARK: The plan
@@ -79,26 +77,18 @@ struct StoreMigration {
         let new: StoreLayout.EntityLayout
         let fields: [FieldSource]
         let customMappings: [CustomEntityMapping]
-        let computed: Bool
+
+        /// Whether a custom mapping gives some of the fields.
+        var computes: Bool { fields.contains { if case .computed = $0 { true } else { false } } }
     }
 
-    /// The new entity tag of each old one (0: its rows are dropped).
-    func newTags() -> [UInt16] {
-        var tags = [UInt16](repeating: 0, count: old.entitiesByTag.count)
-        for entity in mapping.entityMappings {
-            guard let source = entity.sourceEntityName, let from = old.entities[source], let to = new.entities[entity.destinationEntityName] else { continue }
-            tags[Int(from.tag)] = to.tag
-        }
-        return tags
-    }
-
+    /// Each old entity's plan, by old entity tag (`nil`: its rows are dropped).
     func plans() -> [EntityPlan?] {
         var plans = [EntityPlan?](repeating: nil, count: old.entitiesByTag.count)
         for entity in mapping.entityMappings {
             guard let source = entity.sourceEntityName, let from = old.entities[source], let to = new.entities[entity.destinationEntityName] else { continue }
             let attributes = Dictionary(entity.attributes.map { ($0.destinationName, $0) }, uniquingKeysWith: { a, _ in a })
             let relationships = Dictionary(entity.relationships.map { ($0.destinationName, $0) }, uniquingKeysWith: { a, _ in a })
-            var computed = false
             let fields: [FieldSource] = to.fields.map { field in
                 switch field.kind {
                 case .attribute:
@@ -113,25 +103,24 @@ struct StoreMigration {
                     case .defaultValue(let value):
                         return value.map { .value($0) } ?? .null
                     case .computed:
-                        computed = true
                         return .computed(field.name)
                     }
                 case .toOne(let relationship):
                     if case .copied(let name)? = relationships[field.name]?.source, let oldField = from.fieldIndex[name] {
                         return .reference(oldField)
                     }
-                    return inverseSource(of: relationship, in: entity.destinationEntityName) == nil ? .null : .derived(derivedKey(relationship, entity.destinationEntityName))
+                    return inverseSource(of: relationship) == nil ? .null : .derived(derivedKey(relationship, entity.destinationEntityName))
                 }
             }
             let custom = customMappings.filter { new.model.ancestry(of: to.name).contains($0.entityName) }
-            plans[Int(from.tag)] = EntityPlan(old: from, new: to, fields: fields, customMappings: custom, computed: computed)
+            plans[Int(from.tag)] = EntityPlan(old: from, new: to, fields: fields, customMappings: custom)
         }
         return plans
     }
 
     /// The old relationship a new one's inverse takes its destinations from, for a new relationship that has no
     /// source of its own: its pairs, reversed, are the new one's.
-    func inverseSource(of relationship: RelationshipDescription, in entity: String) -> (entity: String, relationship: RelationshipDescription)? {
+    func inverseSource(of relationship: RelationshipDescription) -> (entity: String, relationship: RelationshipDescription)? {
         guard let inverse = new.model.inverse(of: relationship),
               let owner = mapping.entityMappings.first(where: { $0.destinationEntityName == relationship.destinationEntityName }),
               let sourceEntity = owner.sourceEntityName,
@@ -163,10 +152,11 @@ struct StoreMigration {
         if !relationship.isToMany {
             guard let rows = tables[StoreLayout.rowsDatabase(root: layout.root)] else { return [] }
             let declaring = old.declaringEntity(of: relationship.name, in: entity)
+            let family = TagSet(old) { old.model.ancestry(of: $0.name).contains(declaring) }
             try rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
                     let row = try decodeOld(entry, rows)
-                    guard let rowEntity = old.entity(tag: row.entityTag), old.model.ancestry(of: rowEntity.name).contains(declaring),
+                    guard family.contains(row.entityTag), let rowEntity = old.entity(tag: row.entityTag),
                           let field = rowEntity.fieldIndex[relationship.name], let member = row.reference(field) else { return true }
                     pairs.append((try rows.rowKey(in: entry), member))
                     return true
@@ -222,7 +212,7 @@ struct StoreMigration {
             if let (entity, was) = directSource(of: relationship, in: owner) {
                 pairs = try oldPairs(of: was, in: entity, transaction, tables)
                 source = entity
-            } else if let (entity, was) = inverseSource(of: relationship, in: owner) {
+            } else if let (entity, was) = inverseSource(of: relationship) {
                 source = mapping.entityMappings.first { $0.destinationEntityName == owner }?.sourceEntityName ?? ""
                 pairs = try oldPairs(of: was, in: entity, transaction, tables).map { pair in
                     (pair.member.key, StoredRow.Reference(entityTag: 0, key: pair.owner))
@@ -250,12 +240,13 @@ struct StoreMigration {
     }
 
     /// For each new to-one with no source of its own whose inverse's old to-many has one: each row's member.
-    func derivedToOnes(_ transaction: any KeyValueTransaction, _ tables: [String: Database], newTags: [UInt16]) throws -> [String: [UInt64: StoredRow.Reference]] {
+    func derivedToOnes(_ transaction: any KeyValueTransaction, _ tables: [String: Database], _ plans: [EntityPlan?],
+                       newTags: [UInt16]) throws -> [String: [UInt64: StoredRow.Reference]] {
         var maps: [String: [UInt64: StoredRow.Reference]] = [:]
-        for plan in plans().compactMap({ $0 }) {
+        for plan in plans.compactMap({ $0 }) {
             for (field, source) in zip(plan.new.fields, plan.fields) {
                 guard case .derived(let key) = source, maps[key] == nil, case .toOne(let relationship) = field.kind,
-                      let (entity, was) = inverseSource(of: relationship, in: plan.new.name) else { continue }
+                      let (entity, was) = inverseSource(of: relationship) else { continue }
                 var map: [UInt64: StoredRow.Reference] = [:]
                 let ownerRoot = old.entities[entity].map { StoreLayout.rowsDatabase(root: $0.root) } ?? ""
                 for pair in try oldPairs(of: was, in: entity, transaction, tables) {

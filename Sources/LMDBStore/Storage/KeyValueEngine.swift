@@ -40,6 +40,17 @@ protocol KeyValueEngine: AnyObject, Sendable {
 extension KeyValueEngine {
     func runExclusively(_ body: () throws -> Void) throws { try body() }
 
+    /// Drops `tables`, each emptied in a write of its own first (a large table's freed pages need room, and a write
+    /// that fills the map runs again — which a write that drops a table cannot), then all dropped in one write, which
+    /// needs next to no room, and in which `finish` runs too.
+    func drop(_ tables: [Database], finishing finish: (any KeyValueTransaction) throws -> Void = { _ in }) throws {
+        for table in tables { try write { try table.clear(in: $0) } }
+        try write { transaction in
+            for table in tables { try table.drop(in: transaction) }
+            try finish(transaction)
+        }
+    }
+
     /// The handle of the existing table `name`, whichever of the store's table options it was made with; `nil` when
     /// there is no such table.
     func openExistingDatabase(named name: String) throws -> Database? {
