@@ -10,8 +10,14 @@ extension LMDBIncrementalStore {
         public let mapping: MappingModel
         /// The rows each entity of the old model holds (its subentities' counted under them), by entity name.
         public let rowCounts: [String: Int]
+        /// The tables of the new model's layout the migration writes (`Docs/FORMAT.md` names them), in name order.
+        public let writtenTables: [String]
+        /// The tables it keeps as they are: their entries are already the new model's (an attribute, index or
+        /// constraint added to one entity leaves the other entities' tables alone), in name order.
+        public let keptTables: [String]
 
-        /// The mapping's changes, each entity's line followed by how many of its rows the migration rewrites.
+        /// The mapping's changes, each entity's line followed by how many of its rows it holds, then the tables
+        /// written and kept.
         public var description: String {
             guard !mapping.isIdentity else { return "no change" }
             var lines: [String] = []
@@ -20,6 +26,8 @@ extension LMDBIncrementalStore {
                 let source = mapping.entityMappings.first { $0.destinationEntityName == entity }?.sourceEntityName ?? entity
                 lines.append(rowCounts[source].map { "\(line) [\($0) row\($0 == 1 ? "" : "s")]" } ?? line)
             }
+            lines.append("tables written: \(writtenTables.isEmpty ? "none" : writtenTables.joined(separator: ", "))")
+            lines.append("tables kept: \(keptTables.isEmpty ? "none" : keptTables.joined(separator: ", "))")
             return lines.joined(separator: "\n")
         }
     }
@@ -36,7 +44,10 @@ extension LMDBIncrementalStore {
             throw ManagedObjectContextError(.storeUnusable, message: "\(url.path) keeps no model (it was written before format 3); open it once with its model first")
         }
         let mapping = try MigrationStage.custom(model, customMappings).mapping(from: old)
-        let layout = StoreLayout(model: old)
+        let layout = StoreLayout(model: old), new = StoreLayout(model: model)
+        let migration = StoreMigration(environment: environment, path: url.path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: layout, new: new,
+                                       mapping: mapping, customMappings: customMappings, rowsPerTransaction: 1)
+        let kept = migration.unchangedTables(migration.plans())
         var counts: [String: Int] = [:]
         for root in Set(layout.entities.values.map(\.root)).sorted() {
             guard let rows = try? environment.openDatabase(named: StoreLayout.rowsDatabase(root: root), create: false) else { continue }
@@ -51,7 +62,8 @@ extension LMDBIncrementalStore {
                 }
             }
         }
-        return MigrationReport(mapping: mapping, rowCounts: counts)
+        return MigrationReport(mapping: mapping, rowCounts: counts, writtenTables: StoreMigration.staged(new).filter { !kept.contains($0) },
+                               keptTables: kept.sorted())
     }
 
     /// Migrates the store at `url` in place through `stages`, in order: from the stage whose model the store was

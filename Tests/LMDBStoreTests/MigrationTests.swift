@@ -48,6 +48,28 @@ import Testing
         }
     }
 
+    /// Every entry of the file's table `name`, in order (a fetch index's or to-one's entries are duplicate values).
+    func entries(_ folder: StoreFolder, _ name: String) throws -> [[UInt8]] {
+        let environment = try Environment.open(at: folder.file().path)
+        let table = try environment.openDatabase(named: name, options: name.hasPrefix("rows/") ? [] : [.dupSort, .dupFixed], create: false)
+        return try environment.read { transaction in
+            var entries: [[UInt8]] = []
+            try table.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in
+                    entries.append(Array(entry.key) + [0xFF] + Array(entry.value))
+                    return true
+                }
+            }
+            return entries
+        }
+    }
+
+    /// The model hash prefix of each row of the table `rows/<root>` (bytes 12–19 of a row, `Docs/FORMAT.md`, after
+    /// the 8-byte key and the separator ``entries(_:_:)`` puts): the model the row was last written with.
+    func rowHashes(_ folder: StoreFolder, root: String) throws -> Set<[UInt8]> {
+        Set(try entries(folder, "rows/\(root)").map { Array($0.dropFirst(9 + 12).prefix(8)) })
+    }
+
     static let v1 = try! ManagedObjectModel(entities: [
         EntityDescription("Person", properties: [
             .attribute(AttributeDescription("name", .string)),
@@ -108,6 +130,7 @@ import Testing
         #expect(report.description.contains("Member ← Person: fullName ← name; age Integer 16 → Integer 64") && report.description.contains("[25 rows]"),
                 "\(report)")
         #expect(report.description.contains("Scratch: removed, with its rows"))
+        #expect(report.keptTables.isEmpty && report.writtenTables.contains("rows/Team") && report.description.contains("tables kept: none"), "\(report)")
 
         let (coordinator, store) = try open(folder, Self.v2)
         #expect(store.metadata[PersistentStoreMetadataKey.modelVersionHash] == Self.v2.versionHashString)
@@ -204,6 +227,102 @@ import Testing
         #expect(try fetch(coordinator, "Person").count == 10)
         #expect(try store.verify().isEmpty)
         #expect(!(try tableNames(folder)).contains { $0.hasPrefix("~migration/") })
+    }
+
+    /// A migration writes only the tables it changes: an attribute added to Team rewrites Team's rows and builds
+    /// its index, while Person's rows, index and to-one entries and Scratch's rows stay as they are (the rows keep
+    /// the old model's hash) — and the store reads and verifies as the new model's.
+    @Test func tablesAMigrationDoesNotChangeStayAsTheyAre() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 12)
+        let before = try ["index/Person/byName", "toone/Person/team", "rows/Scratch"].map { try entries(folder, $0) }
+        var entities = Self.v1.entities
+        entities[1].properties.append(.attribute(AttributeDescription("rank", .integer32, defaultValue: .integer(3))))
+        entities[1].fetchIndexes = [FetchIndexDescription("byRank", properties: ["rank"])]
+        let v2 = try ManagedObjectModel(entities: entities)
+        let oldHash = Array(Self.v1.versionHash.prefix(8)), newHash = Array(v2.versionHash.prefix(8))
+        let report = try LMDBIncrementalStore.migrationReport(at: folder.file(), to: v2)
+        #expect(report.writtenTables == ["index/Team/byRank", "rows/Team"])
+        #expect(report.keptTables == ["index/Person/byName", "rows/Person", "rows/Scratch", "toone/Person/team"])
+        #expect(report.description.contains("tables written: index/Team/byRank, rows/Team"), "\(report)")
+        do {
+            let (coordinator, store) = try open(folder, v2)
+            #expect(try store.verify().isEmpty)
+            #expect(try fetch(coordinator, "Team", "rank == 3").count == 3)
+            #expect(try fetch(coordinator, "Person", "name == 'p7' AND team.rank == 3").count == 1)
+            #expect(try rowHashes(folder, root: "Person") == [oldHash])
+            #expect(try rowHashes(folder, root: "Team") == [newHash])
+            #expect(try ["index/Person/byName", "toone/Person/team", "rows/Scratch"].map { try entries(folder, $0) } == before)
+            #expect(!(try tableNames(folder)).contains { $0.hasPrefix("~migration/") })
+            contexts = []
+        }
+
+        // An index added alone builds the index and rewrites no row.
+        entities[0].fetchIndexes.append(FetchIndexDescription("byAge", properties: ["age"]))
+        let v3 = try ManagedObjectModel(entities: entities)
+        let (reopened, indexed) = try open(folder, v3)
+        #expect(try indexed.verify().isEmpty)
+        #expect(try fetch(reopened, "Person", "age >= 10").count == 2)
+        #expect(try entries(folder, "index/Person/byAge").count == 12)
+        #expect(try rowHashes(folder, root: "Person") == [oldHash])
+        #expect(try rowHashes(folder, root: "Team") == [newHash])
+    }
+
+    /// A many-to-many's tables stay when an attribute is added to one side: its pairs are already the new model's.
+    @Test func aManyToManyStaysWhenAnAttributeIsAdded() throws {
+        func model(ranked: Bool) throws -> ManagedObjectModel {
+            try ManagedObjectModel(entities: [
+                EntityDescription("Post", properties: [
+                    .attribute(AttributeDescription("title", .string)),
+                    .relationship(RelationshipDescription("tags", destination: "Tag", inverse: "posts", toMany: true)),
+                ] + (ranked ? [.attribute(AttributeDescription("rank", .integer16, defaultValue: .integer(0)))] : [])),
+                EntityDescription("Tag", properties: [
+                    .attribute(AttributeDescription("name", .string)),
+                    .relationship(RelationshipDescription("posts", destination: "Post", inverse: "tags", toMany: true)),
+                ]),
+            ])
+        }
+        let folder = StoreFolder()
+        do {
+            let (coordinator, _) = try open(folder, try model(ranked: false), LMDBIncrementalStore.Options())
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let tags = try (0..<3).map { number in
+                let tag = try context.insertNewObject(forEntityName: "Tag")
+                try tag.setValue("t\(number)", forKey: "name")
+                return tag
+            }
+            for number in 0..<8 {
+                let post = try context.insertNewObject(forEntityName: "Post")
+                try post.setValue("post \(number)", forKey: "title")
+                try post.setValue(Set(tags.enumerated().filter { number % ($0.offset + 1) == 0 }.map(\.element)), forKey: "tags")
+            }
+            try context.save()
+        }
+        let links = ["members/Post/tags", "members/Tag/posts"]
+        let before = try links.map { try entries(folder, $0) }
+        let ranked = try model(ranked: true)
+        let report = try LMDBIncrementalStore.migrationReport(at: folder.file(), to: ranked)
+        #expect(report.writtenTables == ["rows/Post"] && report.keptTables == links + ["rows/Tag"], "\(report)")
+        let (coordinator, store) = try open(folder, ranked)
+        #expect(try store.verify().isEmpty)
+        #expect(try links.map { try entries(folder, $0) } == before)
+        #expect(try fetch(coordinator, "Post", "ANY tags.name == 't1' AND rank == 0").count == 4)
+        #expect(try fetch(coordinator, "Tag", "name == 't2'").first.map { try $0.objectIDs(forRelationshipNamed: "posts").count } == 3)
+    }
+
+    /// Entity tags are in every row and entry: an entity added before the others in name order renumbers them, and
+    /// every row is written again.
+    @Test func anEntityThatRenumbersTheOthersRewritesEveryTable() throws {
+        let folder = StoreFolder()
+        try fill(folder, people: 6)
+        var entities = Self.v1.entities
+        entities.append(EntityDescription("Address", properties: [.attribute(AttributeDescription("street", .string, isOptional: true))]))
+        let v2 = try ManagedObjectModel(entities: entities)
+        let (coordinator, store) = try open(folder, v2)
+        #expect(try store.verify().isEmpty)
+        let newHash = Array(v2.versionHash.prefix(8))
+        for root in ["Person", "Team", "Scratch"] { #expect(try rowHashes(folder, root: root) == [newHash], "rows/\(root)") }
+        #expect(try fetch(coordinator, "Person", "team.title == 'team 1'").count == 2)
     }
 
     @Test func aConstraintTheRowsKeepIsAddedAndEnforced() throws {

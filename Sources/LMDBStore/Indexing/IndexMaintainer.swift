@@ -220,6 +220,9 @@ final class EntityMaintainers {
         }
     }
 
+    /// Whether the entity has no secondary table to keep.
+    var isEmpty: Bool { fetchIndexes.isEmpty && uniqueness.isEmpty && toOneIndexes.isEmpty }
+
     /// Calls `body` with every entry of `row` (the row under `key`): its table, the constraint it checks, its bytes.
     func forEachEntry(of row: StoredRow, key: UInt64, scratch: inout EntryScratch,
                       _ body: (_ table: Database, _ constraint: Int, _ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, _ check: EntryCheck) throws -> Void) rethrows {

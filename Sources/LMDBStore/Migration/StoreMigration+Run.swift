@@ -44,8 +44,9 @@ extension StoreMigration {
             if pending != nil { try Self.discard(environment, path: path) }
             let sequences = try environment.openDatabase(named: StoreLayout.sequenceDatabase, create: false)
             let changes = try environment.read { try SequenceTable(database: sequences).counter(StoreLayout.changeSequenceKey, in: $0) }
+            let unchanged = unchangedTables(plans())
             record = Record(phase: .stage, from: old.model.versionHashString, to: new.model.versionHashString, mapping: fingerprint,
-                            changes: changes, step: 0, after: nil)
+                            changes: changes, step: 0, after: nil, tables: Self.staged(new).filter { !unchanged.contains($0) })
             let begun = record
             try environment.write { try Self.put(begun, meta, $0) }
         }
@@ -63,8 +64,10 @@ extension StoreMigration {
 
     // MARK: Stage
 
-    private var stagedNames: [String] {
-        new.databaseNames.filter { ![StoreLayout.metadataDatabase, StoreLayout.sequenceDatabase, StoreLayout.changesDatabase].contains($0) }
+    /// The tables of `layout` a migration may stage: all but the metadata, the sequences and the change log, which
+    /// the commit writes.
+    static func staged(_ layout: StoreLayout) -> [String] {
+        layout.databaseNames.filter { ![StoreLayout.metadataDatabase, StoreLayout.sequenceDatabase, StoreLayout.changesDatabase].contains($0) }
     }
 
     private func stage(_ record: inout Record, _ meta: Database) throws {
@@ -73,7 +76,7 @@ extension StoreMigration {
             oldTables[name] = try? environment.openDatabase(named: name, options: old.tables[name]?.options ?? [], create: false)
         }
         var staged: [String: Database] = [:]
-        for name in stagedNames {
+        for name in record.tables ?? Self.staged(new) {
             staged[name] = try environment.openDatabase(named: Self.stagingPrefix + name, options: new.tables[name]?.options ?? [])
         }
         let sequences = SequenceTable(database: try environment.openDatabase(named: StoreLayout.sequenceDatabase, create: false))
@@ -85,6 +88,13 @@ extension StoreMigration {
         let derived = plans.contains { $0?.fields.contains { if case .derived = $0 { true } else { false } } == true }
             ? try environment.read { try derivedToOnes($0, oldTables, plans, newTags: newTags) } : [:]
         let dropsRows = !mapping.removedEntityNames.isEmpty
+        // A hierarchy is read when one of its entities has a table staged: its rows, or an index they put entries in.
+        let read = roots.map { root in
+            plans.contains { plan in
+                guard let plan, plan.old.root == root else { return false }
+                return staged[StoreLayout.rowsDatabase(root: plan.new.root)] != nil || maintainers[Int(plan.new.tag)]?.isEmpty == false
+            }
+        }
         var links: [LinkEntry]?
         var updates = IndexUpdates(sortingEntries: true)
 
@@ -99,7 +109,7 @@ extension StoreMigration {
                 }
                 if snapshot.step < roots.count {
                     // Rows of one old hierarchy, a batch at a time.
-                    guard let rows = oldTables[StoreLayout.rowsDatabase(root: roots[snapshot.step])] else {
+                    guard read[snapshot.step], let rows = oldTables[StoreLayout.rowsDatabase(root: roots[snapshot.step])] else {
                         next.step += 1
                         return try Self.put(next, meta, transaction)
                     }
@@ -110,7 +120,8 @@ extension StoreMigration {
                     var mappedRows: [(key: UInt64, row: StoredRow, entity: StoreLayout.EntityLayout)] = []
                     let violation = { (position: Int, constraint: Int) -> ManagedObjectContextError in
                         let (key, row, entity) = mappedRows[position]
-                        return self.violation(of: constraint, in: entity, row: row, key: key, staged: staged, transaction)
+                        let table = StoreLayout.rowsDatabase(root: entity.root)
+                        return self.violation(of: constraint, in: entity, row: row, key: key, rows: staged[table] ?? oldTables[table], transaction)
                     }
                     try rows.withCursor(in: transaction) { cursor in
                         try cursor.forEach(in: start.map { KeyRange(lower: .exclusive($0)) } ?? .all) { entry in
@@ -124,9 +135,10 @@ extension StoreMigration {
                             let row = try decodeOld(entry, rows)
                             guard Int(row.entityTag) < plans.count, let plan = plans[Int(row.entityTag)] else { return true }
                             let mapped = try map(row, key: key, plan, newTags: newTags, derived: derived)
-                            guard let table = staged[StoreLayout.rowsDatabase(root: plan.new.root)],
-                                  try RowTable(database: table).write(mapped, key: key, modelHash: hashPrefix, inserting: true, in: transaction) else {
-                                throw ManagedObjectContextError(.migrationFailed, message: "\(path): two rows of \(plan.new.root)'s new table have the key \(key); nothing was changed")
+                            if let table = staged[StoreLayout.rowsDatabase(root: plan.new.root)] {
+                                guard try RowTable(database: table).write(mapped, key: key, modelHash: hashPrefix, inserting: true, in: transaction) else {
+                                    throw ManagedObjectContextError(.migrationFailed, message: "\(path): two rows of \(plan.new.root)'s new table have the key \(key); nothing was changed")
+                                }
                             }
                             mappedRows.append((key, mapped, plan.new))
                             if let maintainers = maintainers[Int(plan.new.tag)] {
@@ -178,15 +190,15 @@ extension StoreMigration {
     }
 
     /// The error of a uniqueness constraint (a position in `entity`'s ``StoreLayout/EntityLayout/uniques``) that
-    /// `row`, staged under `key`, breaks: naming it and the staged row of the constraint's entities holding the same
-    /// values (found by reading the staged rows — an error's cost only).
-    private func violation(of constraint: Int, in entity: StoreLayout.EntityLayout, row: StoredRow, key: UInt64, staged: [String: Database],
+    /// `row`, staged under `key`, breaks: naming it and the row of the constraint's entities holding the same values
+    /// (found by reading `rows`, the new layout's rows of the hierarchy, staged or kept — an error's cost only).
+    private func violation(of constraint: Int, in entity: StoreLayout.EntityLayout, row: StoredRow, key: UInt64, rows: Database?,
                            _ transaction: any KeyValueTransaction) -> ManagedObjectContextError {
         let (owner, _, unique) = entity.uniques[constraint]
         let values = unique.propertyNames.map { name in entity.fieldIndex[name].flatMap { row.fields[$0] } }
         let family = TagSet(new) { new.model.ancestry(of: $0.name).contains(owner) }
         var other: (key: UInt64, entity: String)?
-        if let rows = staged[StoreLayout.rowsDatabase(root: entity.root)] {
+        if let rows {
             try? rows.withCursor(in: transaction) { cursor in
                 try cursor.forEach { entry in
                     guard let candidate = try? RowCodec.decode(entry.value, layout: new), family.contains(candidate.entityTag),
@@ -310,12 +322,13 @@ extension StoreMigration {
 
     // MARK: Install
 
-    /// Empties each table of `layout` and fills it from its staged copy, `rowsPerTransaction` entries (whole keys) a
-    /// write, recording the step and the last key done; drops each staged copy once it is copied, and the progress
-    /// record at the end. Resumable from any kill, by any process (the layout is the model `meta` keeps).
+    /// Empties each table the record lists as staged (every one of `layout` when it lists none) and fills it from its
+    /// staged copy, `rowsPerTransaction` entries (whole keys) a write, recording the step and the last key done; drops
+    /// each staged copy once it is copied, and the progress record at the end. Resumable from any kill, by any
+    /// process (the layout is the model `meta` keeps).
     static func install(_ environment: any KeyValueEngine, layout: StoreLayout, record: Record, path: String, rowsPerTransaction: Int) throws {
         let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase, create: false)
-        let names = layout.databaseNames.filter { ![StoreLayout.metadataDatabase, StoreLayout.sequenceDatabase, StoreLayout.changesDatabase].contains($0) }
+        let names = record.tables ?? staged(layout)
         var record = record
         while record.step < names.count {
             let name = names[record.step]

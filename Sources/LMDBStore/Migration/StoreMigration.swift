@@ -37,6 +37,9 @@ struct StoreMigration {
         /// hexadecimal, or the number of entries done.
         var step: Int
         var after: String?
+        /// The tables of the new layout that are staged and installed, in order; the others stay as they are
+        /// (``unchangedTables(_:)``). Absent: all of them.
+        var tables: [String]?
     }
 
     let environment: any KeyValueEngine
@@ -116,6 +119,95 @@ struct StoreMigration {
             plans[Int(from.tag)] = EntityPlan(old: from, new: to, fields: fields, customMappings: custom)
         }
         return plans
+    }
+
+    // MARK: Tables that stay
+
+    /// The tables of the new layout the migration would fill with exactly the entries they hold already: they are
+    /// neither staged nor installed, and their entries (rows keep the model hash they were written with) stay as
+    /// they are — what an added or removed attribute, index or constraint costs is the tables it touches.
+    ///
+    /// Entity tags are in every row, index entry and reference, so a migration that renumbers an entity (one added,
+    /// removed or renamed before another in name order) or drops rows keeps none. Otherwise a table stays when it has
+    /// the same name and kind in both layouts and:
+    /// - a hierarchy's rows: every old entity of it maps to the entity of the same tag in the same hierarchy with the
+    ///   same fields, each copied as it is (no entity of another hierarchy moves in);
+    /// - a fetch index, uniqueness constraint or to-one's inverse: every old entity puts the same kind of entries in
+    ///   it (``entryKinds(of:)``) as the entity it maps to, from fields copied as they are;
+    /// - a to-many table: its relationship maps from itself, of the same entity.
+    func unchangedTables(_ plans: [EntityPlan?]) -> Set<String> {
+        guard mapping.removedEntityNames.isEmpty,
+              old.entitiesByTag.indices.allSatisfy({ tag in old.entitiesByTag[tag] == nil || plans[tag].map { $0.new.tag == $0.old.tag } == true })
+        else { return [] }
+        let mapped = plans.compactMap { $0 }
+        /// Whether the new row's field `name` is the old row's field of that name, as it is.
+        func keeps(_ plan: EntityPlan, _ name: String) -> Bool {
+            guard let to = plan.new.fieldIndex[name], let from = plan.old.fieldIndex[name],
+                  plan.new.fields[to].attributeType == plan.old.fields[from].attributeType else { return false }
+            switch plan.fields[to] {
+            case .copied(let field, replacement: .none), .reference(let field): return field == from
+            default: return false
+            }
+        }
+        let oldEntries = mapped.map { Self.entryKinds(of: $0.old) }, newEntries = mapped.map { Self.entryKinds(of: $0.new) }
+        var unchanged = Set<String>()
+        for (name, kind) in new.tables where old.tables[name] == kind {
+            let stays: Bool
+            switch kind {
+            case .metadata, .sequences, .changeLog:
+                continue
+            case .rows:
+                let root = String(name.dropFirst(StoreLayout.rowsDatabase(root: "").count))
+                stays = mapped.allSatisfy { plan in
+                    guard plan.old.root == root || plan.new.root == root else { return true }
+                    return plan.old.root == plan.new.root && plan.new.fields.count == plan.old.fields.count
+                        && zip(plan.new.fields, plan.old.fields).allSatisfy { $0.name == $1.name && keeps(plan, $0.name) }
+                }
+            case .fetchIndex, .uniqueness, .toOneIndex:
+                stays = mapped.indices.allSatisfy { position in
+                    let kind = newEntries[position][name]
+                    return kind == oldEntries[position][name] && (kind?.fields ?? []).allSatisfy { keeps(mapped[position], $0) }
+                }
+            case .toMany(let owner, let relationship, _):
+                stays = old.entities[owner]?.toManyTables[relationship]?.table == name
+                    && new.model.relationship(named: relationship, in: owner).flatMap { directSource(of: $0, in: owner) }
+                        .map { $0.entity == owner && $0.relationship.name == relationship } == true
+            }
+            if stays { unchanged.insert(name) }
+        }
+        return unchanged
+    }
+
+    /// What decides the entries an entity's rows put in one secondary table: the entity's tag, the kind of entry,
+    /// the fields it reads (by name, with their types), an index's elements' order and collation and the values it
+    /// stores, and whether the table enforces uniqueness.
+    struct EntryKind: Equatable {
+        let description: [String]
+        let fields: [String]
+    }
+
+    /// The ``EntryKind`` of each secondary table `entity`'s rows put entries in, by table name.
+    static func entryKinds(of entity: StoreLayout.EntityLayout) -> [String: EntryKind] {
+        var kinds: [String: EntryKind] = [:]
+        func typed(_ name: String) -> String {
+            "\(name):\(entity.fieldIndex[name].flatMap { entity.fields[$0].attributeType }.map(\.rawValue) ?? "reference")"
+        }
+        for (position, (_, index)) in entity.indexes.enumerated() {
+            let stored = index.storedAttributeNames
+            kinds[entity.indexTables[position]] = EntryKind(
+                description: ["index", "\(entity.tag)", entity.constraintOfIndex[position] >= 0 ? "unique" : "",
+                              index.elements.map { "\(typed($0.propertyName)) \($0.isAscending) \($0.collation.rawValue)" }.joined(separator: ","),
+                              stored.map(typed).joined(separator: ",")],
+                fields: index.elements.map(\.propertyName) + stored)
+        }
+        for (position, (_, _, constraint)) in entity.uniques.enumerated() where entity.indexOfConstraint[position] < 0 {
+            kinds[entity.uniqueTables[position]] = EntryKind(description: ["unique", "\(entity.tag)", constraint.propertyNames.map(typed).joined(separator: ",")],
+                                                             fields: constraint.propertyNames)
+        }
+        for (position, relationship) in entity.toOneRelationships.enumerated() {
+            kinds[entity.toOneTables[position]] = EntryKind(description: ["toOne", "\(entity.tag)", relationship.name], fields: [relationship.name])
+        }
+        return kinds
     }
 
     /// The old relationship a new one's inverse takes its destinations from, for a new relationship that has no
