@@ -9,6 +9,11 @@ let package = Package(
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
         .library(name: "LMDBStore", targets: ["LMDBStore"]),
+        .executable(name: "lmdbstore", targets: ["lmdbstore"]),
+    ],
+    dependencies: [
+        // For the command-line tool only: the libraries depend on nothing but liblmdb.
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         .systemLibrary(
@@ -37,6 +42,11 @@ let package = Package(
             name: "StoreConformance",
             dependencies: ["ObjectGraph"]
         ),
+        // The command-line tool: inspect, query, verify and copy a store (`Docs/CLI.md`).
+        .executableTarget(
+            name: "lmdbstore",
+            dependencies: ["LMDB", "LMDBStore", "ObjectGraph", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // A small program the tests spawn as a second OS process (multi-process writes, crash tests).
         .executableTarget(
             name: "lmdbstore-test-helper",
@@ -54,7 +64,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LMDBStoreTests",
-            dependencies: ["LMDBStore", "LMDB", "ObjectGraph", "StoreConformance", "TestSupport", "lmdbstore-test-helper"]
+            dependencies: ["LMDBStore", "LMDB", "ObjectGraph", "StoreConformance", "TestSupport", "lmdbstore-test-helper", "lmdbstore"]
         ),
         .testTarget(
             name: "ObjectGraphTests",

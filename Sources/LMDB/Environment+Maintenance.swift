@@ -75,6 +75,31 @@ extension Environment {
                     readersInUse: Int(info.me_numreaders))
     }
 
+    /// The pages on the free list as of a new read snapshot: pages of the file no table uses, which later writes
+    /// take before the file grows (what `mdb_stat -f` counts; pages an open reader's snapshot still needs are among
+    /// them). The free list is LMDB's own table 0, each of its values a list of page numbers led by its length.
+    ///
+    /// - Throws: ``LMDBError`` if the free list cannot be read.
+    public func freePageCount() throws -> Int {
+        try read { transaction in
+            var cursor: OpaquePointer?
+            try check(mdb_cursor_open(transaction.handle, 0, &cursor), path: path, message: "cannot read the free list")
+            defer { mdb_cursor_close(cursor) }
+            var key = MDB_val(), value = MDB_val()
+            var total = 0
+            var code = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
+            while code == MDB_SUCCESS {
+                guard let pages = value.mv_data, value.mv_size >= MemoryLayout<Int>.size else {
+                    throw LMDBError(.corrupted, path: path, message: "a free-list entry is shorter than its length")
+                }
+                total += pages.loadUnaligned(as: Int.self)
+                code = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+            }
+            guard code == MDB_NOTFOUND else { try check(code, path: path, message: "cannot read the free list"); return total }
+            return total
+        }
+    }
+
     /// Flushes committed data to disk. Needed only with ``Durability/noSync`` or ``Durability/skipMetaSync``;
     /// with `force`, the flush is synchronous even under ``Durability/noSync``.
     /// The corresponding LMDB function is `mdb_env_sync`.

@@ -30,8 +30,8 @@ public final class Environment: @unchecked Sendable {
     /// The path the environment was opened at.
     public let path: String
 
-    /// The data file LMDB maps (links resolved).
-    let dataPath: String
+    /// The data file LMDB maps (links resolved): the store file itself, or `data.mdb` in a store directory.
+    public let dataPath: String
 
     /// The options the environment was opened with.
     public let options: Options

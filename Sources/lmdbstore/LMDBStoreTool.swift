@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import LMDBStore
+import ObjectGraph
+
+/// `lmdbstore`: inspect, query, verify and copy an LMDBStore store file from the shell (`Docs/CLI.md`).
+@main
+struct LMDBStoreTool: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lmdbstore",
+        abstract: "Inspect, query, verify and copy an LMDBStore store.",
+        discussion: """
+            Every command reads the model the store file keeps, so none needs the program that wrote it. Output is \
+            for people on a terminal and machine-readable (JSON, JSON Lines) when piped; --format chooses.
+            """,
+        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Copy.self])
+}
+
+/// The output formats of the commands; each command takes those it can write.
+enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
+    case text, json, table, jsonl, csv
+}
+
+/// Whether standard output is a terminal: a person reads it, rather than a program.
+var outputIsTerminal: Bool { isatty(STDOUT_FILENO) != 0 }
+
+/// An error the tool reports as it is: what went wrong and what to do, without a stack of causes.
+struct ToolError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The store file at `path`, checked to exist (a missing file is named as such, not as an LMDB error).
+func storeURL(_ path: String) throws -> URL {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+        throw ToolError("there is no store at \(path)")
+    }
+    return URL(fileURLWithPath: path)
+}
+
+/// The store at `path` opened with the model it keeps, and a context on it.
+func openStore(_ path: String) throws -> (store: LMDBIncrementalStore, context: ManagedObjectContext) {
+    let url = try storeURL(path)
+    guard let model = try LMDBIncrementalStore.storedModel(at: url) else {
+        throw ToolError("\(path) keeps no model (it was written before format 3): open it once with its model, which upgrades it")
+    }
+    LMDBIncrementalStore.register()
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+    let store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: url, options: [:])
+    guard let store = store as? LMDBIncrementalStore else { throw ToolError("\(path) did not open as an LMDBStore store") }
+    return (store, ManagedObjectContext(coordinator: coordinator))
+}
+
+/// Writes `text` and a newline to standard output.
+func emit(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}

@@ -1,0 +1,33 @@
+import ArgumentParser
+import Foundation
+import LMDBStore
+import ObjectGraph
+
+/// `lmdbstore verify STORE`: every invariant of the store checked, each problem named.
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check a store: every row's checksum, every index entry against the rows, links, sequences.",
+        discussion: "Exits with status 0 when the store is sound, 1 when it found problems (each printed on a line of its own).")
+
+    @Argument(help: "The store file.")
+    var store: String
+
+    @Option(help: "text or json (default: text on a terminal, json otherwise).")
+    var format: OutputFormat?
+
+    func validate() throws {
+        if let format, ![.text, .json].contains(format) { throw ValidationError("verify writes text or json, not \(format.rawValue)") }
+    }
+
+    func run() throws {
+        let (opened, _) = try openStore(store)
+        let problems = try opened.verify()
+        if (format ?? (outputIsTerminal ? .text : .json)) == .json {
+            emit("{\"path\":\(jsonString(store)),\"problems\":[" + problems.map(jsonString).joined(separator: ",") + "]}")
+        } else {
+            problems.forEach(emit)
+            emit(problems.isEmpty ? "\(store): sound" : "\(store): \(problems.count) problem\(problems.count == 1 ? "" : "s")")
+        }
+        if !problems.isEmpty { throw ExitCode(1) }
+    }
+}

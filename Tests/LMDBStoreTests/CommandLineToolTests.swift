@@ -1,0 +1,209 @@
+import Foundation
+import LMDB
+import LMDBStore
+import ObjectGraph
+import Testing
+
+/// The `lmdbstore` tool, run as a process on stores the tests write: each subcommand's output, its exit status, and
+/// what it says for bad arguments, a predicate typo and a damaged store.
+@Suite struct CommandLineToolTests {
+    /// What a run of the tool printed and how it ended.
+    struct Run {
+        let status: Int32
+        let output: String
+        let errors: String
+        var lines: [String] { output.split(separator: "\n").map(String.init) }
+    }
+
+    /// Runs `lmdbstore` with `arguments` (its output a pipe, so it writes the machine-readable forms by default).
+    func tool(_ arguments: String...) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("lmdbstore")
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let said = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, output: String(decoding: printed, as: UTF8.self), errors: String(decoding: said, as: UTF8.self))
+    }
+
+    static let model = try! ManagedObjectModel(entities: [
+        EntityDescription("Person", properties: [
+            .attribute(AttributeDescription("name", .string)),
+            .attribute(AttributeDescription("age", .integer32)),
+            .relationship(RelationshipDescription("team", destination: "Team", inverse: "members")),
+        ], fetchIndexes: [FetchIndexDescription("byName", properties: ["name"]), FetchIndexDescription("byAge", properties: ["age"])]),
+        EntityDescription("Team", properties: [
+            .attribute(AttributeDescription("title", .string)),
+            .relationship(RelationshipDescription("members", destination: "Person", inverse: "team", toMany: true)),
+        ]),
+    ])
+
+    /// A store of 3 teams and 30 people (`p0` … `p29`, age 20 + n % 10, team n % 3), closed.
+    func fixture() throws -> StoreFolder {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(Self.model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let teams = try (0..<3).map { number in
+            let team = try context.insertNewObject(forEntityName: "Team")
+            try team.setValue("team \(number)", forKey: "title")
+            return team
+        }
+        for number in 0..<30 {
+            let person = try context.insertNewObject(forEntityName: "Person")
+            try person.setValue("p\(number)", forKey: "name")
+            try person.setValue(Int32(20 + number % 10), forKey: "age")
+            try person.setValue(teams[number % 3], forKey: "team")
+        }
+        try context.save()
+        return folder
+    }
+
+    func json(_ text: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+    }
+
+    @Test func everySubcommandHasHelp() throws {
+        for command in ["stat", "model", "query", "verify", "copy", "compact"] {
+            let run = try tool(command, "--help")
+            #expect(run.status == 0 && run.output.contains("USAGE: lmdbstore"), "\(command): \(run.errors)")
+        }
+        let top = try tool("--help")
+        #expect(["stat", "model", "query", "verify", "copy"].allSatisfy { top.output.contains($0) })
+    }
+
+    @Test func statReportsRowsTablesAndTheFile() throws {
+        let folder = try fixture()
+        let run = try tool("stat", folder.file().path)
+        #expect(run.status == 0, "\(run.errors)")
+        let stat = try json(run.output)
+        #expect(stat["rows"] as? [String: Int] == ["Person": 30, "Team": 3])
+        #expect(stat["uuid"] as? String == (try LMDBIncrementalStore.readMetadata(at: folder.file()))[PersistentStoreMetadataKey.uuid])
+        #expect(stat["modelHash"] as? String == Self.model.versionHashString)
+        let tables = try #require(stat["tables"] as? [[String: Any]])
+        let entries = Dictionary(uniqueKeysWithValues: tables.map { ($0["name"] as! String, $0["entries"] as! Int) })
+        #expect(entries["rows/Person"] == 30 && entries["index/Person/byName"] == 30 && entries["toone/Person/team"] == 30)
+        #expect((stat["fileSize"] as? Int ?? 0) > 0 && (stat["usedPages"] as? Int ?? 0) > 0 && stat["freePages"] is Int)
+
+        let text = try tool("stat", folder.file().path, "--format", "text")
+        #expect(text.output.contains("Person") && text.output.contains("rows/Person") && text.output.contains("free"), "\(text.output)")
+        let wrong = try tool("stat", folder.file().path, "--format", "csv")
+        #expect(wrong.status != 0 && wrong.errors.contains("stat writes text or json, not csv"), "\(wrong.errors)")
+    }
+
+    @Test func modelPrintsTheKeptModelAsJSONOrAnOutline() throws {
+        let folder = try fixture()
+        let run = try tool("model", folder.file().path)
+        #expect(run.status == 0, "\(run.errors)")
+        #expect(try ManagedObjectModel(json: Data(run.output.utf8)).versionHash == Self.model.versionHash)
+        let outline = try tool("model", folder.file().path, "--format", "outline")
+        #expect(outline.lines.contains("Person") && outline.lines.contains("  age: Integer 32") && outline.lines.contains("  index byName (name)"),
+                "\(outline.output)")
+        #expect(outline.output.contains("  team -> Team, inverse members"))
+
+        // A Core Data model file, not a store.
+        let library = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("ObjectGraphTests/Fixtures/Library.xcdatamodeld")
+        let coreData = try tool("model", library.path, "--format", "outline")
+        #expect(coreData.status == 0 && coreData.lines.contains { !$0.hasPrefix(" ") }, "\(coreData.errors)")
+        #expect(try ManagedObjectModel(json: Data(try tool("model", library.path).output.utf8)).versionHash
+                == (try ManagedObjectModel(contentsOfCoreDataModel: library)).versionHash)
+    }
+
+    @Test func queryFiltersSortsWindowsCountsAndGroups() throws {
+        let folder = try fixture()
+        let path = folder.file().path
+        let rows = try tool("query", path, "Person", "age >= 28 AND team.title == 'team 0'", "--sort", "-age,name", "--keys", "name,age")
+        #expect(rows.status == 0, "\(rows.errors)")
+        // Ages 28 and 29 are n % 10 == 8, 9; team 0 is n % 3 == 0: p9 (29), p18 (28).
+        #expect(rows.lines == [#"{"name":"p9","age":29}"#, #"{"name":"p18","age":28}"#], "\(rows.output)")
+
+        let window = try tool("query", path, "Person", "--sort", "name", "--limit", "2", "--offset", "1", "--format", "csv", "--keys", "name,team")
+        #expect(window.lines.count == 3 && window.lines[0] == "name,team" && window.lines[1].hasPrefix("p1,x-coredata://")
+                && window.lines[1].hasSuffix("/Team/p2"), "\(window.output)")
+
+        #expect(try tool("query", path, "Person", "age < 22", "--count").output == "6\n")
+        let groups = try tool("query", path, "Person", "--group-by", "team.title", "--sort", "team.title")
+        #expect(groups.lines == [#"{"team.title":"team 0","count":10}"#, #"{"team.title":"team 1","count":10}"#, #"{"team.title":"team 2","count":10}"#],
+                "\(groups.output)\(groups.errors)")
+        let everything = try tool("query", path, "Team", "--sort", "title", "--format", "table")
+        #expect(everything.lines.first?.split(separator: " ") == ["title"] && everything.lines.last == "(3 rows)", "\(everything.output)")
+
+        let plan = try tool("query", path, "Person", "name == 'p3'", "--explain")
+        #expect(plan.status == 0 && plan.output.contains("Person.byName"), "\(plan.output)")
+    }
+
+    @Test func badArgumentsAndTyposSayWhatIsWrong() throws {
+        let folder = try fixture()
+        let path = folder.file().path
+        let typo = try tool("query", path, "Person", "age >")
+        #expect(typo.status != 0 && typo.errors.contains("the predicate does not parse") && typo.errors.contains("column"), "\(typo.errors)")
+        let entity = try tool("query", path, "Persn")
+        #expect(entity.status != 0 && entity.errors.contains("no entity Persn; it has Person, Team"), "\(entity.errors)")
+        let key = try tool("query", path, "Person", "agee > 3")
+        #expect(key.status != 0 && key.errors.contains("agee"), "\(key.errors)")
+        let limit = try tool("query", path, "Person", "--limit=-1")
+        #expect(limit.status != 0 && limit.errors.contains("--limit must be 0 or more"), "\(limit.errors)")
+        let missing = try tool("stat", folder.file("nothing.lmdb").path)
+        #expect(missing.status != 0 && missing.errors.contains("there is no store at"), "\(missing.errors)")
+        let notAStore = folder.file("text.lmdb")
+        try Data("not a store".utf8).write(to: notAStore)
+        let foreign = try tool("verify", notAStore.path)
+        #expect(foreign.status != 0 && foreign.errors.contains(notAStore.path), "\(foreign.errors)")
+        let unknown = try tool("stats", path)
+        #expect(unknown.status != 0 && unknown.errors.contains("stats"), "\(unknown.errors)")
+    }
+
+    @Test func verifyNamesAFlippedByteAndAMissingIndexEntry() throws {
+        let folder = try fixture()
+        let path = folder.file().path
+        let sound = try tool("verify", path)
+        #expect(sound.status == 0, "\(sound.errors)")
+        #expect(try json(sound.output)["problems"] as? [String] == [], "\(sound.output)")
+
+        // One byte of the last person's row flipped, and the first person's entry of the name index deleted.
+        do {
+            let environment = try Environment.open(at: path)
+            let rows = try environment.openDatabase(named: "rows/Person", create: false)
+            let index = try environment.openDatabase(named: "index/Person/byName", options: [.dupSort, .dupFixed], create: false)
+            try environment.write { transaction in
+                let (key, value) = try rows.withCursor(in: transaction) { cursor in
+                    let entry = try #require(try cursor.last())
+                    return (Array(entry.key), Array(entry.value))
+                }
+                var damaged = value
+                damaged[damaged.count / 2] ^= 0x10
+                try rows.put(damaged, forKey: key, in: transaction)
+                try index.withCursor(in: transaction) { cursor in
+                    _ = try #require(try cursor.first())
+                    try cursor.deleteCurrent()
+                }
+            }
+        }
+        let damaged = try tool("verify", path, "--format", "text")
+        #expect(damaged.status == 1, "\(damaged.output)\(damaged.errors)")
+        #expect(damaged.lines.contains("Person row 30: the row's checksum does not match its bytes"), "\(damaged.output)")
+        #expect(damaged.lines.contains("index/Person/byName: 1 entry is missing for existing rows"), "\(damaged.output)")
+        #expect(damaged.lines.last?.hasSuffix("problems") == true, "\(damaged.output)")
+    }
+
+    @Test func copyAndCompactWriteASoundCopy() throws {
+        let folder = try fixture()
+        let path = folder.file().path
+        let copy = folder.file("copy.lmdb").path, compacted = folder.file("compacted.lmdb").path
+        let copied = try tool("copy", path, copy)
+        #expect(copied.status == 0 && copied.output.contains("copied"), "\(copied.errors)")
+        let compact = try tool("compact", path, compacted)
+        #expect(compact.status == 0 && compact.output.contains("compacted"), "\(compact.errors)")
+        for file in [copy, compacted] {
+            #expect(try tool("verify", file).status == 0)
+            #expect(try json(try tool("stat", file).output)["rows"] as? [String: Int] == ["Person": 30, "Team": 3])
+        }
+        let exists = try tool("copy", path, copy)
+        #expect(exists.status != 0 && exists.errors.contains("already exists"), "\(exists.errors)")
+    }
+}
