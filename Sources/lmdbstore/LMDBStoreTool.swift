@@ -8,12 +8,12 @@ import ObjectGraph
 struct LMDBStoreTool: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lmdbstore",
-        abstract: "Inspect, query, verify and copy an LMDBStore store.",
+        abstract: "Inspect, query, verify, import into, migrate and copy an LMDBStore store.",
         discussion: """
             Every command reads the model the store file keeps, so none needs the program that wrote it. Output is \
             for people on a terminal and machine-readable (JSON, JSON Lines) when piped; --format chooses.
             """,
-        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Copy.self])
+        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Import.self, Migrate.self, Copy.self])
 }
 
 /// The output formats of the commands; each command takes those it can write.

@@ -68,12 +68,12 @@ import Testing
     }
 
     @Test func everySubcommandHasHelp() throws {
-        for command in ["stat", "model", "query", "verify", "copy", "compact"] {
+        for command in ["stat", "model", "query", "verify", "import", "migrate", "copy", "compact"] {
             let run = try tool(command, "--help")
             #expect(run.status == 0 && run.output.contains("USAGE: lmdbstore"), "\(command): \(run.errors)")
         }
         let top = try tool("--help")
-        #expect(["stat", "model", "query", "verify", "copy"].allSatisfy { top.output.contains($0) })
+        #expect(["stat", "model", "query", "verify", "import", "migrate", "copy"].allSatisfy { top.output.contains($0) })
     }
 
     @Test func statReportsRowsTablesAndTheFile() throws {
@@ -189,6 +189,50 @@ import Testing
         #expect(damaged.lines.contains("Person row 30: the row's checksum does not match its bytes"), "\(damaged.output)")
         #expect(damaged.lines.contains("index/Person/byName: 1 entry is missing for existing rows"), "\(damaged.output)")
         #expect(damaged.lines.last?.hasSuffix("problems") == true, "\(damaged.output)")
+    }
+
+    @Test func importAddsRowsOrStopsNamingTheLineAndColumn() throws {
+        let folder = try fixture()
+        let path = folder.file().path
+        let good = folder.file("people.csv"), bad = folder.file("bad.jsonl")
+        try Data("years,name\n41,Ada\n36,\"Hopper, Grace\"\n".utf8).write(to: good)
+        let imported = try tool("import", path, "Person", good.path, "--map", "years=age")
+        #expect(imported.status == 0 && imported.output.contains("imported 2 Person rows"), "\(imported.output)\(imported.errors)")
+        #expect(try tool("query", path, "Person", "age > 30", "--sort", "name", "--keys", "name,age").lines
+                == [#"{"name":"Ada","age":41}"#, #"{"name":"Hopper, Grace","age":36}"#])
+
+        try Data("{\"name\": \"Bo\", \"age\": 50}\n{\"name\": \"Cy\", \"age\": \"old\"}\n".utf8).write(to: bad)
+        let refused = try tool("import", path, "Person", bad.path)
+        #expect(refused.status != 0 && refused.errors.contains("line 2") && refused.errors.contains("age"), "\(refused.errors)")
+        #expect(try tool("query", path, "Person", "--count").output == "32\n")
+        let unknown = try tool("import", path, "Person", folder.file("people.txt").path)
+        #expect(unknown.status != 0 && unknown.errors.contains("there is no store at"), "\(unknown.errors)")
+        try Data("x".utf8).write(to: folder.file("people.txt"))
+        let format = try tool("import", path, "Person", folder.file("people.txt").path)
+        #expect(format.status != 0 && format.errors.contains("--format jsonl or --format csv"), "\(format.errors)")
+    }
+
+    @Test func migrateReportsByDefaultAndMigratesWithApply() throws {
+        let folder = try fixture()
+        let path = folder.file().path
+        var entities = Self.model.entities
+        entities[1].properties.append(.attribute(AttributeDescription("rank", .integer16, defaultValue: .integer(2))))
+        let newer = try ManagedObjectModel(entities: entities)
+        let modelFile = folder.file("v2.json")
+        try newer.jsonData().write(to: modelFile)
+
+        let dryRun = try tool("migrate", path, "--to", modelFile.path)
+        #expect(dryRun.status == 0 && dryRun.output.contains("Team: + rank") && dryRun.output.contains("tables written: rows/Team")
+                && dryRun.output.contains("dry run"), "\(dryRun.output)\(dryRun.errors)")
+        #expect(try json(try tool("stat", path).output)["modelHash"] as? String == Self.model.versionHashString)
+
+        let applied = try tool("migrate", path, "--to", modelFile.path, "--apply", "--batch-size", "2")
+        #expect(applied.status == 0 && applied.output.contains("migrated"), "\(applied.output)\(applied.errors)")
+        #expect(try json(try tool("stat", path).output)["modelHash"] as? String == newer.versionHashString)
+        #expect(try tool("verify", path).status == 0)
+        #expect(try tool("query", path, "Team", "rank == 2", "--count").output == "3\n")
+        let notAModel = try tool("migrate", path, "--to", path)
+        #expect(notAModel.status != 0 && notAModel.errors.contains("is not a model file"), "\(notAModel.errors)")
     }
 
     @Test func copyAndCompactWriteASoundCopy() throws {

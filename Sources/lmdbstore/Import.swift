@@ -1,0 +1,81 @@
+import ArgumentParser
+import Foundation
+import LMDBStore
+import ObjectGraph
+
+/// `lmdbstore import STORE ENTITY FILE`: JSON Lines or CSV rows into one entity, through the batch insert path.
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Import a JSON Lines or CSV file into one entity of a store, as a batch insert.",
+        discussion: """
+            Each column sets the attribute of its name (or the one --map names); a to-one column holds the value of \
+            the destination's single-attribute uniqueness constraint. A bad value or row stops the import naming the \
+            line and column; nothing is written then, unless --commit-each-chunk, which keeps the chunks before it.
+            """)
+
+    @Argument(help: "The store file.")
+    var store: String
+
+    @Argument(help: "The entity the rows become objects of.")
+    var entity: String
+
+    @Argument(help: "The file to import (.jsonl or .csv; --format says which for any other name).")
+    var file: String
+
+    @Option(help: "jsonl or csv (default: from the file's extension).")
+    var format: OutputFormat?
+
+    @Option(help: ArgumentHelp("Columns that set a property of another name, comma-separated.", valueName: "column=property,…"))
+    var map: String?
+
+    @Flag(name: .customLong("ignore-unknown-columns"), help: "Skip columns that set no stored property instead of stopping.")
+    var ignoresUnknownColumns = false
+
+    @Option(name: .customLong("chunk-size"), help: "Rows written at a time (default 10000).")
+    var chunkSize: Int?
+
+    @Flag(name: .customLong("commit-each-chunk"), help: "Commit each chunk on its own (a large import should).")
+    var commitsEachChunk = false
+
+    func validate() throws {
+        if let format, ![.jsonl, .csv].contains(format) { throw ValidationError("import reads jsonl or csv, not \(format.rawValue)") }
+        if let chunkSize, chunkSize < 1 { throw ValidationError("--chunk-size must be 1 or more, not \(chunkSize)") }
+    }
+
+    func run() throws {
+        let source = try storeURL(file)
+        let kind: BatchImport.Format
+        switch format ?? OutputFormat(rawValue: source.pathExtension.lowercased()) {
+        case .jsonl?: kind = .jsonLines
+        case .csv?: kind = .csv
+        default: throw ToolError("cannot tell the format of \(file) from its name: give --format jsonl or --format csv")
+        }
+        var mapping: [String: String] = [:]
+        for pair in (map ?? "").split(separator: ",") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ToolError("--map takes column=property pairs, not \"\(pair)\"")
+            }
+            mapping[parts[0]] = parts[1]
+        }
+        let (_, context) = try openStore(store)
+        guard context.model.entity(named: entity) != nil else {
+            throw ToolError("the store's model has no entity \(entity); it has \(context.model.entityNames.sorted().joined(separator: ", "))")
+        }
+        var request = BatchImport(entityName: entity, contentsOf: source, format: kind)
+        request.columnMapping = mapping
+        request.ignoresUnknownColumns = ignoresUnknownColumns
+        if let chunkSize { request.chunkSize = chunkSize }
+        request.commitsEachChunk = commitsEachChunk
+        let showsProgress = isatty(STDERR_FILENO) != 0
+        if showsProgress {
+            request.progressHandler = { progress in
+                FileHandle.standardError.write(Data("\r\(progress.written) rows written, \(progress.committed) committed".utf8))
+                return true
+            }
+        }
+        let result = try context.execute(request)
+        if showsProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+        emit("imported \(result.count) \(entity) row\(result.count == 1 ? "" : "s") into \(store)")
+    }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import LMDBStore
+import ObjectGraph
+
+/// `lmdbstore migrate STORE --to MODEL`: what a migration would change (a dry run), or the migration itself.
+struct Migrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Report what migrating a store to a newer model would change, or (with --apply) migrate it in place.",
+        discussion: """
+            The model is a Core Data .xcdatamodeld (the store steps through every version after its own, in order), \
+            an .xcdatamodel or a JSON model (one lightweight step). Without --apply nothing is written. A migration \
+            is crash-safe and resumable (Docs/FORMAT.md, "Migration"); the store must not be open elsewhere.
+            """)
+
+    @Argument(help: "The store file.")
+    var store: String
+
+    @Option(help: "The model to migrate to: .xcdatamodeld, .xcdatamodel or .json.")
+    var to: String
+
+    @Flag(help: "Migrate; without it, only report what would change.")
+    var apply = false
+
+    @Option(name: .customLong("batch-size"), help: "Rows written per transaction while migrating (default 50000).")
+    var batchSize: Int?
+
+    func validate() throws {
+        if let batchSize, batchSize < 1 { throw ValidationError("--batch-size must be 1 or more, not \(batchSize)") }
+    }
+
+    func run() throws {
+        let url = try storeURL(store)
+        let modelURL = try storeURL(to)
+        let stages: [MigrationStage]
+        switch modelURL.pathExtension {
+        case "xcdatamodeld":
+            stages = try MigrationStage.stages(ofCoreDataModel: modelURL)
+        case "xcdatamodel":
+            stages = [.lightweight(try ManagedObjectModel(contentsOfCoreDataModel: modelURL))]
+        case "json":
+            stages = [.lightweight(try ManagedObjectModel(contentsOfJSON: modelURL))]
+        default:
+            throw ToolError("\(to) is not a model file: give an .xcdatamodeld, an .xcdatamodel or a .json model")
+        }
+        guard let last = stages.last else { throw ToolError("\(to) holds no model version") }
+        emit(try LMDBIncrementalStore.migrationReport(at: url, to: last.model).description)
+        guard apply else {
+            emit("(a dry run: nothing was written; add --apply to migrate)")
+            return
+        }
+        let steps = try LMDBIncrementalStore.migrateStore(at: url, through: stages,
+                                                          options: LMDBIncrementalStore.Options(migrationBatchSize: batchSize))
+        emit(steps.isEmpty ? "\(store) already has this model" : "migrated \(store) in \(steps.count) step\(steps.count == 1 ? "" : "s")")
+    }
+}
