@@ -3,7 +3,8 @@ import Foundation
 import LMDBStore
 import ObjectGraph
 
-/// `lmdbstore`: inspect, query, verify and copy an LMDBStore store file from the shell (`Docs/CLI.md`).
+/// `lmdbstore`: inspect, query, verify, import into, migrate and copy an LMDBStore store file from the shell
+/// (`Docs/CLI.md`).
 @main
 struct LMDBStoreTool: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,7 +14,7 @@ struct LMDBStoreTool: ParsableCommand {
             Every command reads the model the store file keeps, so none needs the program that wrote it. Output is \
             for people on a terminal and machine-readable (JSON, JSON Lines) when piped; --format chooses.
             """,
-        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Import.self, Migrate.self, Copy.self])
+        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Import.self, Migrate.self, Copy.self, Compact.self])
 }
 
 /// The output formats of the commands; each command takes those it can write.
