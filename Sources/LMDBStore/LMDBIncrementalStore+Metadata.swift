@@ -94,13 +94,7 @@ extension LMDBIncrementalStore {
     private func foreignContents(of environment: any KeyValueEngine) throws -> String? {
         let main = try environment.openDatabase(named: nil, options: [], create: false)
         guard try environment.read({ try main.entryCount(in: $0) }) > 0 else { return nil }
-        let names = try environment.read { transaction in
-            var names: [String] = []
-            try main.withCursor(in: transaction) { cursor in
-                try cursor.forEach { entry in names.append(String(decoding: entry.key, as: UTF8.self)); return true }
-            }
-            return names
-        }
+        let names = try environment.tableNames()
         let others = names.filter { layout.tables[$0] == nil }
         if !others.isEmpty {
             return "\(others.count) other key\(others.count == 1 ? "" : "s") or database\(others.count == 1 ? "" : "s") such as \(others.prefix(3).map { "\"\($0)\"" }.joined(separator: ", "))"

@@ -60,17 +60,7 @@ extension LMDBIncrementalStore {
         let model = try keptModel(stored, path: url.path)
         let layout = model.map { StoreLayout(model: $0) }
         do {
-            let main = try environment.openDatabase(named: nil, create: false)
-            let names = try environment.read { transaction in
-                var names: [String] = []
-                try main.withCursor(in: transaction) { cursor in
-                    try cursor.forEach { entry in
-                        names.append(String(decoding: entry.key, as: UTF8.self))
-                        return true
-                    }
-                }
-                return names
-            }
+            let names = try environment.tableNames()
             // Tables are opened outside a read transaction: LMDB opens a table in a transaction of its own.
             let opened = try names.compactMap { name in try environment.openExistingDatabase(named: name).map { (name, $0) } }
             var statistics = try environment.read { transaction in

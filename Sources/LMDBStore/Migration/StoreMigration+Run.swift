@@ -378,18 +378,7 @@ extension StoreMigration {
 
     /// Drops every staged table and the progress record: the store is as it was before the migration began.
     static func discard(_ environment: any KeyValueEngine, path: String) throws {
-        let main = try environment.openDatabase(named: nil, options: [], create: false)
-        let names = try environment.read { transaction in
-            var names: [String] = []
-            try main.withCursor(in: transaction) { cursor in
-                try cursor.forEach(in: KeyRange(lower: .inclusive(Array(stagingPrefix.utf8)))) { entry in
-                    guard entry.key.starts(with: stagingPrefix.utf8) else { return false }
-                    names.append(String(decoding: entry.key, as: UTF8.self))
-                    return true
-                }
-            }
-            return names
-        }
+        let names = try environment.tableNames(startingWith: stagingPrefix)
         let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase, create: false)
         try environment.drop(try names.compactMap { try environment.openExistingDatabase(named: $0) }) { try put(nil, meta, $0) }
     }

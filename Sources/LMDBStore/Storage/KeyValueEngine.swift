@@ -51,6 +51,23 @@ extension KeyValueEngine {
         }
     }
 
+    /// The names in the engine's main table — the file's tables (and, in a file that is not a store, any other
+    /// keys) — in name order, those starting with `prefix` only.
+    func tableNames(startingWith prefix: String = "") throws -> [String] {
+        let main = try openDatabase(named: nil, options: [], create: false)
+        return try read { transaction in
+            var names: [String] = []
+            try main.withCursor(in: transaction) { cursor in
+                try cursor.forEach(in: prefix.isEmpty ? .all : KeyRange(lower: .inclusive(Array(prefix.utf8)))) { entry in
+                    guard entry.key.starts(with: prefix.utf8) else { return false }
+                    names.append(String(decoding: entry.key, as: UTF8.self))
+                    return true
+                }
+            }
+            return names
+        }
+    }
+
     /// The handle of the existing table `name`, whichever of the store's table options it was made with; `nil` when
     /// there is no such table.
     func openExistingDatabase(named name: String) throws -> Database? {
