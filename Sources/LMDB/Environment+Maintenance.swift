@@ -95,7 +95,7 @@ extension Environment {
                 total += pages.loadUnaligned(as: Int.self)
                 code = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
             }
-            guard code == MDB_NOTFOUND else { try check(code, path: path, message: "cannot read the free list"); return total }
+            if code != MDB_NOTFOUND { try check(code, path: path, message: "cannot read the free list") }
             return total
         }
     }

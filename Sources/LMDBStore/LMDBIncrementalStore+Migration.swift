@@ -48,19 +48,14 @@ extension LMDBIncrementalStore {
         let migration = StoreMigration(environment: environment, path: url.path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: layout, new: new,
                                        mapping: mapping, customMappings: customMappings, rowsPerTransaction: 1)
         let kept = migration.unchangedTables(migration.plans())
-        var counts: [String: Int] = [:]
+        var own: [String: Int] = [:]
         for root in Set(layout.entities.values.map(\.root)).sorted() {
             guard let rows = try? environment.openDatabase(named: StoreLayout.rowsDatabase(root: root), create: false) else { continue }
-            try environment.read { transaction in
-                try rows.withCursor(in: transaction) { cursor in
-                    try cursor.forEach { entry in
-                        if let tag = RowCodec.entityTag(entry.value), let entity = layout.entity(tag: tag) {
-                            for name in old.ancestry(of: entity.name) { counts[name, default: 0] += 1 }
-                        }
-                        return true
-                    }
-                }
-            }
+            try environment.read { try countRows(in: rows, layout: layout, $0, into: &own) }
+        }
+        var counts: [String: Int] = [:]
+        for (entity, count) in own {
+            for name in old.ancestry(of: entity) { counts[name, default: 0] += count }
         }
         return MigrationReport(mapping: mapping, rowCounts: counts, writtenTables: StoreMigration.staged(new).filter { !kept.contains($0) },
                                keptTables: kept.sorted())

@@ -60,40 +60,39 @@ extension LMDBIncrementalStore {
         let model = try keptModel(stored, path: url.path)
         let layout = model.map { StoreLayout(model: $0) }
         do {
-            let names = try environment.tableNames()
             // Tables are opened outside a read transaction: LMDB opens a table in a transaction of its own.
-            let opened = try names.compactMap { name in try environment.openExistingDatabase(named: name).map { (name, $0) } }
-            var statistics = try environment.read { transaction in
-                var tables: [StoreStatistics.Table] = []
-                var counts: [String: Int] = [:]
-                for (name, table) in opened {
+            let opened = try environment.tableNames().compactMap { name in try environment.openExistingDatabase(named: name).map { (name, $0) } }
+            var counts: [String: Int] = Dictionary(uniqueKeysWithValues: (layout?.entities.keys).map { $0.map { ($0, 0) } } ?? [])
+            let (tables, info) = try environment.read { transaction in
+                let tables = try opened.map { name, table in
                     let sizes = try table.statistics(in: transaction)
-                    tables.append(.init(name: name, entries: sizes.entries, pages: sizes.pages, depth: sizes.depth))
-                    guard let layout, case .rows? = layout.tables[name] else { continue }
-                    try table.withCursor(in: transaction) { cursor in
-                        try cursor.forEach { entry in
-                            if let tag = RowCodec.entityTag(entry.value), let entity = layout.entity(tag: tag) { counts[entity.name, default: 0] += 1 }
-                            return true
-                        }
-                    }
+                    if let layout, case .rows? = layout.tables[name] { try countRows(in: table, layout: layout, transaction, into: &counts) }
+                    return StoreStatistics.Table(name: name, entries: sizes.entries, pages: sizes.pages, depth: sizes.depth)
                 }
-                for entity in layout.map({ Array($0.entities.keys) }) ?? [] where counts[entity] == nil { counts[entity] = 0 }
-                let info = try environment.info()
-                let environmentStatistics = try environment.statistics()
-                return StoreStatistics(
-                    path: url.path, format: stored[MetaKey.format].flatMap { Int($0) }, uuid: stored[MetaKey.uuid] ?? "",
-                    modelHash: stored[MetaKey.modelHash] ?? "", model: model, rowCounts: counts, tables: tables,
-                    fileSize: 0, mapSize: info.mapSize, pageSize: environmentStatistics.pageSize, usedPages: info.lastPageNumber + 1,
-                    freePages: 0, readers: 0, mostReaders: info.readersInUse)
+                return (tables, try environment.info())
             }
-            statistics.freePages = try environment.freePageCount()
-            statistics.readers = environment.readerSlots().filter { $0.processID != getpid() }.count
-            statistics.fileSize = (try? FileManager.default.attributesOfItem(atPath: environment.dataPath)[.size] as? Int) ?? 0
-            return statistics
+            return StoreStatistics(
+                path: url.path, format: stored[MetaKey.format].flatMap { Int($0) }, uuid: stored[MetaKey.uuid] ?? "",
+                modelHash: stored[MetaKey.modelHash] ?? "", model: model, rowCounts: counts, tables: tables,
+                fileSize: (try? FileManager.default.attributesOfItem(atPath: environment.dataPath)[.size] as? Int) ?? 0,
+                mapSize: info.mapSize, pageSize: try environment.statistics().pageSize, usedPages: info.lastPageNumber + 1,
+                freePages: try environment.freePageCount(), readers: environment.readerSlots().filter { $0.processID != getpid() }.count,
+                mostReaders: info.readersInUse)
         } catch let error as ManagedObjectContextError {
             throw error
         } catch {
             throw ManagedObjectContextError(.storeUnusable, message: "cannot read the statistics of \(url.path)", underlying: error)
+        }
+    }
+
+    /// Adds each entity's own rows in `rows` (one hierarchy's table, read in `transaction`) to `counts`, by the entity
+    /// tag of each row — without decoding the rest of it.
+    static func countRows(in rows: Database, layout: StoreLayout, _ transaction: any KeyValueTransaction, into counts: inout [String: Int]) throws {
+        try rows.withCursor(in: transaction) { cursor in
+            try cursor.forEach { entry in
+                if let tag = RowCodec.entityTag(entry.value), let entity = layout.entity(tag: tag) { counts[entity.name, default: 0] += 1 }
+                return true
+            }
         }
     }
 }

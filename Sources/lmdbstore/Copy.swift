@@ -44,7 +44,7 @@ struct Compact: ParsableCommand {
 
 /// Copies the store at `store` to `destination` with LMDB's copy (`mdb_env_copy2`), in one read snapshot.
 func copyStore(_ store: String, to destination: String, compacting: Bool) throws {
-    let url = try storeURL(store)
+    let url = try existingFile(store)
     guard !FileManager.default.fileExists(atPath: destination) else {
         throw ToolError("\(destination) already exists; give a path that does not")
     }

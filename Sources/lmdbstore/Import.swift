@@ -43,7 +43,7 @@ struct Import: ParsableCommand {
     }
 
     func run() throws {
-        let source = try storeURL(file)
+        let source = try existingFile(file, "file")
         let kind: BatchImport.Format
         switch format ?? OutputFormat(rawValue: source.pathExtension.lowercased()) {
         case .jsonl?: kind = .jsonLines

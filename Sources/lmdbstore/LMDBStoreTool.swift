@@ -31,18 +31,16 @@ struct ToolError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// The store file at `path`, checked to exist (a missing file is named as such, not as an LMDB error).
-func storeURL(_ path: String) throws -> URL {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-        throw ToolError("there is no store at \(path)")
-    }
+/// The file at `path`, checked to exist (a missing file is named as such, not as an LMDB or parser error);
+/// `kind` is what the error calls it: "store", "model", "file".
+func existingFile(_ path: String, _ kind: String = "store") throws -> URL {
+    guard FileManager.default.fileExists(atPath: path) else { throw ToolError("there is no \(kind) at \(path)") }
     return URL(fileURLWithPath: path)
 }
 
 /// The store at `path` opened with the model it keeps, and a context on it.
 func openStore(_ path: String) throws -> (store: LMDBIncrementalStore, context: ManagedObjectContext) {
-    let url = try storeURL(path)
+    let url = try existingFile(path)
     guard let model = try LMDBIncrementalStore.storedModel(at: url) else {
         throw ToolError("\(path) keeps no model (it was written before format 3): open it once with its model, which upgrades it")
     }

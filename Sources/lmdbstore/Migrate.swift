@@ -30,8 +30,8 @@ struct Migrate: ParsableCommand {
     }
 
     func run() throws {
-        let url = try storeURL(store)
-        let modelURL = try storeURL(to)
+        let url = try existingFile(store)
+        let modelURL = try existingFile(to, "model")
         let stages: [MigrationStage]
         switch modelURL.pathExtension {
         case "xcdatamodeld":

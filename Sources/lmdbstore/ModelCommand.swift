@@ -18,7 +18,7 @@ struct Model: ParsableCommand {
     enum ModelFormat: String, ExpressibleByArgument, CaseIterable { case outline, json }
 
     func run() throws {
-        let url = try storeURL(path)
+        let url = try existingFile(path, "store or model")
         let model: ManagedObjectModel
         switch url.pathExtension {
         case "xcdatamodeld", "xcdatamodel":

@@ -20,7 +20,7 @@ struct Stat: ParsableCommand {
     }
 
     func run() throws {
-        let statistics = try LMDBIncrementalStore.statistics(at: try storeURL(store))
+        let statistics = try LMDBIncrementalStore.statistics(at: try existingFile(store))
         if (format ?? (outputIsTerminal ? .text : .json)) == .json {
             emit(try json(statistics))
         } else {

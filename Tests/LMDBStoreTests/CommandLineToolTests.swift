@@ -206,7 +206,7 @@ import Testing
         #expect(refused.status != 0 && refused.errors.contains("line 2") && refused.errors.contains("age"), "\(refused.errors)")
         #expect(try tool("query", path, "Person", "--count").output == "32\n")
         let unknown = try tool("import", path, "Person", folder.file("people.txt").path)
-        #expect(unknown.status != 0 && unknown.errors.contains("there is no store at"), "\(unknown.errors)")
+        #expect(unknown.status != 0 && unknown.errors.contains("there is no file at"), "\(unknown.errors)")
         try Data("x".utf8).write(to: folder.file("people.txt"))
         let format = try tool("import", path, "Person", folder.file("people.txt").path)
         #expect(format.status != 0 && format.errors.contains("--format jsonl or --format csv"), "\(format.errors)")

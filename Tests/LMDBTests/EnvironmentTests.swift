@@ -185,6 +185,22 @@ import Testing
         #expect(throws: LMDBError(rawValue: EEXIST)) { try environment.copy(to: plain) }
     }
 
+    /// The free list counts the pages a delete gave back (what later writes reuse), and a compacting copy has none.
+    @Test func freePagesAreThePagesADeleteGaveBack() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d")
+        try environment.write { txn throws in for n in UInt16(0)..<3000 { try db.put([UInt8](repeating: 1, count: 500), forKey: bigEndianKey(n), in: txn) } }
+        let leaves = try environment.read { txn in try db.statistics(in: txn).leafPages }
+        try environment.write { txn throws in for n in UInt16(0)..<2900 { try db.delete(key: bigEndianKey(n), in: txn) } }
+        // The delete freed most of the leaves; a write after it (so that no snapshot still needs them) keeps them listed.
+        try environment.write { txn throws in try db.put([2], forKey: bigEndianKey(9999), in: txn) }
+        let free = try environment.freePageCount(), lastPage = try environment.info().lastPageNumber
+        #expect(free >= leaves * 9 / 10 && free < lastPage, "\(free) free of \(leaves) leaves")
+        let compact = directory.file("free-compact.lmdb")
+        try environment.copy(to: compact, compacting: true)
+        #expect(try Environment.open(at: compact, options: .init { $0.isReadOnly = true }).freePageCount() == 0)
+    }
+
     @Test func staleReaderCheckFindsNothingInAHealthyStore() throws {
         let environment = try directory.openStore()
         try environment.read { _ in }
