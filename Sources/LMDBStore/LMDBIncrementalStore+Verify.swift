@@ -5,8 +5,9 @@ import ObjectGraph
 extension LMDBIncrementalStore {
     /// Checks the store's invariants in one read transaction and returns every problem found (empty when the store
     /// is sound): every row decodes and passes its checksum; every index, uniqueness and to-one entry matches a row
-    /// and every row has all of its entries; every link entry's owner and target exist; no row key is above its
-    /// sequence.
+    /// and every row has all of its entries; every link entry's owner and target exist; a relationship kept on both
+    /// sides (a many-to-many's two tables, an ordered to-many and its inverse to-one, two to-ones of a one-to-one)
+    /// holds the same links on each; no row key is above its sequence.
     ///
     /// - Throws: ``ManagedObjectContextError`` when the store is not loaded or cannot be read at all.
     public func verify() throws -> [String] {
@@ -14,12 +15,15 @@ extension LMDBIncrementalStore {
         // Maintainers of every entity, over the store's tables: each computes the entries a row should have.
         let maintainers = layout.entitiesByTag.map { entity in entity.map { EntityMaintainers($0) { state.databases[$0] } } }
         var scratch = EntryScratch()
+        let sides = RelationshipSides(layout)
         return try state.environment.read { transaction in
             var problems: [String] = []
             var expected: [String: Set<[UInt8]>] = [:]
             var present: [String: Set<UInt64>] = [:]
             // The keys of indexes that keep a uniqueness constraint, for rows whose constrained values are not NULL.
             var constrainedKeys: [String: Set<[UInt8]>] = [:]
+            // The links of each relationship kept on both sides, by side, as its rows and link tables hold them.
+            var links: [String: Set<RelationshipSides.Link>] = [:]
             for root in Set(layout.entities.values.map(\.root)).sorted() {
                 let rows = database(StoreLayout.rowsDatabase(root: root), in: state)
                 var highest: UInt64 = 0
@@ -37,6 +41,9 @@ extension LMDBIncrementalStore {
                                 return true
                             }
                             present[root, default: []].insert(key)
+                            for (field, side) in sides.toOnes[Int(entity.tag)] {
+                                if let target = row.reference(field) { links[side, default: []].insert(.init(owner: key, target: target.key)) }
+                            }
                             maintainers[Int(entity.tag)]?.forEachEntry(of: row, key: key, scratch: &scratch) { table, _, entryKey, value, check in
                                 let name = table.name ?? "?"
                                 expected[name, default: []].insert(Array(entryKey) + [0xFF] + Array(value))
@@ -74,6 +81,7 @@ extension LMDBIncrementalStore {
                       let target = layout.entity(relationship.destinationEntityName) else { continue }
                 // An ordered relationship's key is the owner's key and a u32 position; an unordered one's, the owner's.
                 let keySize = relationship.isOrdered ? 12 : 8
+                let side = sides.linkTables[name]
                 try database(name, in: state).withCursor(in: transaction) { cursor in
                     try cursor.forEach { entry in
                         guard entry.key.count == keySize, let member = EntryBytes.reference(entry.value) else {
@@ -82,6 +90,7 @@ extension LMDBIncrementalStore {
                         }
                         let ownerKey = TupleEncoding.readBigEndianUInt64(entry.key, at: 0)
                         let targetKey = member.key
+                        if let side { links[side, default: []].insert(.init(owner: ownerKey, target: targetKey)) }
                         if present[owner.root]?.contains(ownerKey) != true { problems.append("\(name): owner \(ownerKey) has no row") }
                         if present[target.root]?.contains(targetKey) != true && relationship.deleteRule != .noAction,
                            model.inverse(of: relationship)?.deleteRule != .noAction {
@@ -91,7 +100,77 @@ extension LMDBIncrementalStore {
                     }
                 }
             }
+            problems += sides.problems(links) { side, key in present[side.root]?.contains(key) == true }
             return problems
         }
+    }
+}
+
+/// The relationships a store keeps on both sides — a to-one in its rows or a to-many in a link table, with an inverse
+/// kept the same way — which `verify()` checks link by link: each link one side holds, the other must hold back.
+/// (A to-many read through its inverse's to-one index has one side only.)
+struct RelationshipSides {
+    /// One link as the row keys of its owner and its target.
+    struct Link: Hashable {
+        var owner: UInt64
+        var target: UInt64
+    }
+
+    /// One kept side: `Entity.relationship` (the declaring entity), that entity and its hierarchy, and the other
+    /// side's name.
+    struct Side {
+        let name: String
+        let entity: String
+        let root: String
+        let inverse: String
+    }
+
+    /// By entity tag: the fields of to-ones kept on both sides, with their side's name.
+    private(set) var toOnes: [[(field: Int, side: String)]]
+    /// By link table name: its side's name, for to-manys kept on both sides.
+    private(set) var linkTables: [String: String] = [:]
+    private(set) var sides: [String: Side] = [:]
+
+    init(_ layout: StoreLayout) {
+        let model = layout.model
+        toOnes = Array(repeating: [], count: layout.entitiesByTag.count)
+        func side(_ relationship: RelationshipDescription, declaredBy owner: String) -> String? {
+            guard let inverse = model.inverse(of: relationship),
+                  !inverse.isToMany || StoreLayout.needsLinkTable(inverse, model),
+                  let ownerRoot = layout.entity(owner)?.root, let target = layout.entity(relationship.destinationEntityName) else { return nil }
+            let name = owner + "." + relationship.name
+            sides[name] = Side(name: name, entity: owner, root: ownerRoot, inverse: layout.declaringEntity(of: inverse.name, in: target.name) + "." + inverse.name)
+            return name
+        }
+        for case let entity? in layout.entitiesByTag {
+            for (position, relationship) in entity.toOneRelationships.enumerated() where entity.toOneFields[position] >= 0 {
+                if let name = side(relationship, declaredBy: layout.declaringEntity(of: relationship.name, in: entity.name)) {
+                    toOnes[Int(entity.tag)].append((entity.toOneFields[position], name))
+                }
+            }
+            for (relationship, table) in zip(entity.linkRelationships, entity.linkTables) {
+                if let name = side(relationship, declaredBy: layout.declaringEntity(of: relationship.name, in: entity.name)) {
+                    linkTables[table] = name
+                }
+            }
+        }
+    }
+
+    /// The links one side holds and the other does not, named with the first of them; each pair of sides compared
+    /// once. A link whose other row is missing is left to the checks that name missing rows.
+    func problems(_ links: [String: Set<Link>], exists: (Side, UInt64) -> Bool) -> [String] {
+        var problems: [String] = []
+        for name in sides.keys.sorted() {
+            guard let side = sides[name], let inverse = sides[side.inverse], name <= inverse.name else { continue }
+            let here = links[name] ?? [], there = Set((links[inverse.name] ?? []).map { Link(owner: $0.target, target: $0.owner) })
+            for (holder, other, missing) in [(side, inverse, here.subtracting(there)), (inverse, side, there.subtracting(here))] {
+                let lost = missing.filter { exists(side, $0.owner) && exists(inverse, $0.target) }.sorted { ($0.owner, $0.target) < ($1.owner, $1.target) }
+                guard let first = lost.first else { continue }
+                let (owner, target) = holder.name == side.name ? (first.owner, first.target) : (first.target, first.owner)
+                problems.append("\(holder.name) ↔ \(other.name): \(lost.count) link\(lost.count == 1 ? " is" : "s are") on the \(holder.name) side only (the first: \(holder.entity) row \(owner) → \(other.entity) row \(target); \(other.name) does not hold it)")
+                if name == inverse.name { break }
+            }
+        }
+        return problems
     }
 }

@@ -229,6 +229,39 @@ struct BatchChangeTests {
         #expect(Set(paged.map { $0.value(forKey: "pages") as? Int32 }) == [1032, 1042, 1052])
     }
 
+    @Test("verify finds a link only one side of a relationship holds: a many-to-many's table, an ordered to-many's, a one-to-one's row")
+    func verifyComparesBothSidesOfEveryRelationship() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(libraryModel)
+        try loadLibrary(coordinator)
+        #expect(try store.verify().isEmpty)
+        let state = try store.open
+        try state.environment.write { transaction in
+            // Tag T0 forgets its first book; book B0 forgets it is on a shelf; B0 loses its first chapter's position.
+            for table in ["members/Tag/books", "members/Book/shelves", "link/Book/chapters"] {
+                let database = store.database(table, in: state)
+                let first = try #require(try database.withCursor(in: transaction) { cursor in try cursor.first().map { ($0.keyBytes, $0.valueBytes) } })
+                #expect(try database.delete(key: first.0, value: first.1, in: transaction))
+            }
+            // B0's cover no longer names B0, while B0's row still names the cover.
+            let covers = store.database("rows/Cover", in: state)
+            let (key, blob) = try #require(try covers.withCursor(in: transaction) { cursor in try cursor.first().map { ($0.keyBytes, $0.valueBytes) } })
+            var row = try blob.withUnsafeBytes { try RowCodec.decode($0, layout: store.layout) }
+            let cover = try #require(store.layout.entity("Cover"))
+            row.fields[try #require(cover.fieldIndex["book"])] = nil
+            try covers.put(RowCodec.encode(row, entity: cover, modelHash: store.modelHashPrefix), forKey: key, in: transaction)
+        }
+        let problems = try store.verify()
+        for (side, other) in [("Book.tags", "Tag.books"), ("Shelf.books", "Book.shelves"), ("Chapter.book", "Book.chapters"), ("Book.cover", "Cover.book")] {
+            let names = [side, other].sorted()
+            #expect(problems.contains { $0.hasPrefix("\(side) ↔ \(other): 1 link is on the \(side) side only") || $0.hasPrefix("\(names[0]) ↔ \(names[1])") && $0.contains("on the \(side) side only") },
+                    "\(side): \(problems)")
+        }
+        #expect(problems.filter { $0.contains("side only") }.count == 4, "\(problems)")
+        #expect(problems.contains { $0.contains("(the first: Book row 1 → Tag row 1; Tag.books does not hold it)") }, "\(problems)")
+        #expect(problems.contains { $0.contains("toone/Cover/book") }, "the cover's to-one entry is left without its row's reference: \(problems)")
+    }
+
     @Test("a damaged row stops a batch update or delete with an error naming it, and nothing is written")
     func damagedRowsStopBatches() throws {
         let folder = StoreFolder()
