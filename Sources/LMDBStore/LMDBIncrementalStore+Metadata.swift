@@ -84,7 +84,7 @@ extension LMDBIncrementalStore {
             publish(state)
             metadataStorage = [
                 PersistentStoreMetadataKey.uuid: uuid, PersistentStoreMetadataKey.storeType: type,
-                PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? "",
+                PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", Self.formatVersionKey: stored[MetaKey.format] ?? "",
             ]
         }
     }
@@ -332,7 +332,7 @@ extension LMDBIncrementalStore {
     public static func readMetadata(at url: URL) throws -> [String: String] {
         let stored = try storedMetadata(at: url)
         return [PersistentStoreMetadataKey.uuid: stored[MetaKey.uuid] ?? "", PersistentStoreMetadataKey.storeType: stored[MetaKey.storeType] ?? "",
-                PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", "LMDBStoreFormatVersion": stored[MetaKey.format] ?? ""]
+                PersistentStoreMetadataKey.modelVersionHash: stored[MetaKey.modelHash] ?? "", Self.formatVersionKey: stored[MetaKey.format] ?? ""]
     }
 
     /// The model a store file was written with, as its `meta` table keeps it (format 3 and later, in the JSON form

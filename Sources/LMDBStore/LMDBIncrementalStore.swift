@@ -19,6 +19,9 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     public static let storeType = "LMDB"
     /// The version of the file format this code writes; it reads this version and older.
     public static let formatVersion = 5
+    /// The metadata key (of ``metadata`` and ``readMetadata(at:)``) whose value is the file's format version, as
+    /// decimal digits.
+    public static let formatVersionKey = "LMDBStoreFormatVersion"
 
     /// The store's type string.
     public let type = LMDBIncrementalStore.storeType

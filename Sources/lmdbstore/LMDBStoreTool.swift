@@ -14,7 +14,7 @@ struct LMDBStoreTool: ParsableCommand {
             Every command reads the model the store file keeps, so none needs the program that wrote it. Output is \
             for people on a terminal and machine-readable (JSON, JSON Lines) when piped; --format chooses.
             """,
-        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Import.self, Migrate.self, Copy.self, Compact.self])
+        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Import.self, Migrate.self, Upgrade.self, Copy.self, Compact.self])
 }
 
 /// The output formats of the commands; each command takes those it can write.
@@ -38,11 +38,27 @@ func existingFile(_ path: String, _ kind: String = "store") throws -> URL {
     return URL(fileURLWithPath: path)
 }
 
-/// The store at `path` opened with the model it keeps, and a context on it.
+/// The model in the file at `path`: a Core Data `.xcdatamodeld` (its current version) or `.xcdatamodel`, or the
+/// JSON form of `Docs/MODEL-JSON.md`.
+func modelFile(_ path: String) throws -> ManagedObjectModel {
+    let url = try existingFile(path, "model")
+    switch url.pathExtension {
+    case "xcdatamodeld", "xcdatamodel": return try ManagedObjectModel(contentsOfCoreDataModel: url)
+    case "json": return try ManagedObjectModel(contentsOfJSON: url)
+    default: throw ToolError("\(path) is not a model file: give an .xcdatamodeld, an .xcdatamodel or a .json model")
+    }
+}
+
+/// The store at `path` opened with the model it keeps, and a context on it. A file of an older format is refused
+/// rather than upgraded by the open: that is `upgrade`'s to do, asked for.
 func openStore(_ path: String) throws -> (store: LMDBIncrementalStore, context: ManagedObjectContext) {
     let url = try existingFile(path)
+    let format = try LMDBIncrementalStore.readMetadata(at: url)[LMDBIncrementalStore.formatVersionKey].flatMap { Int($0) }
+    if let format, format < LMDBIncrementalStore.formatVersion {
+        throw ToolError("\(path) is in file format \(format), and opening it would upgrade it to format \(LMDBIncrementalStore.formatVersion): run `lmdbstore upgrade \(path)` first (an older LMDBStore cannot read it afterwards)")
+    }
     guard let model = try LMDBIncrementalStore.storedModel(at: url) else {
-        throw ToolError("\(path) keeps no model (it was written before format 3): open it once with its model, which upgrades it")
+        throw ToolError("\(path) keeps no model (it was written before format 3): run `lmdbstore upgrade \(path) --model MODEL` with the model it was written with")
     }
     LMDBIncrementalStore.register()
     let coordinator = PersistentStoreCoordinator(managedObjectModel: model)

@@ -32,17 +32,7 @@ struct Migrate: ParsableCommand {
     func run() throws {
         let url = try existingFile(store)
         let modelURL = try existingFile(to, "model")
-        let stages: [MigrationStage]
-        switch modelURL.pathExtension {
-        case "xcdatamodeld":
-            stages = try MigrationStage.stages(ofCoreDataModel: modelURL)
-        case "xcdatamodel":
-            stages = [.lightweight(try ManagedObjectModel(contentsOfCoreDataModel: modelURL))]
-        case "json":
-            stages = [.lightweight(try ManagedObjectModel(contentsOfJSON: modelURL))]
-        default:
-            throw ToolError("\(to) is not a model file: give an .xcdatamodeld, an .xcdatamodel or a .json model")
-        }
+        let stages = modelURL.pathExtension == "xcdatamodeld" ? try MigrationStage.stages(ofCoreDataModel: modelURL) : [.lightweight(try modelFile(to))]
         guard let last = stages.last else { throw ToolError("\(to) holds no model version") }
         emit(try LMDBIncrementalStore.migrationReport(at: url, to: last.model).description)
         guard apply else {

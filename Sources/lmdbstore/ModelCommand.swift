@@ -21,13 +21,11 @@ struct Model: ParsableCommand {
         let url = try existingFile(path, "store or model")
         let model: ManagedObjectModel
         switch url.pathExtension {
-        case "xcdatamodeld", "xcdatamodel":
-            model = try ManagedObjectModel(contentsOfCoreDataModel: url)
-        case "json":
-            model = try ManagedObjectModel(contentsOfJSON: url)
+        case "xcdatamodeld", "xcdatamodel", "json":
+            model = try modelFile(path)
         default:
             guard let kept = try LMDBIncrementalStore.storedModel(at: url) else {
-                throw ToolError("\(path) keeps no model (it was written before format 3): open it once with its model, which upgrades it")
+                throw ToolError("\(path) keeps no model (it was written before format 3): run `lmdbstore upgrade \(path) --model MODEL` with the model it was written with")
             }
             model = kept
         }
