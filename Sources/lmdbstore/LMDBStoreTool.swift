@@ -3,18 +3,18 @@ import Foundation
 import LMDBStore
 import ObjectGraph
 
-/// `lmdbstore`: inspect, query, verify, import into, migrate and copy an LMDBStore store file from the shell
+/// `lmdbstore`: inspect, query, verify, import into, export from, migrate and copy an LMDBStore store file from the shell
 /// (`Docs/CLI.md`).
 @main
 struct LMDBStoreTool: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lmdbstore",
-        abstract: "Inspect, query, verify, import into, migrate and copy an LMDBStore store.",
+        abstract: "Inspect, query, verify, import into, export from, migrate and copy an LMDBStore store.",
         discussion: """
             Every command reads the model the store file keeps, so none needs the program that wrote it. Output is \
             for people on a terminal and machine-readable (JSON, JSON Lines) when piped; --format chooses.
             """,
-        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Import.self, Migrate.self, Upgrade.self, Copy.self, Compact.self])
+        subcommands: [Stat.self, Model.self, Query.self, Verify.self, Import.self, Export.self, Dump.self, Migrate.self, Upgrade.self, Copy.self, Compact.self])
 }
 
 /// The output formats of the commands; each command takes those it can write.

@@ -31,16 +31,18 @@ extension String {
     }
 }
 
-/// A fetched value as text: what a table or CSV cell shows (NULL is empty in CSV, `NULL` in a table).
+/// A fetched value as text: what a table or CSV cell shows (NULL is empty in CSV, `NULL` in a table), written as
+/// the atomic stores and `import` read it back (dates in ISO 8601 with the fraction digits they need, infinities as
+/// `Infinity`).
 func cellText(_ value: PredicateValue) -> String? {
     switch value {
     case .null: nil
     case .boolean(let value): value ? "true" : "false"
     case .integer(let value): String(value)
-    case .double(let value): String(value)
+    case .double(let value): AttributeText.format(double: value)
     case .decimal(let value): "\(value)"
     case .string(let value): value
-    case .date(let value): value.formatted(.iso8601)
+    case .date(let value): AttributeText.format(date: value)
     case .data(let value): value.base64EncodedString()
     case .uuid(let value): value.uuidString
     case .uri(let value): value.absoluteString
@@ -57,7 +59,7 @@ func jsonText(_ value: PredicateValue) -> String {
     case .null: return "null"
     case .boolean(let value): return value ? "true" : "false"
     case .integer(let value): return String(value)
-    case .double(let value): return value.isFinite ? String(value) : jsonString(String(value))
+    case .double(let value): return value.isFinite ? String(value) : jsonString(AttributeText.format(double: value))
     case .decimal(let value): return "\(value)"
     case .array(let values): return "[" + values.map(jsonText).joined(separator: ",") + "]"
     default: return jsonString(cellText(value) ?? "")

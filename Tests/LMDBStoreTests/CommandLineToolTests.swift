@@ -68,7 +68,7 @@ import Testing
     }
 
     @Test func everySubcommandHasHelp() throws {
-        for command in ["stat", "model", "query", "verify", "import", "migrate", "upgrade", "copy", "compact"] {
+        for command in ["stat", "model", "query", "verify", "import", "export", "dump", "migrate", "upgrade", "copy", "compact"] {
             let run = try tool(command, "--help")
             #expect(run.status == 0 && run.output.contains("USAGE: lmdbstore \(command) "), "\(command): \(run.output)\(run.errors)")
         }
@@ -301,5 +301,116 @@ import Testing
         #expect(upgraded.status == 0 && upgraded.output.contains("from file format 2 to 5"), "\(upgraded.output)\(upgraded.errors)")
         #expect(try tool("model", path, "--format", "json").output == String(decoding: Self.model.jsonData(), as: UTF8.self) + "\n")
         #expect(try tool("query", path, "Team", "ANY members.age == 29", "--count").output == "3\n")
+    }
+
+    /// Teams and tags named by a unique title or name; people with a team, dates with fractions of a second, doubles
+    /// (one infinite), and tags as an ordered many-to-many.
+    static let keyedModel = try! ManagedObjectModel(entities: [
+        EntityDescription("Person", properties: [
+            .attribute(AttributeDescription("name", .string)),
+            .attribute(AttributeDescription("born", .date, isOptional: true)),
+            .attribute(AttributeDescription("score", .double)),
+            .relationship(RelationshipDescription("team", destination: "Team", inverse: "members")),
+            .relationship(RelationshipDescription("tags", destination: "Tag", inverse: "people", ordered: true)),
+        ]),
+        EntityDescription("Team", properties: [
+            .attribute(AttributeDescription("title", .string)),
+            .relationship(RelationshipDescription("members", destination: "Person", inverse: "team", toMany: true)),
+        ], uniquenessConstraints: [UniquenessConstraint("title")]),
+        EntityDescription("Tag", properties: [
+            .attribute(AttributeDescription("name", .string)),
+            .relationship(RelationshipDescription("people", destination: "Person", inverse: "tags", toMany: true)),
+        ], uniquenessConstraints: [UniquenessConstraint("name")]),
+    ])
+
+    /// 2 teams, 3 tags, 8 people (`k0` … `k7`: team n % 2, tags n % 3 then (n + 1) % 3, born n + 0.25 s after
+    /// 2001, score n / 3, and k7's score infinite); `filled: false` leaves the store empty.
+    func keyedStore(_ folder: StoreFolder, _ name: String, filled: Bool = true) throws -> String {
+        let (coordinator, _) = try folder.coordinator(Self.keyedModel, name)
+        guard filled else { return folder.file(name).path }
+        let context = ManagedObjectContext(coordinator: coordinator)
+        func make(_ entity: String, _ key: String, _ values: [String]) throws -> [ManagedObject] {
+            try values.map { value in
+                let object = try context.insertNewObject(forEntityName: entity)
+                try object.setValue(value, forKey: key)
+                return object
+            }
+        }
+        let teams = try make("Team", "title", ["red", "blue"]), tags = try make("Tag", "name", ["t0", "t1", "t2"])
+        for (number, person) in try make("Person", "name", (0..<8).map { "k\($0)" }).enumerated() {
+            try person.setValue(Date(timeIntervalSinceReferenceDate: Double(number) + 0.25), forKey: "born")
+            try person.setValue(number == 7 ? Double.infinity : Double(number) / 3, forKey: "score")
+            try person.setValue(teams[number % 2], forKey: "team")
+            try person.setValue([tags[number % 3], tags[(number + 1) % 3]], forKey: "tags")
+        }
+        try context.save()
+        return folder.file(name).path
+    }
+
+    /// What the tests compare between a store and its copy: every person's values and team, and each tag's people.
+    func contents(_ path: String) throws -> [String] {
+        try tool("query", path, "Person", "--sort", "name", "--keys", "name,born,score,team.title").lines
+            + (0..<3).map { try tool("query", path, "Person", "ANY tags.name == 't\($0)'", "--sort", "name", "--keys", "name").output }
+    }
+
+    @Test func exportWritesWhatImportReadsBack() throws {
+        let folder = StoreFolder()
+        let source = try keyedStore(folder, "source.lmdb"), copy = try keyedStore(folder, "copy.lmdb", filled: false)
+        for entity in ["Team", "Tag", "Person"] {
+            let file = folder.file("\(entity).jsonl").path
+            let exported = try tool("export", source, entity, "--output", file)
+            #expect(exported.status == 0 && exported.errors.isEmpty, "\(entity): \(exported.errors)")
+            let imported = try tool("import", copy, entity, file)
+            #expect(imported.status == 0, "\(entity): \(imported.errors)")
+        }
+        let original = try contents(source)
+        #expect(try contents(copy) == original && original.count == 11, "\(original)")
+        let lines = try tool("export", source, "Person", "name == 'k7'").lines
+        #expect(lines == [#"{"name":"k7","born":"2001-01-01T00:00:07.25Z","score":"Infinity","team":"blue","tags":["t1","t2"]}"#], "\(lines)")
+
+        let csv = try tool("export", source, "Person", "score < 1", "--format", "csv")
+        #expect(csv.lines == ["name,born,score,team", "k0,2001-01-01T00:00:00.25Z,0.0,red", "k1,2001-01-01T00:00:01.25Z,0.3333333333333333,blue",
+                              "k2,2001-01-01T00:00:02.25Z,0.6666666666666666,red"], "\(csv.output)")
+        #expect(csv.errors.contains("left out: tags (a CSV field cannot list"), "\(csv.errors)")
+        let unkeyed = try fixture()
+        let people = try tool("export", unkeyed.file().path, "Person")
+        #expect(people.lines.count == 30 && people.errors.contains("left out: team (Team has no single uniqueness constraint"), "\(people.errors)")
+        let exists = try tool("export", source, "Person", "--output", folder.file("Team.jsonl").path)
+        #expect(exists.status != 0 && exists.errors.contains("already exists"), "\(exists.errors)")
+        let typo = try tool("export", source, "Person", "name ==")
+        #expect(typo.status != 0 && typo.errors.contains("the predicate does not parse"), "\(typo.errors)")
+    }
+
+    @Test func aDumpImportsIntoAnEmptyStoreWithEveryRelationshipAndOrder() throws {
+        let folder = StoreFolder()
+        let source = try keyedStore(folder, "source.lmdb")
+        for (dump, format) in [("dump.json", "json"), ("dump-csv", "csv")] {
+            let dumped = try tool("dump", source, folder.file(dump).path)
+            #expect(dumped.status == 0 && dumped.output.contains("dumped 13 objects"), "\(dumped.output)\(dumped.errors)")
+            let copy = try keyedStore(folder, "\(format).lmdb", filled: false)
+            let imported = try tool("import", copy, folder.file(dump).path)
+            #expect(imported.status == 0 && imported.output.contains("imported 13 objects"), "\(imported.output)\(imported.errors)")
+            let original = try contents(source)
+            #expect(try contents(copy) == original, "\(format)")
+            #expect(try tool("verify", copy).status == 0)
+            // Each person's tags in their order, read back through the store.
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: Self.keyedModel)
+            try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file("\(format).lmdb"))
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let people = try context.fetch(FetchRequest(entityName: "Person", sortDescriptors: [FetchSortDescriptor(keyPath: "name")]))
+            #expect(people.map { $0.relatedObjects(forKey: "tags").map { $0.value(forKey: "name") as? String ?? "?" } }
+                    == (0..<8).map { ["t\($0 % 3)", "t\(($0 + 1) % 3)"] }, "\(format)")
+        }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: folder.file("dump.json"))) as? [String: Any])
+        #expect((json["entities"] as? [String: [Any]])?.mapValues(\.count) == ["Person": 8, "Team": 2, "Tag": 3])
+        let again = try tool("dump", source, folder.file("dump.json").path)
+        #expect(again.status != 0 && again.errors.contains("already exists"), "\(again.errors)")
+        let foreign = try tool("import", source, folder.file("Missing.json").path)
+        #expect(foreign.status != 0 && foreign.errors.contains("there is no dump at"), "\(foreign.errors)")
+        let unkeyed = try fixture()
+        let other = try tool("dump", unkeyed.file().path, folder.file("other.json").path)
+        #expect(other.status == 0, "\(other.errors)")
+        let mismatch = try tool("import", source, folder.file("other.json").path)
+        #expect(mismatch.status != 0 && mismatch.errors.contains("is not a dump of a store with this store's model"), "\(mismatch.errors)")
     }
 }

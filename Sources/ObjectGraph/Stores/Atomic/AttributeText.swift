@@ -13,7 +13,7 @@ import Foundation
 /// | binary data, transformable | base64 |
 /// | UUID | `E621E1F8-C36C-495A-93FC-0C247A3E6E5F` |
 /// | URI, object ID | the URI |
-enum AttributeText {
+package enum AttributeText {
     /// The value as text.
     static func format(_ value: AttributeValue) -> String {
         switch value {
@@ -30,7 +30,7 @@ enum AttributeText {
         }
     }
 
-    static func format(double value: Double) -> String {
+    package static func format(double value: Double) -> String {
         value.isInfinite ? (value < 0 ? "-Infinity" : "Infinity") : String(value)
     }
 
@@ -115,7 +115,7 @@ enum AttributeText {
 
     /// ISO 8601 in UTC. The whole seconds come from the calendar; the fraction is the shortest decimal that reads
     /// back as the same `Double`, so `parseDate(format(date: d)) == d` for every date.
-    static func format(date: Date) -> String {
+    package static func format(date: Date) -> String {
         // Work from the reference date, which is what a Date holds, so no rounding happens on the way.
         let interval = date.timeIntervalSinceReferenceDate
         guard interval.isFinite, abs(interval) < 1e15 else { return String(interval) }
