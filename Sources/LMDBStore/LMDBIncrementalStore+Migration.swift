@@ -73,13 +73,15 @@ extension LMDBIncrementalStore {
     /// try LMDBIncrementalStore.migrateStore(at: storeURL, through: stages)
     /// ```
     ///
+    /// - Parameter progress: Told after each write transaction which phase of which step the migration is in.
     /// - Returns: The mapping of each step taken (none when the store already has the last stage's model).
     /// - Throws: ``ManagedObjectContextError``: ``ManagedObjectContextError/Code/migrationFailed`` naming what a
     ///   step cannot carry (the store keeps the model of the steps before); ``ManagedObjectContextError/Code/storeUnusable``
     ///   when the file is not a store, keeps no model and matches no stage, or is open in another process or another
     ///   store of this one.
     @discardableResult
-    public static func migrateStore(at url: URL, through stages: [MigrationStage], options: Options = Options()) throws -> [MappingModel] {
+    public static func migrateStore(at url: URL, through stages: [MigrationStage], options: Options = Options(),
+                                    progress: ((_ step: Int, _ steps: Int, _ progress: MigrationProgress) -> Void)? = nil) throws -> [MappingModel] {
         guard let last = stages.last else { return [] }
         let path = url.path
         let databases = stages.map { StoreLayout(model: $0.model).tables.count }.max() ?? 0
@@ -114,12 +116,14 @@ extension LMDBIncrementalStore {
                 throw ManagedObjectContextError(.storeUnusable,
                     message: "\(path) was written with model version \(stored[MetaKey.modelHash] ?? "?"), which is none of the \(stages.count) stages', and keeps no model to migrate from; add a stage with that model")
             }
-            for stage in stages[start...] {
+            for (number, stage) in stages[start...].enumerated() {
                 let mapping = try stage.mapping(from: current)
                 let pending = try StoreMigration.record(in: stored, path: path)
+                let steps = stages.count - start
                 try StoreMigration(environment: environment, path: path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: StoreLayout(model: current),
                                    new: StoreLayout(model: stage.model), mapping: mapping, customMappings: stage.customMappings,
-                                   rowsPerTransaction: options.rowsPerMigrationTransaction).run(resuming: pending)
+                                   rowsPerTransaction: options.rowsPerMigrationTransaction,
+                                   progress: progress.map { report in { report(number + 1, steps, $0) } }).run(resuming: pending)
                 applied.append(mapping)
                 current = stage.model
                 stored = try readMetadata(environment: environment, path: path)
@@ -196,5 +200,34 @@ extension LMDBIncrementalStore {
             try StoreMigration(environment: environment, path: path, storeIdentifier: stored[MetaKey.uuid] ?? "", old: StoreLayout(model: old), new: layout,
                                mapping: mapping, customMappings: [], rowsPerTransaction: storeOptions.rowsPerMigrationTransaction).run(resuming: pending)
         }
+    }
+}
+
+/// How far one step of a migration has come, as ``LMDBIncrementalStore/migrateStore(at:through:options:progress:)``
+/// reports it after each write transaction.
+public struct MigrationProgress: Sendable, Hashable {
+    /// The two phases of a step: writing the new layout's tables beside the old ones, then putting them in place.
+    public enum Phase: Sendable, Hashable {
+        /// Reading the old rows and writing the staged copies: one part per entity hierarchy, and one for the links.
+        case staging
+        /// Copying each staged table into place: one part per table.
+        case installing
+    }
+
+    /// The phase under way.
+    public var phase: Phase
+    /// The part of the phase under way (1-based), of ``partCount``.
+    public var part: Int
+    /// How many parts the phase has.
+    public var partCount: Int
+    /// The table being installed (``Phase/installing`` only).
+    public var table: String?
+
+    /// Progress at `part` of `partCount` in `phase`.
+    public init(phase: Phase, part: Int, partCount: Int, table: String?) {
+        self.phase = phase
+        self.part = part
+        self.partCount = partCount
+        self.table = table
     }
 }

@@ -9,8 +9,10 @@ extension LMDBIncrementalStore {
     /// sides (a many-to-many's two tables, an ordered to-many and its inverse to-one, two to-ones of a one-to-one)
     /// holds the same links on each; no row key is above its sequence.
     ///
+    /// - Parameter progress: Called with the rows checked so far and the rows the store holds, every 50 000 rows
+    ///   and once the rows are all checked (the tables of entries are compared after that).
     /// - Throws: ``ManagedObjectContextError`` when the store is not loaded or cannot be read at all.
-    public func verify() throws -> [String] {
+    public func verify(progress: ((_ checked: Int, _ total: Int) -> Void)? = nil) throws -> [String] {
         let state = try open
         // Maintainers of every entity, over the store's tables: each computes the entries a row should have.
         let maintainers = layout.entitiesByTag.map { entity in entity.map { EntityMaintainers($0) { state.databases[$0] } } }
@@ -24,11 +26,16 @@ extension LMDBIncrementalStore {
             var constrainedKeys: [String: Set<[UInt8]>] = [:]
             // The links of each relationship kept on both sides, by side, as its rows and link tables hold them.
             var links: [String: Set<RelationshipSides.Link>] = [:]
-            for root in Set(layout.entities.values.map(\.root)).sorted() {
+            let roots = Set(layout.entities.values.map(\.root)).sorted()
+            let total = try roots.reduce(0) { $0 + (try database(StoreLayout.rowsDatabase(root: $1), in: state).entryCount(in: transaction)) }
+            var checked = 0
+            for root in roots {
                 let rows = database(StoreLayout.rowsDatabase(root: root), in: state)
                 var highest: UInt64 = 0
                 try rows.withCursor(in: transaction) { cursor in
                     try cursor.forEach { entry in
+                        checked += 1
+                        if checked % 50_000 == 0 { progress?(checked, total) }
                         guard let key = EntryBytes.integer(entry.key) else {
                             problems.append("\(root): a row is stored under a \(entry.key.count)-byte key, not an 8-byte row key")
                             return true
@@ -65,6 +72,7 @@ extension LMDBIncrementalStore {
                 case let counter??: if highest > counter { problems.append("\(root): row key \(highest) is above its sequence \(counter)") }
                 }
             }
+            progress?(checked, total)
             for name in layout.databaseNames where layout.tables[name]?.holdsRowEntries == true {
                 var actual = Set<[UInt8]>()
                 try database(name, in: state).withCursor(in: transaction) { cursor in

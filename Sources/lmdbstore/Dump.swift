@@ -46,6 +46,8 @@ struct Dump: ParsableCommand {
 /// so each link is set once and ordered to-manys keep their order. Returns how many objects were copied.
 func copyObjects(from source: ManagedObjectContext, into destination: ManagedObjectContext) throws -> Int {
     let model = source.model
+    let bar = ProgressLine()
+    defer { bar.finish() }
     var copies: [ManagedObjectID: ManagedObject] = [:]
     var originals: [ManagedObject] = []
     for entity in model.entities where !entity.isAbstract {
@@ -61,6 +63,7 @@ func copyObjects(from source: ManagedObjectContext, into destination: ManagedObj
             copies[object.objectID] = copy
             originals.append(object)
         }
+        bar.show("copying: \(originals.count) objects read (\(entity.name) done)")
     }
     for object in originals {
         let copy = copies[object.objectID]!
@@ -75,6 +78,7 @@ func copyObjects(from source: ManagedObjectContext, into destination: ManagedObj
             }
         }
     }
+    bar.show("copying: saving \(originals.count) objects")
     try destination.save()
     return originals.count
 }

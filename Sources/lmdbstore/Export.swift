@@ -57,6 +57,7 @@ struct Export: ParsableCommand {
         let sink = try OutputSink(path: output)
         if kind == .csv { sink.write(columns.map { csvField($0.name) }.joined(separator: ",")) }
         let objectIDs = try context.fetchObjectIDs(request)
+        let bar = ProgressLine()
         let chunkSize = 5_000
         for start in stride(from: 0, to: objectIDs.count, by: chunkSize) {
             let chunk = Array(objectIDs[start..<min(start + chunkSize, objectIDs.count)])
@@ -70,7 +71,9 @@ struct Export: ParsableCommand {
                                         : "{" + zip(columns, values).map { jsonString($0.name) + ":" + jsonText($1) }.joined(separator: ",") + "}")
             }
             context.reset()
+            bar.show("exporting: \(min(start + chunkSize, objectIDs.count)) of \(objectIDs.count) rows")
         }
+        bar.finish()
         try sink.close()
         if output != nil { emit("exported \(objectIDs.count) \(entity) row\(objectIDs.count == 1 ? "" : "s") to \(output ?? "")") }
     }

@@ -72,15 +72,13 @@ struct Import: ParsableCommand {
         request.ignoresUnknownColumns = ignoresUnknownColumns
         if let chunkSize { request.chunkSize = chunkSize }
         request.commitsEachChunk = commitsEachChunk
-        let showsProgress = isatty(STDERR_FILENO) != 0
-        if showsProgress {
-            request.progressHandler = { progress in
-                FileHandle.standardError.write(Data("\r\(progress.written) rows written, \(progress.committed) committed".utf8))
-                return true
-            }
+        let bar = ProgressLine()
+        request.progressHandler = { progress in
+            bar.show("importing: \(progress.written) rows written, \(progress.committed) committed")
+            return true
         }
         let result = try context.execute(request)
-        if showsProgress { FileHandle.standardError.write(Data("\n".utf8)) }
+        bar.finish()
         emit("imported \(result.count) \(entity) row\(result.count == 1 ? "" : "s") into \(store)")
     }
 

@@ -71,3 +71,22 @@ func openStore(_ path: String) throws -> (store: LMDBIncrementalStore, context: 
 func emit(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
+
+/// A line of progress on standard error, rewritten in place — only when standard error is a terminal, so piped and
+/// logged runs stay clean.
+final class ProgressLine {
+    private let isShown = isatty(STDERR_FILENO) != 0
+    private var hasWritten = false
+
+    func show(_ text: String) {
+        guard isShown else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
+        hasWritten = true
+    }
+
+    /// Ends the line, if one was written.
+    func finish() {
+        if hasWritten { FileHandle.standardError.write(Data("\n".utf8)) }
+        hasWritten = false
+    }
+}

@@ -39,8 +39,13 @@ struct Migrate: ParsableCommand {
             emit("(a dry run: nothing was written; add --apply to migrate)")
             return
         }
-        let steps = try LMDBIncrementalStore.migrateStore(at: url, through: stages,
-                                                          options: LMDBIncrementalStore.Options(migrationBatchSize: batchSize))
+        let bar = ProgressLine()
+        let steps = try LMDBIncrementalStore.migrateStore(at: url, through: stages, options: LMDBIncrementalStore.Options(migrationBatchSize: batchSize)) {
+            step, steps, progress in
+            let phase = progress.phase == .staging ? "staging, part" : "installing table"
+            bar.show("migrating (step \(step) of \(steps)): \(phase) \(progress.part) of \(progress.partCount)" + (progress.table.map { ", \($0)" } ?? ""))
+        }
+        bar.finish()
         emit(steps.isEmpty ? "\(store) already has this model" : "migrated \(store) in \(steps.count) step\(steps.count == 1 ? "" : "s")")
     }
 }

@@ -21,7 +21,9 @@ struct Verify: ParsableCommand {
 
     func run() throws {
         let (opened, _) = try openStore(store)
-        let problems = try opened.verify()
+        let bar = ProgressLine()
+        let problems = try opened.verify { checked, total in bar.show("verifying: \(checked) of \(total) rows") }
+        bar.finish()
         if (format ?? (outputIsTerminal ? .text : .json)) == .json {
             emit("{\"path\":\(jsonString(store)),\"problems\":[" + problems.map(jsonString).joined(separator: ",") + "]}")
         } else {

@@ -480,8 +480,19 @@ import Testing
         let v3 = try ManagedObjectModel(entities: entities)
         let motto = CustomEntityMapping(entityName: "Member", computing: ["motto"]) { row in ["motto": .string("I am \(row.string("fullName") ?? "?")")] }
         let stages: [MigrationStage] = [.lightweight(Self.v1), .lightweight(Self.v2), .custom(v3, [motto])]
-        let steps = try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages)
+        let firstStepTables = try LMDBIncrementalStore.migrationReport(at: folder.file(), to: Self.v2).writtenTables.count
+        var reports: [(step: Int, steps: Int, progress: MigrationProgress)] = []
+        let steps = try LMDBIncrementalStore.migrateStore(at: folder.file(), through: stages) { reports.append(($0, $1, $2)) }
         #expect(steps.count == 2)
+        // Each step reports its staging parts, then each table it installs, in order, ending with the last.
+        #expect(Set(reports.map(\.step)) == [1, 2] && reports.allSatisfy { $0.steps == 2 })
+        for step in [1, 2] {
+            let ofStep = reports.filter { $0.step == step }.map(\.progress)
+            let staging = ofStep.prefix { $0.phase == .staging }, installing = ofStep.drop { $0.phase == .staging }
+            #expect(staging.last.map { $0.part == $0.partCount } == true && staging.map(\.part) == staging.map(\.part).sorted(), "\(ofStep)")
+            #expect(installing.allSatisfy { $0.phase == .installing && $0.table != nil } && installing.last.map { $0.part == $0.partCount } == true, "\(ofStep)")
+            #expect(step != 1 || Set(installing.compactMap(\.table)).count == firstStepTables, "the first step installs the tables its report names: \(ofStep)")
+        }
         do {
             let (coordinator, store) = try open(folder, v3, LMDBIncrementalStore.Options())
             let member = try #require(try fetch(coordinator, "Member", "fullName == 'p2'").first)

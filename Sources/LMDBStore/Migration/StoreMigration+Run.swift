@@ -59,7 +59,7 @@ extension StoreMigration {
                 throw error
             }
         }
-        try Self.install(environment, layout: new, record: record, path: path, rowsPerTransaction: rowsPerTransaction)
+        try Self.install(environment, layout: new, record: record, path: path, rowsPerTransaction: rowsPerTransaction, progress: progress)
     }
 
     // MARK: Stage
@@ -186,6 +186,7 @@ extension StoreMigration {
                 try Self.put(next, meta, transaction)
             }
             record = next
+            progress?(MigrationProgress(phase: .staging, part: min(record.step + 1, roots.count + 1), partCount: roots.count + 1, table: nil))
         }
     }
 
@@ -326,7 +327,8 @@ extension StoreMigration {
     /// staged copy, `rowsPerTransaction` entries (whole keys) a write, recording the step and the last key done; drops
     /// each staged copy once it is copied, and the progress record at the end. Resumable from any kill, by any
     /// process (the layout is the model `meta` keeps).
-    static func install(_ environment: any KeyValueEngine, layout: StoreLayout, record: Record, path: String, rowsPerTransaction: Int) throws {
+    static func install(_ environment: any KeyValueEngine, layout: StoreLayout, record: Record, path: String, rowsPerTransaction: Int,
+                        progress: ((MigrationProgress) -> Void)? = nil) throws {
         let meta = try environment.openDatabase(named: StoreLayout.metadataDatabase, create: false)
         let names = record.tables ?? staged(layout)
         var record = record
@@ -370,6 +372,7 @@ extension StoreMigration {
                 try put(next, meta, transaction)
             }
             record = next
+            progress?(MigrationProgress(phase: .installing, part: min(record.step + 1, names.count), partCount: names.count, table: name))
         }
         try environment.write { try put(nil, meta, $0) }
     }

@@ -50,6 +50,8 @@ struct StoreMigration {
     let mapping: MappingModel
     let customMappings: [CustomEntityMapping]
     let rowsPerTransaction: Int
+    /// Told after each write transaction how far the run has come.
+    var progress: ((MigrationProgress) -> Void)? = nil
 
     var fingerprint: String {
         let text = mapping.description + "|" + customMappings.map { "\($0.entityName):\($0.computedAttributeNames.sorted())" }.sorted().joined(separator: ",")
