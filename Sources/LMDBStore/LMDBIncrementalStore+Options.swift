@@ -39,7 +39,7 @@ extension LMDBIncrementalStore {
         /// Whether a store written with another version of the model is migrated to this one when it opens
         /// (Core Data's `NSMigratePersistentStoresAutomaticallyOption`, ``migrateAutomaticallyKey``); it is refused
         /// otherwise. Takes effect with ``infersMappingModel``: this store reads no mapping model files, so a mapping
-        /// that cannot be inferred is given to ``LMDBIncrementalStore/migrateStore(at:through:options:)``.
+        /// that cannot be inferred is given to ``LMDBIncrementalStore/migrateStore(at:through:options:progress:)``.
         public var migratesAutomatically: Bool
         /// Whether the mapping of an automatic migration is inferred (Core Data's
         /// `NSInferMappingModelAutomaticallyOption`, ``inferMappingModelKey``).

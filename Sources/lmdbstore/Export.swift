@@ -41,17 +41,7 @@ struct Export: ParsableCommand {
         guard kind == .jsonl || kind == .csv else { throw ToolError("cannot tell the format from \(output ?? ""): give --format jsonl or --format csv") }
         let (_, context) = try openStore(store)
         let model = context.model
-        guard model.entity(named: entity) != nil else {
-            throw ToolError("the store's model has no entity \(entity); it has \(model.entityNames.sorted().joined(separator: ", "))")
-        }
-        var request = FetchRequest(entityName: entity)
-        if let predicate {
-            do {
-                request.predicate = try FetchPredicate(format: predicate)
-            } catch {
-                throw ToolError("the predicate does not parse: \(error)")
-            }
-        }
+        let request = try fetchRequest(for: entity, predicate, in: model)
         let (columns, leftOut) = exportColumns(of: entity, in: model, listsToMany: kind == .jsonl)
         for note in leftOut { FileHandle.standardError.write(Data("left out: \(note)\n".utf8)) }
         let sink = try OutputSink(path: output)

@@ -64,9 +64,7 @@ struct Import: ParsableCommand {
             mapping[parts[0]] = parts[1]
         }
         let (_, context) = try openStore(store)
-        guard context.model.entity(named: entity) != nil else {
-            throw ToolError("the store's model has no entity \(entity); it has \(context.model.entityNames.sorted().joined(separator: ", "))")
-        }
+        _ = try fetchRequest(for: entity, nil, in: context.model)
         var request = BatchImport(entityName: entity, contentsOf: source, format: kind)
         request.columnMapping = mapping
         request.ignoresUnknownColumns = ignoresUnknownColumns

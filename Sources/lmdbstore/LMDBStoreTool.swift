@@ -67,6 +67,22 @@ func openStore(_ path: String) throws -> (store: LMDBIncrementalStore, context: 
     return (store, ManagedObjectContext(coordinator: coordinator))
 }
 
+/// A fetch request for `entity`'s objects matching `predicate` (NSPredicate's format), checked against `model`: an
+/// entity it lacks, or a predicate that does not parse, is an error saying so.
+func fetchRequest(for entity: String, _ predicate: String?, in model: ManagedObjectModel) throws -> FetchRequest {
+    guard model.entity(named: entity) != nil else {
+        throw ToolError("the store's model has no entity \(entity); it has \(model.entityNames.sorted().joined(separator: ", "))")
+    }
+    var request = FetchRequest(entityName: entity)
+    guard let predicate else { return request }
+    do {
+        request.predicate = try FetchPredicate(format: predicate)
+    } catch {
+        throw ToolError("the predicate does not parse: \(error)")
+    }
+    return request
+}
+
 /// Writes `text` and a newline to standard output.
 func emit(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))

@@ -56,17 +56,7 @@ struct Query: ParsableCommand {
     func run() throws {
         let (store, context) = try openStore(self.store)
         let model = context.model
-        guard model.entity(named: entity) != nil else {
-            throw ToolError("the store's model has no entity \(entity); it has \(model.entityNames.sorted().joined(separator: ", "))")
-        }
-        var request = FetchRequest(entityName: entity)
-        if let predicate {
-            do {
-                request.predicate = try FetchPredicate(format: predicate)
-            } catch {
-                throw ToolError("the predicate does not parse: \(error)")
-            }
-        }
+        var request = try fetchRequest(for: entity, predicate, in: model)
         request.sortDescriptors = list(sort).map { key in
             key.hasPrefix("-") ? FetchSortDescriptor(keyPath: String(key.dropFirst()), ascending: false) : FetchSortDescriptor(keyPath: key)
         }
