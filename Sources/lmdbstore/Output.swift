@@ -66,21 +66,11 @@ func jsonText(_ value: PredicateValue) -> String {
     }
 }
 
-/// `text` as a JSON string literal.
+/// `text` as a JSON string literal, escaped as the JSON store writes strings.
 func jsonString(_ text: String) -> String {
-    var result = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": result += "\\\""
-        case "\\": result += "\\\\"
-        case "\n": result += "\\n"
-        case "\r": result += "\\r"
-        case "\t": result += "\\t"
-        case let scalar where scalar.value < 0x20: result += String(format: "\\u%04x", scalar.value)
-        default: result.unicodeScalars.append(scalar)
-        }
-    }
-    return result + "\""
+    var result = ""
+    JSONText.appendString(text, to: &result)
+    return result
 }
 
 /// `text` as an RFC 4180 CSV field: quoted when it holds a comma, a quote or a line break.

@@ -37,7 +37,7 @@ struct JSONSyntaxError: Error {
 }
 
 /// A strict RFC 8259 parser and a writer with stable, readable output (two-space indents, one record per line).
-enum JSONText {
+package enum JSONText {
     static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
         var parser = Parser(bytes: bytes)
         parser.skipSpace()
@@ -241,7 +241,7 @@ enum JSONText {
     // MARK: - Writing
 
     /// Appends `text` as a JSON string.
-    static func appendString(_ text: String, to output: inout String) {
+    package static func appendString(_ text: String, to output: inout String) {
         output.append("\"")
         for scalar in text.unicodeScalars {
             switch scalar {
