@@ -1,5 +1,5 @@
 # LMDBStore — developer entry points. `make test` is what CI runs.
-.PHONY: test bench deps
+.PHONY: test bench deps sanitize fuzz
 
 test: deps
 	swift test
@@ -8,6 +8,18 @@ test: deps
 # .bench-data/), LMDBStore side by side with SQLite (GRDB) and raw LMDB.
 bench: deps
 	swift run -c release --package-path Benchmarks lmdbstore-bench run --objects 1m --data .bench-data
+
+# The suite under ThreadSanitizer, then under AddressSanitizer, each in its own build folder (Docs/TESTING.md).
+# Swift's backtracer is off: it hangs on a sanitized process that stops, and the sanitizer prints the stack itself.
+# Leak checks are off: the toolchain's runtime and Foundation keep allocations LeakSanitizer reports.
+sanitize: deps
+	SWIFT_BACKTRACE=enable=no LMDBSTORE_SANITIZER=thread swift test --sanitize=thread --scratch-path .build-tsan
+	SWIFT_BACKTRACE=enable=no LMDBSTORE_SANITIZER=address ASAN_OPTIONS=detect_leaks=0 \
+		swift test --sanitize=address --scratch-path .build-asan
+
+# Each libFuzzer target for a minute (Fuzz/run --help for more).
+fuzz: deps
+	Fuzz/run
 
 # Installs liblmdb (and SQLite's headers, for the benchmark's GRDB baseline) when they are missing.
 deps:

@@ -25,7 +25,7 @@ struct Dump: ParsableCommand {
     var format: OutputFormat?
 
     func validate() throws {
-        if let format, ![.json, .csv].contains(format) { throw ValidationError("dump writes json or csv, not \(format.rawValue)") }
+        try OutputFormat.check(format, command: "dump", .json, .csv)
     }
 
     func run() throws {

@@ -33,7 +33,7 @@ struct Export: ParsableCommand {
     var output: String?
 
     func validate() throws {
-        if let format, ![.jsonl, .csv].contains(format) { throw ValidationError("export writes jsonl or csv, not \(format.rawValue)") }
+        try OutputFormat.check(format, command: "export", .jsonl, .csv)
     }
 
     func run() throws {

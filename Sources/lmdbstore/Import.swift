@@ -42,7 +42,7 @@ struct Import: ParsableCommand {
     var commitsEachChunk = false
 
     func validate() throws {
-        if let format, ![.jsonl, .csv].contains(format) { throw ValidationError("import reads jsonl or csv, not \(format.rawValue)") }
+        try OutputFormat.check(format, command: "import", verb: "reads", .jsonl, .csv)
         if let chunkSize, chunkSize < 1 { throw ValidationError("--chunk-size must be 1 or more, not \(chunkSize)") }
     }
 

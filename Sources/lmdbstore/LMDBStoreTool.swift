@@ -20,6 +20,14 @@ struct LMDBStoreTool: ParsableCommand {
 /// The output formats of the commands; each command takes those it can write.
 enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
     case text, json, table, jsonl, csv
+
+    /// Refuses a `--format` the command cannot use: "`command` `verb` a, b or c, not d".
+    static func check(_ format: OutputFormat?, command: String, verb: String = "writes", _ allowed: OutputFormat...) throws {
+        guard let format, !allowed.contains(format) else { return }
+        let names = allowed.map(\.rawValue)
+        let list = names.dropLast().joined(separator: ", ") + " or " + names.last!
+        throw ValidationError("\(command) \(verb) \(list), not \(format.rawValue)")
+    }
 }
 
 /// Whether standard output is a terminal: a person reads it, rather than a program.

@@ -47,7 +47,7 @@ struct Query: ParsableCommand {
     var format: OutputFormat?
 
     func validate() throws {
-        if let format, ![.table, .jsonl, .csv].contains(format) { throw ValidationError("query writes table, jsonl or csv, not \(format.rawValue)") }
+        try OutputFormat.check(format, command: "query", .table, .jsonl, .csv)
         if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more, not \(limit)") }
         if let offset, offset < 0 { throw ValidationError("--offset must be 0 or more, not \(offset)") }
         if count && groupBy != nil { throw ValidationError("--count and --group-by cannot be used together: --group-by counts each group") }

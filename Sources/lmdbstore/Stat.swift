@@ -16,7 +16,7 @@ struct Stat: ParsableCommand {
     var format: OutputFormat?
 
     func validate() throws {
-        if let format, ![.text, .json].contains(format) { throw ValidationError("stat writes text or json, not \(format.rawValue)") }
+        try OutputFormat.check(format, command: "stat", .text, .json)
     }
 
     func run() throws {

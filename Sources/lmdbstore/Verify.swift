@@ -16,7 +16,7 @@ struct Verify: ParsableCommand {
     var format: OutputFormat?
 
     func validate() throws {
-        if let format, ![.text, .json].contains(format) { throw ValidationError("verify writes text or json, not \(format.rawValue)") }
+        try OutputFormat.check(format, command: "verify", .text, .json)
     }
 
     func run() throws {

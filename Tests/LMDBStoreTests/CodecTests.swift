@@ -372,6 +372,15 @@ extension RowCodecTests {
             let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
             #expect(error?.reason == reason)
         }
+        // A field held twice (found by fuzzing): read alone it gave the first value, decoded whole the second.
+        let once = blob(["i": .integer(3)])
+        let field = Array(once[RowCodec.headerSize..<(once.count - 4)])
+        var twice = Array(once[..<RowCodec.headerSize]) + field + field.dropLast() + [field.last! &+ 2] + [0, 0, 0, 0]
+        twice[RowCodec.headerSize - 1] = 2
+        let sealed = Self.resealed(twice)
+        let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try EncodedRow($0, layout: layout) } }
+        #expect(error?.reason == "the row holds field \(i) after field \(i); fields must ascend")
+        #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
     }
 }
 

@@ -93,6 +93,11 @@ import Testing
         #expect(text.output.contains("Person") && text.output.contains("rows/Person") && text.output.contains("free"), "\(text.output)")
         let wrong = try tool("stat", folder.file().path, "--format", "csv")
         #expect(wrong.status != 0 && wrong.errors.contains("stat writes text or json, not csv"), "\(wrong.errors)")
+        // Every command names the formats it takes.
+        let query = try tool("query", folder.file().path, "Person", "--format", "json")
+        #expect(query.status != 0 && query.errors.contains("query writes table, jsonl or csv, not json"), "\(query.errors)")
+        let imported = try tool("import", folder.file().path, "Person", "rows.txt", "--format", "table")
+        #expect(imported.status != 0 && imported.errors.contains("import reads jsonl or csv, not table"), "\(imported.errors)")
     }
 
     @Test func modelPrintsTheKeptModelAsJSONOrAnOutline() throws {

@@ -8,6 +8,9 @@ import Testing
 @Suite struct HostileInputTests {
     @Test(arguments: HostileCases.names)
     func badInputGetsATypedErrorOrTheRightAnswer(_ name: String) throws {
+        // A sanitizer reserves terabytes of address space for its shadow memory, so a process whose address space is
+        // limited cannot start under one (`make sanitize` sets LMDBSTORE_SANITIZER).
+        if name == "mapSizeBeyondTheAddressSpace", ProcessInfo.processInfo.environment["LMDBSTORE_SANITIZER"] != nil { return }
         try runCase(name)
     }
 

@@ -122,6 +122,129 @@ func checkJournal(_ coordinator: PersistentStoreCoordinator, _ store: LMDBIncrem
     }
 }
 
+/// The crash test with an expected state (issue 23; RocksDB's `db_crashtest` is the model): writer processes perform
+/// varied operations (``CrashWorkload``) and acknowledge each once it has returned; they are killed at random
+/// moments, one or two at a time, and after each kill the store must hold, through the public API, exactly the state
+/// after every acknowledged operation — or after one more, whose save went through just before the kill — with both
+/// sides of every relationship agreeing, `verify()` clean and index answers equal to the expected state's.
+///
+/// `LMDBSTORE_CRASH_KILLS` sets the number of kills (default 300; a full run is 1 000 or more).
+@Suite struct CrashTests {
+    @Test func killedWritersLeaveExactlyTheAcknowledgedStatePlusAtMostOneOperation() throws {
+        let kills = ProcessInfo.processInfo.environment["LMDBSTORE_CRASH_KILLS"].flatMap(Int.init) ?? 300
+        let folder = StoreFolder()
+        let path = folder.file().path
+        var random = SplitMix64(seed: 23)
+        let writers = ["a", "b"]
+        var done = ["a": 0, "b": 0]
+        // Each writer's expected state after its `done` operations, stepped forward as they grow.
+        var expected = ["a": CrashWorkload.State(), "b": CrashWorkload.State()]
+        func advance(_ writer: String, to count: Int) -> CrashWorkload.State {
+            var state = expected[writer]!
+            for number in stride(from: done[writer]! + 1, through: count, by: 1) {
+                CrashWorkload.apply(CrashWorkload.operation(number, writer: writer, after: state), to: &state)
+            }
+            return state
+        }
+        var beyondAcknowledged = 0
+        for round in 0..<kills {
+            // Every third round both writers at once; otherwise each in turn.
+            let running = round % 3 == 2 ? writers : [writers[round % 2]]
+            let processes = try running.map { writer in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: helperPath())
+                process.arguments = ["crash", path, acknowledgements(folder, writer), writer, String(done[writer]! + 1)]
+                process.standardOutput = FileHandle.nullDevice
+                let errors = Pipe()
+                process.standardError = errors
+                try process.run()
+                return (process, errors)
+            }
+            // Mostly within the first saves after the process starts; every 25th round later, so that a loaded
+            // machine (a slow start) still gets operations through.
+            for (process, _) in processes {
+                usleep(round % 25 == 24 ? 200_000 : UInt32(5_000 + random.next() % 40_000))
+                kill(process.processIdentifier, SIGKILL)
+            }
+            for (process, errors) in processes {
+                process.waitUntilExit()
+                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                try #require(process.terminationReason == .uncaughtSignal, "round \(round): the writer stopped by itself: \(message)")
+            }
+            let (coordinator, store) = try folder.coordinator(CrashWorkload.model, "store.lmdb")
+            let problems = try store.verify()
+            try #require(problems.isEmpty, "round \(round): \(problems)")
+            for writer in writers {
+                let acknowledged = try lastAcknowledged(folder, writer)
+                try #require(acknowledged >= done[writer]!, "round \(round): \(writer)'s acknowledgements went back")
+                let (state, sides) = try CrashWorkload.read(writer: writer, coordinator: coordinator)
+                try #require(sides.isEmpty, "round \(round): \(sides)")
+                let afterAcknowledged = advance(writer, to: acknowledged)
+                if state == afterAcknowledged {
+                    expected[writer] = afterAcknowledged
+                    done[writer] = acknowledged
+                } else {
+                    var afterOneMore = afterAcknowledged
+                    CrashWorkload.apply(CrashWorkload.operation(acknowledged + 1, writer: writer, after: afterAcknowledged), to: &afterOneMore)
+                    guard state == afterOneMore else {
+                        Issue.record("round \(round): \(writer) acknowledged \(acknowledged) operations; the store holds\n\(state)\nexpected\n\(afterAcknowledged)")
+                        return
+                    }
+                    // Saved, killed before it could say so: the next writer goes on after it.
+                    expected[writer] = afterOneMore
+                    done[writer] = acknowledged + 1
+                    beyondAcknowledged += 1
+                    try appendAcknowledgement(folder, writer, acknowledged + 1)
+                }
+                try checkIndexes(writer, expected[writer]!, coordinator, round)
+            }
+        }
+        #expect(done["a"]! > 5 && done["b"]! > 5, "the writers got too few operations through: \(done)")
+        print("crash test: \(kills) kills, operations done \(done), \(beyondAcknowledged) saved but not yet acknowledged when killed")
+    }
+
+    private func acknowledgements(_ folder: StoreFolder, _ writer: String) -> String {
+        folder.url.appendingPathComponent("acknowledged-\(writer)").path
+    }
+
+    private func lastAcknowledged(_ folder: StoreFolder, _ writer: String) throws -> Int {
+        guard let data = FileManager.default.contents(atPath: acknowledgements(folder, writer)) else { return 0 }
+        // A line is whole once it ends in a newline; the writer may have been killed inside the write of the last.
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        return lines.last.flatMap { Int($0) } ?? 0
+    }
+
+    private func appendAcknowledgement(_ folder: StoreFolder, _ writer: String, _ number: Int) throws {
+        let path = acknowledgements(folder, writer)
+        var text = String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self)
+        if !text.isEmpty, !text.hasSuffix("\n") { text += "\n" }
+        try Data((text + "\(number)\n").utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    /// Fetches that use the store's indexes (writer and rank, title, the to-one's table, the many-to-many's tables)
+    /// find exactly the objects the expected state says.
+    private func checkIndexes(_ writer: String, _ state: CrashWorkload.State, _ coordinator: PersistentStoreCoordinator, _ round: Int) throws {
+        let context = ManagedObjectContext(coordinator: coordinator)
+        func uids(_ entity: String, _ format: String, _ arguments: [any PredicateArgument]) throws -> Set<String> {
+            let found = try context.fetch(FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format, argumentArray: arguments)))
+            return Set(found.map { $0.value(forKey: "uid") as! String })
+        }
+        let rank: Int64 = 50
+        #expect(try uids("Note", "writer == %@ AND rank >= %@", [writer, rank]) == Set(state.notes.filter { $0.value.rank >= rank }.keys), "round \(round)")
+        #expect(try uids("Note", "title BEGINSWITH 't1' AND writer == %@", [writer]) == Set(state.notes.filter { $0.value.title.hasPrefix("t1") }.keys),
+                "round \(round)")
+        #expect(try context.count(for: FetchRequest(entityName: "Note", predicate: try FetchPredicate(format: "writer == %@", writer))) == state.notes.count)
+        if let folderUID = state.folders.keys.min() {
+            let folder = try context.fetch(FetchRequest(entityName: "Folder", predicate: try FetchPredicate(format: "uid == %@", folderUID)))[0]
+            #expect(try uids("Note", "folder == %@", [folder]) == Set(state.notes.filter { $0.value.folder == folderUID }.keys), "round \(round)")
+        }
+        if let tagUID = state.tags.keys.min() {
+            let tag = try context.fetch(FetchRequest(entityName: "Tag", predicate: try FetchPredicate(format: "uid == %@", tagUID)))[0]
+            #expect(try uids("Note", "ANY tags == %@", [tag]) == Set(state.notes.filter { $0.value.tags.contains(tagUID) }.keys), "round \(round)")
+        }
+    }
+}
+
 @Suite struct RemoteChangeTests {
     @Test func anotherProcessesChangesAreMergedByID() throws {
         let folder = StoreFolder()

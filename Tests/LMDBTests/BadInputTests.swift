@@ -73,6 +73,57 @@ import Testing
         }
     }
 
+    /// LMDB writes transaction n's meta page to page n % 2 and opens the file at the page with the larger id, so a
+    /// damaged id in the older page would silently roll the file back to an old tree (issue 23). The pair is checked.
+    @Test func metaPagesWithTransactionIdsLMDBNeverWritesAreRefused() throws {
+        let path = directory.file("meta.lmdb")
+        do {
+            let environment = try Environment.open(at: path)
+            let db = try environment.openDatabase(named: "d")
+            for n in UInt16(0)..<5 { try environment.write { try db.put([1], forKey: bigEndianKey(n), in: $0) } }
+        }
+        let healthy = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        func load(_ offset: Int) -> UInt64 { healthy.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) } }
+        let pageSize = Int(healthy.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 40, as: UInt32.self) })
+        let ids = [load(144), load(pageSize + 144)]
+        #expect(ids[0] % 2 == 0 && ids[1] % 2 == 1 && max(ids[0], ids[1]) - min(ids[0], ids[1]) == 1, "LMDB writes what the check expects: \(ids)")
+        let older = ids[0] < ids[1] ? 0 : pageSize
+        let newer = older == 0 ? pageSize : 0
+        func damaged(_ change: (inout [UInt8]) -> Void) throws -> String {
+            var bytes = healthy
+            change(&bytes)
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            let error = #expect(throws: LMDBError.self) { _ = try Environment.open(at: path) }
+            #expect(error == .corrupted)
+            #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: path))) == bytes, "the refused file is left as it was")
+            return error?.description ?? ""
+        }
+        func setID(_ bytes: inout [UInt8], _ page: Int, _ id: UInt64) {
+            bytes.withUnsafeMutableBytes { $0.storeBytes(of: id, toByteOffset: page + 144, as: UInt64.self) }
+        }
+        // The older page raised past the newer: LMDB would open the old tree as the newest state.
+        let rolledBack = try damaged { setID(&$0, older, min(ids[0], ids[1]) + 4) }
+        #expect(rolledBack.contains("meta pages are damaged: page 0 names transaction"), "\(rolledBack)")
+        // One bit of the newer id: the wrong page for its parity.
+        _ = try damaged { setID(&$0, newer, max(ids[0], ids[1]) ^ 1) }
+        // The newer raised far ahead.
+        _ = try damaged { setID(&$0, newer, max(ids[0], ids[1]) + 1 << 20) }
+        // Put back, the file opens with every entry.
+        try Data(healthy).write(to: URL(fileURLWithPath: path))
+        let environment = try Environment.open(at: path)
+        let db = try environment.openDatabase(named: "d", create: false)
+        #expect(try environment.read { try db.statistics(in: $0).entries } == 5)
+        // A new file (both pages 0) and a compacted copy (0 and 1) open too.
+        let copy = directory.file("copy.lmdb")
+        try environment.copy(to: copy, compacting: true)
+        #expect(throws: Never.self) { _ = try Environment.open(at: copy) }
+        let new = directory.file("new.lmdb")
+        #expect(throws: Never.self) {
+            _ = try Environment.open(at: new)
+            _ = try Environment.open(at: new)  // now checked: both pages hold 0
+        }
+    }
+
     @Test func openingAMissingStoreReadOnlyFailsAndCreatesNothing() throws {
         let path = directory.file("missing.lmdb")
         do {

@@ -70,6 +70,26 @@ import Testing
         String(decoding: (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
 
+    /// Opening reads both meta pages and refuses a pair of transaction ids LMDB never writes; another process
+    /// committing meanwhile must not make a sound file look damaged (a pair read mid-commit is read again).
+    @Test func opensBesideAWriterCommittingNeverCallTheFileDamaged() throws {
+        let path = directory.file("busy.lmdb")
+        do {
+            let environment = try Environment.open(at: path)
+            let db = try environment.openDatabase(named: "shared")
+            try environment.write { try db.put([0], forKey: [UInt8](utf8: "first"), in: $0) }
+        }
+        let child = try runWriter(path, "busy", 2000)
+        var opens = 0
+        while child.isRunning {
+            _ = try Environment.open(at: path)
+            opens += 1
+        }
+        child.waitUntilExit()
+        #expect(child.terminationStatus == 0, "\(output(of: child))")
+        #expect(opens > 10, "the opens overlapped the writer's commits: \(opens)")
+    }
+
     @Test func processesWritingThroughASymbolicLinkShareOneLockFileAndLoseNothing() throws {
         let path = directory.file("store.lmdb")
         let link = directory.file("link.lmdb")

@@ -179,6 +179,30 @@ import Testing
         }
     }
 
+    /// Found by fuzzing the loader (`Fuzz/run FuzzModel`): a byte that is not UTF-8 in an attribute name stopped the
+    /// program inside Foundation's `XMLParser`; it is now refused first, naming where.
+    @Test func whatStopsFoundationsXMLParserIsRefusedNamingWhere() {
+        var contents = Array("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<model type=\"com.apple.IDECoreDataModeler.DataModel\" userDefinedModelVersionIdentifier=\"\">\n</model>\n".utf8)
+        contents[contents.firstIndex(of: UInt8(ascii: "V"))!] = 0xC9
+        let error = #expect(throws: ModelError.self) { try ManagedObjectModel(coreDataModelXML: Data(contents), file: "contents") }
+        #expect(error?.problems.first?.code == .malformedFile)
+        #expect(error?.description.contains("at line 2, column 70: the byte at offset 108 is not UTF-8") == true, "\(String(describing: error))")
+        // The same file with the byte put back loads, with a byte order mark too.
+        contents[contents.firstIndex(of: 0xC9)!] = UInt8(ascii: "V")
+        #expect(throws: Never.self) { try ManagedObjectModel(coreDataModelXML: Data(contents), file: "contents") }
+        #expect(throws: Never.self) { try ManagedObjectModel(coreDataModelXML: Data([0xEF, 0xBB, 0xBF] + contents), file: "contents") }
+        // A processing instruction without data stopped the program inside XMLParser too; a model file has none.
+        let atTheStart = #expect(throws: ModelError.self) { try ManagedObjectModel(coreDataModelXML: Data("<?rseEntd?>\n<model/>".utf8), file: "contents") }
+        #expect(atTheStart?.description.contains("at line 1, column 1: a processing instruction") == true, "\(String(describing: atTheStart))")
+        for instruction in ["<?rseEntirb?>", "<?xml-stylesheet href=\"a\"?>"] {
+            var text = String(decoding: contents, as: UTF8.self)
+            text = text.replacingOccurrences(of: "\n</model>", with: "\n" + instruction + "</model>")
+            let refused = #expect(throws: ModelError.self) { try ManagedObjectModel(coreDataModelXML: Data(text.utf8), file: "contents") }
+            #expect(refused?.description.contains("at line 3, column 1: a processing instruction (<?…?>), which a Core Data model file does not have") == true,
+                    "\(String(describing: refused))")
+        }
+    }
+
     @Test func anInvalidModelFileReportsEveryProblemWithItsFile() throws {
         do {
             _ = try ManagedObjectModel(contentsOfCoreDataModel: fixture("Invalid.xcdatamodel"))

@@ -182,6 +182,19 @@ import Testing
         #expect(found[2].message == "the parent entity \"Nobody\" does not exist")
     }
 
+    /// Found by fuzzing the model loader: two entities of one name, one in a cycle and one without a parent, made
+    /// validation follow the cycle forever (the check of cycles is by name).
+    @Test func aCycleBehindADuplicatedNameIsNamedAndEnds() {
+        let found = problems([
+            EntityDescription("Party", parent: "Person"),
+            EntityDescription("Person", parent: "Party"),
+            EntityDescription("Employee", parent: "Person"),
+            EntityDescription("Employee"),
+        ])
+        #expect(found.map(\.code).contains(.inheritanceCycle))
+        #expect(found.map(\.code).contains(.duplicateEntity))
+    }
+
     @Test func validationRulesThatCannotHoldAreNamed() {
         let found = problems([EntityDescription("A") {
             AttributeDescription("n", .integer32, validation: AttributeValidation(minimumValue: 10, maximumValue: 1))

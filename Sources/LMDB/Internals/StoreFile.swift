@@ -77,6 +77,13 @@ struct StoreFile {
 
     /// Throws when the non-empty data file at `dataPath` is not an LMDB file of a known version, or is shorter than
     /// its newest meta page says. An empty or missing file passes: LMDB initialises it.
+    /// Whether two meta pages' transaction ids are a pair LMDB writes: consecutive, the even one on page 0, or both
+    /// 0 before the first commit.
+    static func transactionsAreConsecutive(_ pageZero: UInt64, _ pageOne: UInt64) -> Bool {
+        if pageZero == 0, pageOne == 0 { return true }
+        return pageZero % 2 == 0 && pageOne % 2 == 1 && (pageZero &+ 1 == pageOne || pageOne &+ 1 == pageZero)
+    }
+
     static func validate(dataPath: String, reportedPath: String) throws(LMDBError) {
         guard let fileSize = size(of: dataPath), fileSize > 0 else { return }
         let descriptor = open(dataPath, O_RDONLY)
@@ -110,8 +117,28 @@ struct StoreFile {
             throw LMDBError(.invalid, path: reportedPath, message: "the file's meta page names an impossible page size \(pageSize)")
         }
         var newest = first
-        if let second = readMeta(at: pageSize), second.transaction > first.transaction {
-            newest = second
+        if let second = readMeta(at: pageSize) {
+            // LMDB writes transaction n's meta page to page n % 2, so the two pages hold consecutive transaction ids,
+            // the even one on page 0 (both 0 before the first commit). Anything else is damage that LMDB would
+            // follow, rolling the file back or forward: a raised id in the older page makes it the newest.
+            var metas = (first, second)
+            var attempts = 0
+            while !transactionsAreConsecutive(metas.0.transaction, metas.1.transaction) {
+                // Another process may have committed twice between the two reads: read again, and refuse only a
+                // pair that stays the same.
+                attempts += 1
+                guard let zero = readMeta(at: 0), let one = readMeta(at: pageSize) else { break }
+                if (zero.transaction, one.transaction) == (metas.0.transaction, metas.1.transaction) || attempts == 20 {
+                    throw LMDBError(.corrupted, path: reportedPath, message: """
+                        the store file's meta pages are damaged: page 0 names transaction \(zero.transaction) and page 1 \
+                        transaction \(one.transaction), a pair LMDB never writes (it writes consecutive ids, the even one on \
+                        page 0); opened, the file would silently go back or forward to another state. Restore it from a copy
+                        """)
+                }
+                metas = (zero, one)
+                usleep(1000)
+            }
+            newest = metas.1.transaction > metas.0.transaction ? metas.1 : metas.0
         }
         let required = (Int(exactly: newest.lastPage) ?? Int.max / 2 - 1) &+ 1
         let (requiredBytes, overflow) = required.multipliedReportingOverflow(by: pageSize)

@@ -303,10 +303,15 @@ struct EncodedRow {
             return
         }
         var reader = ByteReader(bytes: body, offset: RowCodec.headerSize)
+        var previous = -1
         for _ in 0..<fieldCount {
             let id = Int(try reader.uint16())
             let type = try reader.byte()
             guard id < entity.fields.count else { throw RowDecodingError(reason: "the row has field \(id); \(entity.name) has \(entity.fields.count)") }
+            // Format 1 holds each field at most once, in ascending order: a repeated field would read one way
+            // alone and another in the whole row.
+            guard id > previous else { throw RowDecodingError(reason: "the row holds field \(id) after field \(previous); fields must ascend") }
+            previous = id
             try checkKind(id, type, references)
             try read(id, type, &reader)
         }

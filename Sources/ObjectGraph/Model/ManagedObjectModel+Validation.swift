@@ -53,7 +53,12 @@ extension ManagedObjectModel {
         func lineage(_ entity: EntityDescription) -> [EntityDescription] {
             guard acyclic.contains(entity.name) else { return [entity] }
             var chain = [entity]
-            while let parent = chain[0].parentName, let ancestor = byName[parent] { chain.insert(ancestor, at: 0) }
+            // `acyclic` is by name: with two entities of one name (a problem reported above), the other one's chain
+            // may still loop (found by fuzzing the model loader), so a name seen twice ends it.
+            var seen: Set<String> = [entity.name]
+            while let parent = chain[0].parentName, let ancestor = byName[parent], seen.insert(parent).inserted {
+                chain.insert(ancestor, at: 0)
+            }
             return chain
         }
         func allProperties(_ entityName: String) -> [String: PropertyDescription] {

@@ -25,6 +25,7 @@ final class XMLElementNode {
 
     /// Parses a whole document into its root element.
     static func parse(_ data: Data) throws -> XMLElementNode {
+        try checkBytes(data)
         let builder = TreeBuilder()
         let parser = XMLParser(data: data)
         parser.delegate = builder
@@ -39,6 +40,43 @@ final class XMLElementNode {
             throw XMLSyntaxError(line: parser.lineNumber, column: parser.columnNumber, reason: reason)
         }
         return root
+    }
+
+    /// Refuses what Foundation's `XMLParser` on Linux stops the program on (both found by fuzzing the model loader),
+    /// naming where: bytes that are not UTF-8 in a name, and a processing instruction without data (`<?name?>`).
+    /// A model file is UTF-8 text whose only processing instruction is the XML declaration at its start, so any
+    /// other `<?` is refused too.
+    private static func checkBytes(_ data: Data) throws {
+        var parser = Unicode.UTF8.ForwardParser()
+        var bytes = data.makeIterator()
+        var offset = 0, line = 1, column = 1
+        var afterLessThan = false
+        func isDeclaration(at start: Int) -> Bool {
+            let hasMark = data.starts(with: [0xEF, 0xBB, 0xBF])
+            guard start == (hasMark ? 5 : 2), data.count > start + 3 else { return false }
+            let name = data[data.startIndex + start..<data.startIndex + start + 3]
+            let after = data[data.startIndex + start + 3]
+            return name.elementsEqual("xml".utf8) && [0x20, 0x09, 0x0A, 0x0D].contains(after)
+        }
+        while true {
+            switch parser.parseScalar(from: &bytes) {
+            case .valid(let scalar):
+                let byte = scalar.count == 1 ? scalar.first! : 0x80
+                // The XML declaration: "<?xml " at the very start, or after a byte order mark.
+                if afterLessThan, byte == UInt8(ascii: "?"), !isDeclaration(at: offset + 1) {
+                    throw XMLSyntaxError(line: line, column: column - 1,
+                                         reason: "a processing instruction (<?…?>), which a Core Data model file does not have")
+                }
+                afterLessThan = byte == UInt8(ascii: "<")
+                offset += scalar.count
+                if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else { column += 1 }
+            case .emptyInput:
+                return
+            case .error:
+                throw XMLSyntaxError(line: line, column: column,
+                                     reason: "the byte at offset \(offset) is not UTF-8; a Core Data model file is UTF-8 text")
+            }
+        }
     }
 
     private final class TreeBuilder: NSObject, XMLParserDelegate {

@@ -14,7 +14,7 @@ struct PredicateToken: Equatable {
     }
 
     var kind: Kind
-    /// Offset of the token's first character, in characters from the start of the text.
+    /// Offset of the token's first character, in Unicode scalars from the start of the text.
     var offset: Int
 
     /// How the token is shown in an error message.
@@ -51,13 +51,15 @@ struct PredicateToken: Equatable {
 
 /// Splits predicate text into tokens. Throws ``PredicateSyntaxError`` for characters and literals it cannot read.
 struct PredicateLexer {
-    /// The text's characters — empty when every byte of the text is a character of its own (ASCII without a
-    /// carriage return, what format strings almost always are): ``codes`` are then the text, and splitting it into
-    /// characters, which costs a grapheme-break check per character, is skipped.
-    private let characters: [Character]
-    /// Each character's ASCII code (`"\r\n"` as a line feed), or 0xFF for any other character: most characters are
-    /// classified by it, where asking for a character's Unicode properties (`isLetter`, `isWhitespace`) costs a table
-    /// search each.
+    /// The text's Unicode scalars — empty when the text is ASCII (what format strings almost always are): ``codes``
+    /// are then the text.
+    ///
+    /// The lexer reads scalars, not grapheme clusters: a combining mark after `(` or a quote is the start of the
+    /// name or string that follows, as it is where the predicate was printed — read as clusters, `(` and the mark
+    /// would be one character that starts no token.
+    private let scalars: [Unicode.Scalar]
+    /// Each scalar's ASCII code, or 0xFF for any other scalar: most scalars are classified by it, where asking for
+    /// a scalar's Unicode properties (alphabetic, white space) costs a table search each.
     private let codes: [UInt8]
     private let text: String
     private var position = 0
@@ -65,23 +67,26 @@ struct PredicateLexer {
     init(_ text: String) {
         self.text = text
         let bytes = Array(text.utf8)
-        if bytes.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "\r") }) {
-            characters = []
+        if bytes.allSatisfy({ $0 < 0x80 }) {
+            scalars = []
             codes = bytes
         } else {
-            characters = Array(text)
-            codes = characters.map { $0.asciiValue ?? 0xFF }
+            scalars = Array(text.unicodeScalars)
+            codes = scalars.map { $0.isASCII ? UInt8($0.value) : 0xFF }
         }
     }
 
-    /// The character at `index`.
+    /// The scalar at `index`, as a character.
     private func character(_ index: Int) -> Character {
-        characters.isEmpty ? Character(Unicode.Scalar(codes[index])) : characters[index]
+        Character(scalars.isEmpty ? Unicode.Scalar(codes[index]) : scalars[index])
     }
 
-    /// The characters of `range`, as a string.
+    /// The scalars of `range`, as a string.
     private func string(_ range: Range<Int>) -> String {
-        characters.isEmpty ? String(decoding: codes[range], as: UTF8.self) : String(characters[range])
+        if scalars.isEmpty { return String(decoding: codes[range], as: UTF8.self) }
+        var string = ""
+        string.unicodeScalars.append(contentsOf: scalars[range])
+        return string
     }
 
     static func tokenize(_ text: String) throws(PredicateSyntaxError) -> [PredicateToken] {
@@ -173,21 +178,27 @@ struct PredicateLexer {
         return true
     }
 
-    // Character classes by position: ASCII by its code (``codes``), anything else by its Unicode properties.
+    // Scalar classes by position: ASCII by its code (``codes``), anything else by its Unicode properties.
 
     /// A letter or `_`.
     private func isIdentifierStart(at index: Int) -> Bool {
         guard index < codes.count else { return false }
         let code = codes[index]
-        guard code != 0xFF else { return characters[index].isLetter }
+        guard code != 0xFF else { return scalars[index].properties.isAlphabetic }
         return code == UInt8(ascii: "_") || (code | 0x20) &- UInt8(ascii: "a") < 26
     }
 
-    /// A letter, a digit or `_`.
+    /// A letter, a digit, a combining mark (the accent of a decomposed `é`) or `_`.
     private func isIdentifierPart(at index: Int) -> Bool {
         guard index < codes.count else { return false }
         let code = codes[index]
-        guard code != 0xFF else { return characters[index].isLetter || characters[index].isNumber }
+        guard code != 0xFF else {
+            let properties = scalars[index].properties
+            switch properties.generalCategory {
+            case .nonspacingMark, .spacingMark, .enclosingMark: return true
+            default: return properties.isAlphabetic || properties.numericType != nil
+            }
+        }
         return code == UInt8(ascii: "_") || (code | 0x20) &- UInt8(ascii: "a") < 26 || code &- UInt8(ascii: "0") < 10
     }
 
@@ -199,7 +210,7 @@ struct PredicateLexer {
     private func isWhitespace(at index: Int) -> Bool {
         guard index < codes.count else { return false }
         let code = codes[index]
-        guard code != 0xFF else { return characters[index].isWhitespace }
+        guard code != 0xFF else { return scalars[index].properties.isWhitespace }
         return code == UInt8(ascii: " ") || code &- 0x09 < 5
     }
 
@@ -319,7 +330,8 @@ struct PredicateLexer {
 public struct PredicateSyntaxError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The text that was parsed.
     public let text: String
-    /// The offset of the problem, in characters from the start of the text.
+    /// The offset of the problem, in Unicode scalars from the start of the text (characters, for text without
+    /// combining marks).
     public let offset: Int
     /// The line of the problem, counting from 1.
     public let line: Int
@@ -336,8 +348,8 @@ public struct PredicateSyntaxError: Error, Sendable, Hashable, CustomStringConve
         self.found = found
         self.message = message
         var line = 1, column = 1
-        for character in text.prefix(offset) {
-            if character == "\n" { line += 1; column = 1 } else { column += 1 }
+        for scalar in text.unicodeScalars.prefix(offset) {
+            if scalar == "\n" { line += 1; column = 1 } else { column += 1 }
         }
         self.line = line
         self.column = column

@@ -13,6 +13,28 @@ struct PredicateParser {
     /// How many recursive productions are open: bounded by ``FetchPredicate/maximumDepth`` so that deeply nested
     /// text is an error, not a stack overflow.
     private var nesting = 0
+    /// The deepest ``nesting`` (counting the depth of nodes built by loops) the parse has reached since it was last
+    /// reset: what a memoized parse needs of the levels above it.
+    private var deepest = 0
+    /// Whether the depth limit has stopped a reading since this was last reset: such a parse may go differently at a
+    /// shallower nesting.
+    private var hitDepthLimit = false
+    /// What ``primaryPredicate()`` made of the text at a `(` (keyed by token and argument index): its two readings
+    /// — a grouped predicate, or an expression on a comparison's left — are tried one after the other, and without
+    /// this each `(` nested in a `TERNARY` or `SUBQUERY` inside another would double the work (found by fuzzing:
+    /// 150 characters took minutes).
+    private var parenthesised: [Int: Parenthesised] = [:]
+
+    private struct Parenthesised {
+        let result: Result<(node: PredicateNode, end: Int, endArgument: Int), PredicateSyntaxError>
+        /// The nesting it was parsed at.
+        let nesting: Int
+        /// How many levels the parse went below that.
+        let depth: Int
+        /// Whether the depth limit stopped a reading inside it. Deeper, a reading stopped so is stopped again (and
+        /// one that succeeded may be); shallower, it might not be, so the text is read again there.
+        let limited: Bool
+    }
 
     /// The built-in functions of `name(arguments)` calls.
     static let functions: Set<String> = [
@@ -90,7 +112,11 @@ struct PredicateParser {
     /// Enters one level of recursion, or throws where the text nests deeper than a predicate may.
     private mutating func enter() throws(PredicateSyntaxError) {
         nesting += 1
-        if nesting > FetchPredicate.maximumDepth { throw tooDeep() }
+        deepest = max(deepest, nesting)
+        if nesting > FetchPredicate.maximumDepth {
+            hitDepthLimit = true
+            throw tooDeep()
+        }
     }
 
     private func tooDeep(at token: PredicateToken? = nil) -> PredicateSyntaxError {
@@ -98,8 +124,13 @@ struct PredicateParser {
     }
 
     /// Throws when a node built by a loop (an operator chain, an index chain) makes the tree deeper than allowed.
-    private func checkDepth(_ node: ExpressionNode, at token: PredicateToken) throws(PredicateSyntaxError) {
-        if nesting + node.depth(upTo: FetchPredicate.maximumDepth) > FetchPredicate.maximumDepth { throw tooDeep(at: token) }
+    private mutating func checkDepth(_ node: ExpressionNode, at token: PredicateToken) throws(PredicateSyntaxError) {
+        let depth = nesting + node.depth(upTo: FetchPredicate.maximumDepth)
+        deepest = max(deepest, depth)
+        if depth > FetchPredicate.maximumDepth {
+            hitDepthLimit = true
+            throw tooDeep(at: token)
+        }
     }
 
     private mutating func predicate() throws(PredicateSyntaxError) -> PredicateNode {
@@ -130,7 +161,40 @@ struct PredicateParser {
             return .comparison(try comparison(modifier))
         }
         guard current.isSymbol("(") else { return .comparison(try comparison(.direct)) }
-        // "(" opens either a grouped predicate or an expression on a comparison's left.
+        let key = index << 32 | argumentIndex
+        // A reading found at another nesting holds here unless the depth limit could change it: a failure the limit
+        // caused may not fail shallower, and a success too deep here may have another reading that fits.
+        if let known = parenthesised[key], !known.limited || nesting >= known.nesting {
+            switch known.result {
+            case .failure(let error):
+                if known.limited { hitDepthLimit = true }
+                throw error
+            case .success(let parsed) where nesting + known.depth <= FetchPredicate.maximumDepth:
+                if known.limited { hitDepthLimit = true }
+                deepest = max(deepest, nesting + known.depth)
+                (index, argumentIndex) = (parsed.end, parsed.endArgument)
+                return parsed.node
+            case .success:
+                break
+            }
+        }
+        let (outerDeepest, outerHit) = (deepest, hitDepthLimit)
+        (deepest, hitDepthLimit) = (nesting, false)
+        let start = nesting
+        let result: Result<(node: PredicateNode, end: Int, endArgument: Int), PredicateSyntaxError>
+        do {
+            let node = try parenthesisedPredicate()
+            result = .success((node, index, argumentIndex))
+        } catch {
+            result = .failure(error)
+        }
+        parenthesised[key] = Parenthesised(result: result, nesting: start, depth: deepest - start, limited: hitDepthLimit)
+        (deepest, hitDepthLimit) = (max(outerDeepest, deepest), outerHit || hitDepthLimit)
+        return try result.get().node
+    }
+
+    /// A `(` opens either a grouped predicate or an expression on a comparison's left: both are tried.
+    private mutating func parenthesisedPredicate() throws(PredicateSyntaxError) -> PredicateNode {
         let start = (index, argumentIndex)
         let asComparison: PredicateSyntaxError
         do {
@@ -238,6 +302,8 @@ struct PredicateParser {
         case .constant(.integer(let value)) where value != Int64.min: return .constant(.integer(-value))
         case .constant(.double(let value)): return .constant(.double(-value))
         case .constant(.decimal(let value)): return .constant(.decimal(-value))
+        // A Boolean is the number 1 or 0 (and prints so), so `-YES` is the number -1, as `-1` parses.
+        case .constant(.boolean(let value)): return .constant(.integer(value ? -1 : 0))
         default: return .negate(operand)
         }
     }

@@ -121,6 +121,41 @@ struct PredicateGenerator {
         }
     }
 
+    /// Inputs the predicate fuzzer (`Fuzz/run FuzzPredicate`) found printing in a form that did not parse back.
+    @Test func whatTheFuzzerFoundPrintsInAFormThatParsesBack() throws {
+        // A negated Boolean is a number: `-NO` printed as `-0`, which parses as the number 0, not as -NO.
+        for text in ["-NO - -N == z", "-YES == -1", "x == -(NO)"] {
+            let predicate = try FetchPredicate(format: text)
+            #expect(try FetchPredicate(format: predicate.predicateFormat) == predicate, "\(text) printed as \(predicate.predicateFormat)")
+        }
+        #expect(try FetchPredicate(format: "-YES == -1").evaluate(with: [String: PredicateValue]()))
+        #expect(try FetchPredicate(format: "age == -NO").evaluate(with: ["age": PredicateValue.integer(0)]))
+        // A combining mark after "(" or a quote: read as grapheme clusters, "(" and the mark were one character that
+        // starts no token. The lexer reads Unicode scalars.
+        for text in ["\u{0654}-m--m-tt=z", "(\u{0654}a) == 1", "name == \"\u{0301}e\"", "\u{0654}x.\u{0654}y == 2"] {
+            let predicate = try FetchPredicate(format: text)
+            #expect(try FetchPredicate(format: predicate.predicateFormat) == predicate, "\(text) printed as \(predicate.predicateFormat)")
+        }
+        #expect(try FetchPredicate(format: "name == \"\u{0301}e\"").evaluate(with: ["name": PredicateValue.string("\u{0301}e")]))
+        // Parentheses inside TERNARY inside parentheses: each "(" is read as a grouped predicate and as an expression,
+        // and without memoizing both readings every level doubled the work (150 characters of this took minutes).
+        let nested = (0..<18).reduce("a == 1") { inner, _ in "(TERNARY((\(inner)), 1, 2) == 1)" }
+        let parsed = try FetchPredicate(format: nested)
+        #expect(try FetchPredicate(format: parsed.predicateFormat) == parsed)
+        #expect(try parsed.evaluate(with: ["a": PredicateValue.integer(1)]))
+        let tooDeep = (0..<40).reduce("a == 1") { inner, _ in "(TERNARY((\(inner)), 1, 2) == 1)" }
+        #expect(throws: PredicateSyntaxError.self) { try FetchPredicate(format: tooDeep) }
+        // Text deeper than the limit: a reading the limit stopped was read again at every level (fuzzing: over 14 s).
+        let deep = "((((((((((((((((((((((((TERNARY((((((((TERnARY(((((TERNARY(((NOT((((TERnARY(((((TERNARY(((NOT((((((((((((((((---frii----FALSE----len----((((((((((((---frii----FALSE----len----(--K-----------------((((((((((((((((($friend---((("
+        #expect(throws: PredicateSyntaxError.self) { try FetchPredicate(format: deep) }
+        // A decomposed accent continues a name, as the precomposed letter does.
+        #expect(try FetchPredicate(format: "e\u{0301}t\u{0301} == 1").evaluate(with: ["e\u{0301}t\u{0301}": PredicateValue.integer(1)]))
+        // An error's offset and column count scalars.
+        let error = #expect(throws: PredicateSyntaxError.self) { try FetchPredicate(format: "e\u{0301} == ?") }
+        #expect(error?.offset == 6)
+        #expect(error?.column == 7)
+    }
+
     @Test func randomBytesNeverCrashTheParser() {
         var random = SplitMix64(seed: 7)
         var parsed = 0
