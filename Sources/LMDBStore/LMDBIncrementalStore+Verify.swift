@@ -2,17 +2,61 @@ import Foundation
 import LMDB
 import ObjectGraph
 
+/// How much ``LMDBIncrementalStore/verify(_:progress:)`` checks.
+public enum VerificationLevel: Sendable, Hashable {
+    /// The file's structure: every B-tree page LMDB would follow, read once without trusting it (about as long as
+    /// reading the file). Damage here can make LMDB return wrong entries or stop the process.
+    case quick
+    /// The structure, then every row and every entry: each row decodes and passes its checksum; every index,
+    /// uniqueness and to-one entry matches a row and every row has all of its entries; every link entry's owner and
+    /// target exist; a relationship kept on both sides holds the same links on each; no row key is above its
+    /// sequence.
+    case full
+}
+
 extension LMDBIncrementalStore {
     /// Checks the store's invariants in one read transaction and returns every problem found (empty when the store
-    /// is sound): every row decodes and passes its checksum; every index, uniqueness and to-one entry matches a row
-    /// and every row has all of its entries; every link entry's owner and target exist; a relationship kept on both
-    /// sides (a many-to-many's two tables, an ordered to-many and its inverse to-one, two to-ones of a one-to-one)
-    /// holds the same links on each; no row key is above its sequence.
+    /// is sound). ``VerificationLevel/quick`` checks the file's pages; ``VerificationLevel/full`` then reads every
+    /// row and entry — but only when the pages are sound, since reading through damaged pages could stop the
+    /// process.
     ///
-    /// - Parameter progress: Called with the rows checked so far and the rows the store holds, every 50 000 rows
-    ///   and once the rows are all checked (the tables of entries are compared after that).
+    /// - Parameters:
+    ///   - level: What to check; everything by default.
+    ///   - progress: Called with the rows checked so far and the rows the store holds, every 50 000 rows and once
+    ///     the rows are all checked (the tables of entries are compared after that). Not called by a quick check.
     /// - Throws: ``ManagedObjectContextError`` when the store is not loaded or cannot be read at all.
-    public func verify(progress: ((_ checked: Int, _ total: Int) -> Void)? = nil) throws -> [String] {
+    public func verify(_ level: VerificationLevel = .full, progress: ((_ checked: Int, _ total: Int) -> Void)? = nil) throws -> [String] {
+        let pages: [String]
+        do {
+            pages = try open.environment.checkPages()
+        } catch let error as ManagedObjectContextError {
+            throw error
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot check the pages of \(url?.path ?? "?"): \(error)", underlying: error)
+        }
+        if level == .quick { return pages }
+        guard pages.isEmpty else {
+            return pages + ["the rows and entries were not checked: reading them through damaged pages could stop the process"]
+        }
+        return try verifyRowsAndEntries(progress: progress)
+    }
+
+    /// Checks the pages of the store file at `url` before anything else reads it (see ``VerificationLevel/quick``),
+    /// and returns the problems found.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the file when it is missing or cannot be opened as LMDB.
+    public static func checkPages(at url: URL) throws -> [String] {
+        let environment: any KeyValueEngine
+        do {
+            environment = try KeyValueEngines.open(at: url.path, options: .init { $0.isReadOnly = true })
+            return try environment.checkPages()
+        } catch {
+            throw ManagedObjectContextError(.storeUnusable, message: "cannot check the pages of \(url.path): \(error)", underlying: error)
+        }
+    }
+
+    /// The rows and entries part of a full check, in one read transaction.
+    private func verifyRowsAndEntries(progress: ((_ checked: Int, _ total: Int) -> Void)?) throws -> [String] {
         let state = try open
         // Maintainers of every entity, over the store's tables: each computes the entries a row should have.
         let maintainers = layout.entitiesByTag.map { entity in entity.map { EntityMaintainers($0) { state.databases[$0] } } }

@@ -17,6 +17,10 @@ import Testing
 
     /// Runs `lmdbstore` with `arguments` (its output a pipe, so it writes the machine-readable forms by default).
     func tool(_ arguments: String...) throws -> Run {
+        try tool(arguments)
+    }
+
+    func tool(_ arguments: [String]) throws -> Run {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent("lmdbstore")
@@ -194,6 +198,39 @@ import Testing
         #expect(damaged.lines.contains("Person row 30: the row's checksum does not match its bytes"), "\(damaged.output)")
         #expect(damaged.lines.contains("index/Person/byName: 1 entry is missing for existing rows"), "\(damaged.output)")
         #expect(damaged.lines.last?.hasSuffix("problems") == true, "\(damaged.output)")
+    }
+
+    @Test func verifyChecksThePagesFirstAndReadsNoRowThroughDamagedOnes() throws {
+        let folder = try fixture()
+        let path = folder.file().path
+        let quick = try tool("verify", path, "--quick", "--format", "text")
+        #expect(quick.status == 0 && quick.lines.last == "\(path): sound", "\(quick.output)\(quick.errors)")
+
+        // The root page of Person's rows made a branch page: LMDB would follow its entries as child page numbers.
+        var image = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let root = try #require(Self.tableRoot("rows/Person", in: image))
+        image.withUnsafeMutableBytes { $0.storeBytes(of: UInt16(0x01), toByteOffset: root * 4096 + 10, as: UInt16.self) }
+        try Data(image).write(to: URL(fileURLWithPath: path))
+        for arguments in [[path, "--quick"], [path]] {
+            let damaged = try tool(["verify"] + arguments + ["--format", "text"])
+            #expect(damaged.status == 1, "\(damaged.output)\(damaged.errors)")
+            #expect(damaged.lines.first == "table 'rows/Person': page \(root) at level 1 of 1 has flags 1, not those of a leaf page (2)", "\(damaged.output)")
+            #expect(damaged.lines.contains { $0.hasPrefix("the rows and entries were not checked") }, "\(damaged.output)")
+        }
+    }
+
+    /// The root page of table `name` in a store file's image, from its newest meta page's table of tables (one leaf).
+    static func tableRoot(_ name: String, in image: [UInt8]) -> Int? {
+        func load<T: FixedWidthInteger>(_ at: Int, _: T.Type) -> T { image.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: T.self) } }
+        let newest = load(144, UInt64.self) > load(4096 + 144, UInt64.self) ? 0 : 4096
+        let main = Int(load(newest + 88 + 40, UInt64.self)) * 4096
+        guard load(main + 10, UInt16.self) == 0x02 else { return nil }
+        for index in 0..<(Int(load(main + 12, UInt16.self)) - 16) / 2 {
+            let node = main + Int(load(main + 16 + 2 * index, UInt16.self))
+            let keySize = Int(load(node + 6, UInt16.self))
+            if image[node + 8..<node + 8 + keySize].elementsEqual(name.utf8) { return Int(load(node + 8 + keySize + 40, UInt64.self)) }
+        }
+        return nil
     }
 
     @Test func importAddsRowsOrStopsNamingTheLineAndColumn() throws {

@@ -139,6 +139,9 @@ final class MemoryEngine: KeyValueEngine {
     var path: String { file.path }
     var maxKeySize: Int { 511 }
 
+    /// Tables in memory have no pages to damage.
+    func checkPages() throws -> [String] { [] }
+
     func openDatabase(named name: String?, options: DatabaseOptions, create: Bool) throws -> Database {
         guard let name else { return Database(handle: 1, name: nil, options: []) }
         let snapshot = file.snapshot()

@@ -35,6 +35,10 @@ protocol KeyValueEngine: AnyObject, Sendable {
     /// Runs `body` while no other process has the store open, keeping them out until it returns (a migration);
     /// ``LMDBError/busy`` when another process has it open. An engine only one process reads runs `body` as it is.
     func runExclusively(_ body: () throws -> Void) throws
+
+    /// Checks the engine's own structures (LMDB's B-tree pages) without trusting them, and returns the problems
+    /// found; an engine with nothing on disk has nothing to check.
+    func checkPages() throws -> [String]
 }
 
 extension KeyValueEngine {
