@@ -12,8 +12,14 @@ bench: deps
 # The suite under ThreadSanitizer, then under AddressSanitizer, each in its own build folder (Docs/TESTING.md).
 # Swift's backtracer is off: it hangs on a sanitized process that stops, and the sanitizer prints the stack itself.
 # Leak checks are off: the toolchain's runtime and Foundation keep allocations LeakSanitizer reports.
+# ThreadSanitizer's reports go to files (one per process, the test helpers' too) and are printed at the end when
+# the run fails, so that the report is the last thing a CI log shows.
 sanitize: deps
-	SWIFT_BACKTRACE=enable=no LMDBSTORE_SANITIZER=thread swift test --sanitize=thread --scratch-path .build-tsan
+	rm -rf .build-tsan/reports && mkdir -p .build-tsan/reports
+	SWIFT_BACKTRACE=enable=no LMDBSTORE_SANITIZER=thread TSAN_OPTIONS="log_path=$(CURDIR)/.build-tsan/reports/tsan" \
+		swift test --sanitize=thread --scratch-path .build-tsan \
+		|| { cat .build-tsan/reports/tsan.* 2>/dev/null; exit 1; }
+	@if ls .build-tsan/reports/tsan.* >/dev/null 2>&1; then cat .build-tsan/reports/tsan.*; exit 1; fi
 	SWIFT_BACKTRACE=enable=no LMDBSTORE_SANITIZER=address ASAN_OPTIONS=detect_leaks=0 \
 		swift test --sanitize=address --scratch-path .build-asan
 

@@ -37,6 +37,10 @@ let package = Package(
             dependencies: ["FuzzSupport", .product(name: "ObjectGraph", package: "LMDBStore"),
                            .product(name: "LMDBStore", package: "LMDBStore"), .product(name: "LMDB", package: "LMDBStore")]
         ),
+        .executableTarget(
+            name: "FuzzFile",
+            dependencies: ["FuzzSupport", .product(name: "LMDB", package: "LMDBStore")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
