@@ -500,7 +500,12 @@ final class PageWalk {
         tree.overflowPages += pages
         tree.entries += 1
         if tree.kind == .free {
-            // A free-list entry this big is read whole: its pages are marked free.
+            // A free-list entry this big is read whole: its pages are marked free. (A 256 MiB entry lists 32 million
+            // pages; a damaged size must not make the walk allocate gigabytes.)
+            guard Int(pages) <= (1 << 28) / pageSize else {
+                problem("\(tree.name): overflow page \(first) starts a \(pages)-page list of free pages, more than a free list holds")
+                return false
+            }
             let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(pages) * pageSize, alignment: 16)
             defer { bytes.deallocate() }
             pagesRead += Int(pages)
