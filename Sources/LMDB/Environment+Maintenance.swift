@@ -158,17 +158,7 @@ extension Environment {
             guard let fileSize = StoreFile.size(of: dataPath) else {
                 throw LMDBError(.invalid, path: path, message: "the store file is not a regular file")
             }
-            let pageSize = current.pageSize
-            return PageWalk.check(current, fileSize: fileSize) { page, buffer in
-                let (offset, overflow) = Int(clamping: page).multipliedReportingOverflow(by: pageSize)
-                guard !overflow else { return false }
-                var done = 0
-                while done < buffer.count {
-                    let count = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
-                    if count > 0 { done += count } else if count < 0, errno == EINTR { continue } else { return false }
-                }
-                return true
-            }.problems
+            return PageWalk.check(current, fileSize: fileSize, read: PageWalk.fileReader(descriptor, pageSize: current.pageSize)).problems
         }
         // The snapshot's meta page is one of the two, unless writers have committed twice since the transaction
         // began: then read again in a new one.

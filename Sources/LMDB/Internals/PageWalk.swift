@@ -146,7 +146,6 @@ final class PageWalk {
     /// One page buffer per level of the trees being walked (a parent's keys bound its children while they are
     /// read, and a table's record sits in a page of the table of tables).
     private var buffers: [UnsafeMutableRawBufferPointer] = []
-    private(set) var pagesRead = 0
     /// Pages a table reaches that the file does not hold (it was cut short).
     private(set) var pagesPastEnd = 0
 
@@ -178,6 +177,20 @@ final class PageWalk {
         var problems = walk.problems
         if walk.problemCount > problems.count { problems.append("… and \(walk.problemCount - problems.count) more problems") }
         return (problems, walk)
+    }
+
+    /// A reader of the pages of the open file `descriptor`, whole pages only (a short read past the end is `false`).
+    static func fileReader(_ descriptor: Int32, pageSize: Int) -> Reader {
+        { page, buffer in
+            let (offset, overflow) = Int(clamping: page).multipliedReportingOverflow(by: pageSize)
+            guard !overflow, let base = buffer.baseAddress else { return false }
+            var done = 0
+            while done < buffer.count {
+                let count = pread(descriptor, base + done, buffer.count - done, off_t(offset + done))
+                if count > 0 { done += count } else if count < 0, errno == EINTR { continue } else { return false }
+            }
+            return true
+        }
     }
 
     /// The problems of a whole file held in `image`, walked from its newest meta page (as LMDB opens it).
@@ -293,7 +306,6 @@ final class PageWalk {
                           tree: inout Tree, from place: @autoclosure () -> String) {
         guard claim(page, for: tree, from: place()) else { return }
         let bytes = buffer(slot)
-        pagesRead += 1
         guard read(page, bytes) else {
             pagesPastEnd += 1
             problem("\(tree.name): page \(page) is past the end of the file")
@@ -484,7 +496,6 @@ final class PageWalk {
         guard claim(first, count: pages, for: tree, from: "a big value of page \(page)") else { return false }
         let header = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.headerSize, alignment: 8)
         defer { header.deallocate() }
-        pagesRead += 1
         guard read(first, header) else {
             pagesPastEnd += 1
             problem("\(tree.name): overflow page \(first) is past the end of the file")
@@ -508,7 +519,6 @@ final class PageWalk {
             }
             let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(pages) * pageSize, alignment: 16)
             defer { bytes.deallocate() }
-            pagesRead += Int(pages)
             guard read(first, bytes) else {
                 pagesPastEnd += 1
                 problem("\(tree.name): overflow pages \(first)… are past the end of the file")

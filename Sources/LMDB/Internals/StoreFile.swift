@@ -145,15 +145,12 @@ struct StoreFile {
         guard overflow || fileSize < requiredBytes else { return }
         // A file may end before its last page when the pages past its end were taken and freed by one commit and
         // never written; it is cut short only when a table reaches one of them (a read there would be a SIGBUS).
-        var page = [UInt8](repeating: 0, count: metaFieldsEnd)
+        var metaPage = [UInt8](repeating: 0, count: metaFieldsEnd)
         let newestOffset = newest.transaction == first.transaction ? 0 : pageSize
-        let walked = page.withUnsafeMutableBytes { bytes -> PageWalk? in
+        let walked = metaPage.withUnsafeMutableBytes { bytes -> PageWalk? in
             guard pread(descriptor, bytes.baseAddress, metaFieldsEnd, off_t(newestOffset)) == metaFieldsEnd,
                   let meta = PageWalk.Meta(UnsafeRawBufferPointer(bytes)) else { return nil }
-            return PageWalk.check(meta, fileSize: fileSize) { page, buffer in
-                let (offset, overflow) = Int(clamping: page).multipliedReportingOverflow(by: pageSize)
-                return !overflow && pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) == buffer.count
-            }.walk
+            return PageWalk.check(meta, fileSize: fileSize, read: PageWalk.fileReader(descriptor, pageSize: pageSize)).walk
         }
         if overflow || walked.map({ $0.pageCount == 0 || $0.pagesPastEnd > 0 }) ?? true {
             throw LMDBError(.corrupted, path: reportedPath, message: """
