@@ -20,10 +20,11 @@
 //     Opens the LMDB object store at <path>, written with migrationModel(version: 1), with version 2 and automatic
 //     lightweight migration, <rows per transaction> rows a write. Prints "done" once it is open.
 //
-//   lmdbstore-test-helper crash <path> <acknowledgements> <writer> <first operation>
-//     Opens the LMDB object store at <path> (CrashWorkload.model) and performs <writer>'s operations from <first
-//     operation> on, the state before it replayed in memory; appends each operation's number to the file
-//     <acknowledgements> (and syncs it) once its save or batch request has returned. Runs until killed.
+//   lmdbstore-test-helper crash <path> <acknowledgements> <writer> <first operation> [<durability>]
+//     Opens the LMDB object store at <path> (CrashWorkload.model; the store option "durability", full unless
+//     given) and performs <writer>'s operations from <first operation> on, the state before it replayed in memory;
+//     appends each operation's number to the file <acknowledgements> (and syncs it) once its save or batch request
+//     has returned. Runs until killed.
 //
 //   lmdbstore-test-helper hostile <case> <folder>
 //     Runs one case of HostileCases (bad input from a hostile trial) in a fresh folder; prints "ok: …" and exits 0
@@ -119,14 +120,15 @@ case "migrate":
         fail("\(error)")
     }
 case "crash":
-    guard arguments.count == 6, let first = Int(arguments[5]), first >= 1 else {
-        fail("usage: crash <path> <acknowledgements> <writer> <first operation>")
+    guard arguments.count == 6 || arguments.count == 7, let first = Int(arguments[5]), first >= 1 else {
+        fail("usage: crash <path> <acknowledgements> <writer> <first operation> [<durability>]")
     }
     let writer = arguments[4]
     do {
         LMDBIncrementalStore.register()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: CrashWorkload.model)
-        try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: arguments[2]))
+        try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: arguments[2]),
+                                           options: ["durability": arguments.count == 7 ? arguments[6] : "full"])
         let acknowledgements = open(arguments[3], O_WRONLY | O_APPEND | O_CREAT, 0o644)
         guard acknowledgements >= 0 else { fail("cannot open \(arguments[3])") }
         var state = CrashWorkload.replay(first - 1, writer: writer)
