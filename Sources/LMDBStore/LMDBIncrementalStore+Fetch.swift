@@ -118,6 +118,12 @@ extension LMDBIncrementalStore {
         ManagedObjectContextError(.storeUnusable, message: "the row with key \(key) in \(root)'s table cannot be read: \(error.reason); the store file is corrupted")
     }
 
+    /// The error for a row that does not match the predicate `source` (a plan's source) found it by: an entry that
+    /// no longer agrees with its row.
+    func entryWithoutMatchingRow(_ id: ManagedObjectID, source: String) -> ManagedObjectContextError {
+        ManagedObjectContextError(.storeUnusable, message: "the store file is damaged: \(source) found \(id.uriRepresentation.absoluteString), whose row does not match the predicate the entry stands for (verify() lists every problem)")
+    }
+
     /// The entries of `index`'s ranges, counted up to `limit` — a step per distinct value, LMDB counting each
     /// value's rows.
     func countEntries(in index: QueryPlan.IndexRange, upTo limit: Int = .max, state: OpenState, transaction: any KeyValueTransaction) throws -> Int {

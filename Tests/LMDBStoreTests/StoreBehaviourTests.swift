@@ -713,6 +713,73 @@ extension LoadedFetchTests {
     }
 }
 
+extension LoadedFetchTests {
+    /// An index entry moved to another value (a flipped byte in its key) points at a row that does not match the
+    /// predicate the entry stands for. Where the fetch reads that row anyway — loaded objects, a sort on the rows —
+    /// the row is checked against the predicate: the fetch stops with an error naming the object instead of
+    /// answering it; where the row decides part of the predicate, the row is left out, as it should be.
+    @Test func anEntryThatNoLongerAgreesWithItsRowStopsAFetchThatReadsTheRow() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let items = try (0..<200).map { n -> ManagedObject in
+            let item = try setup.insertNewObject(forEntityName: "Item")
+            try item.setValue("item \(n)", forKey: "name")
+            try item.setValue(Int16(n % 50), forKey: "rank")
+            return item
+        }
+        try setup.save()
+        // items[3] (rank 3) is entered under rank 7 instead.
+        let moved = items[3].objectID
+        let state = try store.open
+        let index = store.database("index/Item/byRank", in: state)
+        try state.environment.write { transaction in
+            var value = LMDBIncrementalStore.keyBytes(try store.key(of: moved))
+            TupleEncoding.appendBigEndian(try #require(store.layout.entity("Item")).tag, to: &value)
+            func key(_ rank: Int64) -> [UInt8] {
+                var key: [UInt8] = []
+                TupleEncoding.append(.integer(rank), to: &key)
+                return key
+            }
+            #expect(try index.delete(key: key(3), value: value, in: transaction))
+            try index.put(value, forKey: key(7), in: transaction)
+        }
+        #expect(try store.verify().isEmpty == false, "verify(.full) finds the entry")
+        func expectStopped(_ request: FetchRequest, sourceContains source: String) {
+            do {
+                let fetched = try ManagedObjectContext(coordinator: coordinator).fetch(request)
+                Issue.record("\(request.predicate!) answered \(fetched.count) objects through a damaged entry")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .storeUnusable, "\(error)")
+                #expect(error.message.contains(moved.uriRepresentation.absoluteString), "\(error)")
+                #expect(error.message.contains(source) && error.message.contains("does not match the predicate"), "\(error)")
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+        // Loaded objects of an equality the index answers.
+        var loaded = FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: "rank == 7"))
+        loaded.returnsObjectsAsFaults = false
+        #expect(store.explain(loaded).hasPrefix("IndexRange"), "\(store.explain(loaded))")
+        expectStopped(loaded, sourceContains: "byRank")
+        // A range the index answers, sorted on the rows by another key.
+        var sorted = FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: "rank BETWEEN {6, 8}"))
+        sorted.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+        sorted.fetchLimit = 5
+        #expect(store.explain(sorted).hasPrefix("IndexRange"), "\(store.explain(sorted))")
+        expectStopped(sorted, sourceContains: "byRank")
+        // Where the rows decide part of the predicate, the row is checked and left out: the answer is right.
+        var residual = FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: "rank == 7 AND name BEGINSWITH 'item'"))
+        residual.returnsObjectsAsFaults = false
+        let answered = try ManagedObjectContext(coordinator: coordinator).fetch(residual).map(\.objectID)
+        #expect(answered == [7, 57, 107, 157].map { items[$0].objectID })
+        // Fetches that never reach the damaged entry answer as before.
+        var other = FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: "rank == 4"))
+        other.returnsObjectsAsFaults = false
+        #expect(try ManagedObjectContext(coordinator: coordinator).fetch(other).map(\.objectID) == [4, 54, 104, 154].map { items[$0].objectID })
+    }
+}
+
 @Suite(.onEveryEngine) struct LazyRowReadingTests {
     let model = try! ManagedObjectModel {
         EntityDescription("Price") {

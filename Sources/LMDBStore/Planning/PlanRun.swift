@@ -193,25 +193,46 @@ final class PlanRun {
         return ids
     }
 
-    /// The nodes of ``candidates()``'s window: each row read with one cursor and decoded once.
+    /// The nodes of ``candidates()``'s window: each row read with one cursor and decoded once, and checked against
+    /// the predicate its source answered (``answeredCheck``).
     func nodes() throws -> [IncrementalStoreNode] {
         let window = request.window(try candidates())
         var nodes: [IncrementalStoreNode] = []
         nodes.reserveCapacity(window.count)
         let layout = store.layout
         var writer = store.rowWriter(state)
+        let answered = answeredCheck
         try rows.withCursor(in: transaction) { cursor in
             for candidate in window {
                 guard let entry = try withUnsafeBytes(of: candidate.key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
+                let row: EncodedRow
                 do throws(RowDecodingError) {
-                    nodes.append(try store.node(objectID(candidate), EncodedRow(entry.value, layout: layout, checkingFields: false),
-                                                copyingInto: &writer))
+                    row = try EncodedRow(entry.value, layout: layout, checkingFields: false)
+                } catch {
+                    throw corruptedRow(candidate.key, error)
+                }
+                if answered?.matches(row) == false {
+                    throw store.entryWithoutMatchingRow(objectID(candidate), source: plan.source.description)
+                }
+                do throws(RowDecodingError) {
+                    nodes.append(try store.node(objectID(candidate), row, copyingInto: &writer))
                 } catch {
                     throw corruptedRow(candidate.key, error)
                 }
             }
         }
         return nodes
+    }
+
+    /// When the source answered the whole predicate (an index range, a to-one's or a to-many's table, a union or an
+    /// intersection of them) and rows are read anyway — loaded objects, a sort on the rows —, the predicate compiled
+    /// to run on a row's bytes: a row it rejects came from a damaged entry, which stops the fetch instead of
+    /// becoming a wrong answer. Only what the bytes settle is checked; a comparison they cannot settle is not
+    /// evaluated. `nil` when the source left part of the predicate to the rows (they are checked then), or when
+    /// there is no predicate.
+    var answeredCheck: RowFilter? {
+        guard plan.filter == nil, let predicate = request.predicate else { return nil }
+        return RowFilter(predicate, entity: request.entityName, model: store.model, layout: store.layout, storeIdentifier: state.storeIdentifier)
     }
 
     /// The rows that match, each read once and checked against what the source leaves of the predicate (its simple
@@ -441,6 +462,10 @@ final class PlanRun {
 struct RowCheck {
     let predicate: FetchPredicate?
     let filter: RowFilter?
+    /// The whole predicate on a row's bytes when the source answered it and nothing is left to check
+    /// (``PlanRun/answeredCheck``), and the source, for the error.
+    private let answered: RowFilter?
+    private let source: any PlanSource
     /// Whether there is a ``predicate`` (tested per row without copying it).
     private let checksRows: Bool
     private let store: LMDBIncrementalStore
@@ -458,6 +483,8 @@ struct RowCheck {
         filter = predicate.flatMap {
             RowFilter($0, entity: run.request.entityName, model: run.store.model, layout: run.store.layout, storeIdentifier: run.state.storeIdentifier)
         }
+        answered = run.answeredCheck
+        source = run.plan.source
         store = run.store
         state = run.state
         transaction = run.transaction
@@ -498,7 +525,12 @@ struct RowCheck {
         let row: EncodedRow
         // The checksum is checked here; each field's extent as the filter or the evaluator walks to it.
         do { row = try EncodedRow(bytes, layout: layout, checkingFields: false) } catch { throw store.corruptedRow(candidate.key, in: root, error) }
-        guard checksRows else { return (row, nil) }
+        guard checksRows else {
+            if answered?.matches(row) == false {
+                throw store.entryWithoutMatchingRow(state.identities.objectID(entityTag: candidate.tag, key: candidate.key), source: source.description)
+            }
+            return (row, nil)
+        }
         if let settled = filter?.matches(row) { return settled ? (row, nil) : nil }
         let view = view(of: candidate, row)
         let matched = try predicate?.evaluate(with: view) ?? true

@@ -16,6 +16,9 @@ struct RowFilter {
         /// `slot` numbers the comparisons of the predicate: the attribute's field in a row of tag `t` is
         /// `fields[t * comparisons + slot]`.
         case compare(slot: Int, op: ComparisonOperator, constant: Constant)
+        /// ``compare(slot:op:constant:)`` with a constant that holds no storage (a number, a date, a Boolean, NULL):
+        /// evaluated row after row without retaining or releasing anything.
+        case compareScalar(slot: Int, op: ComparisonOperator, constant: Scalar)
         /// CONTAINS, BEGINSWITH or ENDSWITH of ASCII text (`[c]`: with A–Z folded to a–z, `needle` folded already).
         case match(slot: Int, op: ComparisonOperator, needle: [UInt8], foldsCase: Bool)
         /// A part of the predicate the bytes do not answer: the evaluator decides.
@@ -24,17 +27,18 @@ struct RowFilter {
         var isUndecided: Bool {
             if case .undecided = self { true } else { false }
         }
+
+        /// A comparison with `constant`, as ``compareScalar(slot:op:constant:)`` when it holds no storage.
+        static func comparison(slot: Int, op: ComparisonOperator, constant: Constant) -> Node {
+            if case .scalar(let scalar) = constant { return .compareScalar(slot: slot, op: op, constant: scalar) }
+            return .compare(slot: slot, op: op, constant: constant)
+        }
     }
 
     private enum Constant {
-        case null
-        case integer(Int64)
-        case double(Double)
+        case scalar(Scalar)
         /// ASCII text only: its bytes are its characters.
         case ascii([UInt8])
-        /// Seconds since the reference date, not NaN.
-        case date(Double)
-        case boolean(Bool)
         /// The members of an `IN` collection of integers, of numbers, or of ASCII texts (``TextSet``): one lookup
         /// per row however many members there are.
         case integers(Set<Int64>)
@@ -43,6 +47,16 @@ struct RowFilter {
         /// The rows an object constant is, as a to-one field refers to them (none for an object of another store or
         /// one not yet saved: no stored reference is to it).
         case references(Set<StoredRow.Reference>)
+    }
+
+    /// A constant without storage.
+    private enum Scalar {
+        case null
+        case integer(Int64)
+        case double(Double)
+        /// Seconds since the reference date, not NaN.
+        case date(Double)
+        case boolean(Bool)
     }
 
     /// ASCII texts looked up by their bytes, borrowed from a row without making a string.
@@ -132,20 +146,20 @@ struct RowFilter {
                       let lower = RowFilter.constant(bounds[0], for: attribute.type), let upper = RowFilter.constant(bounds[1], for: attribute.type)
                 else { return nil }
                 let slot = slot(name)
-                return .and([.compare(slot: slot, op: .greaterThanOrEqual, constant: lower), .compare(slot: slot, op: .lessThanOrEqual, constant: upper)])
+                return .and([.comparison(slot: slot, op: .greaterThanOrEqual, constant: lower), .comparison(slot: slot, op: .lessThanOrEqual, constant: upper)])
             }
             if comparison.op == .in {
                 guard case .array(let elements) = value, let members = RowFilter.members(elements, of: attribute.type) else { return nil }
                 return .compare(slot: slot(name), op: .in, constant: members)
             }
-            guard let constant = value.isNull ? .null : RowFilter.constant(value, for: attribute.type) else { return nil }
+            guard let constant = value.isNull ? .scalar(.null) : RowFilter.constant(value, for: attribute.type) else { return nil }
             switch comparison.op {
             case .equal, .notEqual: break
-            case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: if case .boolean = constant { return nil }
+            case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: if case .scalar(.boolean) = constant { return nil }
             case .beginsWith: guard case .ascii = constant else { return nil }
             default: return nil
             }
-            return .compare(slot: slot(name), op: comparison.op, constant: constant)
+            return .comparison(slot: slot(name), op: comparison.op, constant: constant)
         }
 
         /// `toOne == object`, `!=`, `== nil` and `IN` a collection of objects, compared with the field's reference
@@ -155,7 +169,7 @@ struct RowFilter {
                   !relationship.isTransient else { return nil }
             switch op {
             case .equal, .notEqual:
-                if value.isNull { return .compare(slot: slot(name), op: op, constant: .null) }
+                if value.isNull { return .compareScalar(slot: slot(name), op: op, constant: .null) }
                 guard let references = references([value]) else { return nil }
                 return .compare(slot: slot(name), op: op, constant: .references(references))
             case .in:
@@ -190,13 +204,13 @@ struct RowFilter {
     /// compare them (another kind, NaN, non-ASCII text).
     private static func constant(_ value: PredicateValue, for type: AttributeType) -> Constant? {
         switch (type, value) {
-        case (let type, .integer(let v)) where type.isInteger: return .integer(v)
+        case (let type, .integer(let v)) where type.isInteger: return .scalar(.integer(v))
         // An integer beyond 2^53 has no exact double: the evaluator compares it.
-        case (.double, .integer(let v)) where v.magnitude <= 1 << 53, (.float, .integer(let v)) where v.magnitude <= 1 << 53: return .double(Double(v))
-        case (.double, .double(let v)) where !v.isNaN, (.float, .double(let v)) where !v.isNaN: return .double(v)
+        case (.double, .integer(let v)) where v.magnitude <= 1 << 53, (.float, .integer(let v)) where v.magnitude <= 1 << 53: return .scalar(.double(Double(v)))
+        case (.double, .double(let v)) where !v.isNaN, (.float, .double(let v)) where !v.isNaN: return .scalar(.double(v))
         case (.string, .string(let v)) where v.utf8.allSatisfy({ $0 < 0x80 }): return .ascii(Array(v.utf8))
-        case (.date, .date(let v)) where !v.timeIntervalSinceReferenceDate.isNaN: return .date(v.timeIntervalSinceReferenceDate)
-        case (.boolean, .boolean(let v)): return .boolean(v)
+        case (.date, .date(let v)) where !v.timeIntervalSinceReferenceDate.isNaN: return .scalar(.date(v.timeIntervalSinceReferenceDate))
+        case (.boolean, .boolean(let v)): return .scalar(.boolean(v))
         default: return nil
         }
     }
@@ -208,8 +222,8 @@ struct RowFilter {
         var integers = Set<Int64>(), doubles = Set<Double>(), texts: [[UInt8]] = []
         for element in elements {
             switch element.isNull ? nil : constant(element, for: type) {
-            case .integer(let value)?: integers.insert(value)
-            case .double(let value)?: doubles.insert(value)
+            case .scalar(.integer(let value))?: integers.insert(value)
+            case .scalar(.double(let value))?: doubles.insert(value)
             case .ascii(let bytes)?: texts.append(bytes)
             default: return nil
             }
@@ -246,6 +260,12 @@ struct RowFilter {
             guard let value else { return false }  // NULL contains, begins and ends with nothing
             guard case .string(let text) = value else { return nil }
             return Self.match(text, op, needle, foldsCase: foldsCase)
+        case .compareScalar(let slot, let op, let constant):
+            let field = fields[base + slot]
+            guard field >= 0 else { return nil }
+            let value: RawField?  // nil: the field is NULL
+            do { value = try row.rawField(field) } catch { return nil }
+            return Self.compare(value, op, constant)
         case .compare(let slot, let op, let constant):
             let field = fields[base + slot]
             guard field >= 0 else { return nil }
@@ -284,14 +304,32 @@ struct RowFilter {
         }
     }
 
-    /// One comparison on a field's bytes, with the evaluator's semantics: NULL equals only NULL and orders against
-    /// nothing; numbers compare as numbers.
+    /// One comparison on a field's bytes with a constant that holds storage (text, members, objects), with the
+    /// evaluator's semantics: NULL is in no collection, equals no text or object, orders against nothing.
     private static func compare(_ value: RawField?, _ op: ComparisonOperator, _ constant: Constant) -> Bool? {
+        if case .scalar(let scalar) = constant { return compare(value, op, scalar) }
         if op == .in {
-            // NULL is in no collection of values.
             guard let value else { return false }
             return member(value, of: constant)
         }
+        guard let value else { return op == .notEqual }
+        switch (value, constant) {
+        case (.reference(let reference), .references(let targets)):
+            switch op {
+            case .equal: return targets.contains(reference)
+            case .notEqual: return !targets.contains(reference)
+            default: return nil
+            }
+        case (.string(let text), .ascii(let bytes)):
+            return compare(text, op, bytes)
+        default:
+            return nil
+        }
+    }
+
+    /// One comparison on a field's bytes with a number, a date, a Boolean or NULL, with the evaluator's semantics:
+    /// NULL equals only NULL and orders against nothing; numbers compare as numbers.
+    private static func compare(_ value: RawField?, _ op: ComparisonOperator, _ constant: Scalar) -> Bool? {
         guard let value else {
             // A NULL field.
             switch op {
@@ -303,11 +341,7 @@ struct RowFilter {
         let order: Int
         switch (value, constant) {
         case (_, .null):
-            switch op {
-            case .equal: return false
-            case .notEqual: return true
-            default: return false
-            }
+            return op == .notEqual
         case (.integer(let a), .integer(let b)): order = a == b ? 0 : a < b ? -1 : 1
         case (.integer(let a), .double(let b)): order = Double(a) == b ? 0 : Double(a) < b ? -1 : 1
         case (.double(let a), .double(let b)): order = a == b ? 0 : a < b ? -1 : 1
@@ -315,14 +349,6 @@ struct RowFilter {
             guard !a.isNaN else { return nil }
             order = a == b ? 0 : a < b ? -1 : 1
         case (.boolean(let a), .boolean(let b)): order = a == b ? 0 : a ? 1 : -1
-        case (.reference(let reference), .references(let targets)):
-            switch op {
-            case .equal: return targets.contains(reference)
-            case .notEqual: return !targets.contains(reference)
-            default: return nil
-            }
-        case (.string(let text), .ascii(let bytes)):
-            return compare(text, op, bytes)
         default:
             return nil
         }
