@@ -108,7 +108,7 @@ extension LMDBIncrementalStore {
                 entity = id.storeIdentifier == state.storeIdentifier ? state.entity(of: id) : nil
                 wanted = entity.map { family?.contains($0.tag) ?? true } ?? false
             }
-            guard wanted, case .integer(let key) = id.referenceObject, key > 0 else { return nil }
+            guard wanted, let key = id.integerKey, key > 0 else { return nil }
             return key
         }
     }
@@ -237,7 +237,7 @@ final class RowView: KeyValueReadable, Hashable {
 
     /// The row key (keys are unique within a root table, across its sub-entities).
     var key: Int64 {
-        if case .integer(let value) = id.referenceObject { value } else { 0 }
+        id.integerKey ?? 0
     }
 
     static func == (lhs: RowView, rhs: RowView) -> Bool { lhs.id == rhs.id }

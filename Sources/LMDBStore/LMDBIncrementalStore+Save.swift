@@ -242,9 +242,14 @@ extension LMDBIncrementalStore {
             do throws(RowDecodingError) {
                 return try read(bytes)
             } catch {
-                throw ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
+                throw unreadableRow(of: objectID, error)
             }
         }
+    }
+
+    /// The error for the row of `objectID` that does not decode.
+    func unreadableRow(of objectID: ManagedObjectID, _ error: RowDecodingError) -> ManagedObjectContextError {
+        ManagedObjectContextError(.storeUnusable, message: "the row of \(objectID) cannot be read: \(error.reason); the store file is corrupted")
     }
 
     /// The row of `objectID` in a read transaction, checked but not decoded (its bytes are borrowed from the map

@@ -81,9 +81,15 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         /// The object ID namespace of each entity, by entity tag.
         let namespaces: [ObjectIDNamespace?]
 
+        /// ``namespaces`` held unretained (a tag the layout does not have: an entity named "?"), so making an ID
+        /// retains nothing. Namespaces live as long as the process.
+        private let unretained: [Unmanaged<ObjectIDNamespace>]
+
         init(storeIdentifier: String, namespaces: [ObjectIDNamespace?]) {
             self.storeIdentifier = storeIdentifier
             self.namespaces = namespaces
+            let unknown = ObjectIDNamespace.shared(entityName: "?", storeIdentifier: storeIdentifier)
+            unretained = namespaces.map { Unmanaged.passUnretained($0 ?? unknown) }
         }
 
         /// The object ID namespace of the entity tagged `entityTag` (`nil` for a tag the layout does not have).
@@ -93,9 +99,13 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         }
 
         /// The object ID of the row under `key` of the entity tagged `entityTag`.
+        @inline(__always)
         func objectID(entityTag: UInt16, key: UInt64) -> ManagedObjectID {
-            ManagedObjectID(namespace: namespace(tag: entityTag) ?? .shared(entityName: "?", storeIdentifier: storeIdentifier),
-                            referenceObject: .integer(Int64(bitPattern: key)))
+            let index = Int(entityTag)
+            guard index < unretained.count else {
+                return ManagedObjectID(namespace: .shared(entityName: "?", storeIdentifier: storeIdentifier), referenceObject: .integer(Int64(bitPattern: key)))
+            }
+            return ManagedObjectID(namespace: unretained[index], key: Int64(bitPattern: key))
         }
     }
 
@@ -237,7 +247,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
     /// The row key of an object of this store.
     func key(of objectID: ManagedObjectID) throws(ManagedObjectContextError) -> UInt64 {
-        guard case .integer(let value) = objectID.referenceObject, value > 0, !objectID.isTemporaryID else {
+        guard let value = objectID.integerKey, value > 0, !objectID.isTemporaryID else {
             throw ManagedObjectContextError(.objectNotFound, message: "\(objectID) is not an object of an LMDB store")
         }
         return UInt64(value)
@@ -299,14 +309,18 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// What a fault's read found: a node, or a row of another entity under the key.
     enum FaultLookup { case otherEntity(UInt16), found(IncrementalStoreNode) }
 
-    /// A fault's read, in `transaction`: the row under `key`, checked and copied into a node.
+    /// A fault's read, in `transaction`: the row under `key`, checked and copied into a node. (The bytes are
+    /// borrowed, not lent to a closure: a generic closure's result went through value witnesses on every fault.)
     func faultLookup(key: UInt64, rows: RowTable, objectID: ManagedObjectID, tag: UInt16, state: OpenState,
                      transaction: any KeyValueTransaction) throws -> FaultLookup? {
-        try withRow(key: key, in: rows, of: objectID, transaction: transaction) { bytes throws(RowDecodingError) -> FaultLookup in
+        guard let bytes = try rows.bytes(key: key, in: transaction) else { return nil }
+        do throws(RowDecodingError) {
             let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
             // An ID naming a sub-entity with the key of a parent-entity row (or the other way round) is no object.
             guard row.entityTag == tag else { return .otherEntity(row.entityTag) }
             return .found(try node(objectID, row, in: state))
+        } catch {
+            throw unreadableRow(of: objectID, error)
         }
     }
 

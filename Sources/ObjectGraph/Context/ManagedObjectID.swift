@@ -32,14 +32,32 @@ public enum ReferenceObject: Sendable, Hashable, CustomStringConvertible {
 ///
 /// An inserted object has a temporary ID until it is saved (or ``ManagedObjectContext/obtainPermanentIDs(for:)``
 /// is called); then it has a permanent one. IDs are values: compare, hash and send them anywhere.
+///
+/// An ID is sixteen bytes of plain data — its namespace's address and a number — so making, copying and dropping
+/// IDs by the thousand (a fetch of IDs, a registry, a relationship's members) counts no reference and runs no
+/// value witness. A string key is kept once for the life of the process (``InternedKeys``) and the ID holds its
+/// number there.
 public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
-    /// The entity and store, shared by every ID of the entity in the store: comparing and hashing IDs touches no
-    /// string. Held without a reference count: namespaces are interned for the life of the process (the table in
-    /// ``ObjectIDNamespace/shared(entityName:storeIdentifier:)`` keeps every one it made), so copying an ID — into
-    /// every registry, node, change and relationship array — costs no atomic increment.
-    private let namespaceReference: Unmanaged<ObjectIDNamespace>
-    /// The store's key for the object (for a temporary ID, a unique string).
-    public let referenceObject: ReferenceObject
+    /// The address of the entity-and-store namespace shared by every ID of the entity in the store, with the low
+    /// bit set when ``key`` numbers an interned string: comparing and hashing IDs touches no string. Held without a
+    /// reference count: namespaces are interned for the life of the process (the table in
+    /// ``ObjectIDNamespace/shared(entityName:storeIdentifier:)`` keeps every one it made).
+    private let bits: UInt
+    /// The store's integer key for the object, or the number of its interned string key.
+    private let key: Int64
+
+    /// The store's key for the object (for a temporary ID, a unique number or string).
+    public var referenceObject: ReferenceObject {
+        bits & 1 == 0 ? .integer(key) : .string(InternedKeys.text(numbered: key))
+    }
+
+    /// The integer key, without making a ``ReferenceObject``; `nil` for a string key.
+    @inline(__always)
+    package var integerKey: Int64? { bits & 1 == 0 ? key : nil }
+
+    private var namespaceReference: Unmanaged<ObjectIDNamespace> {
+        Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: bits & ~1).unsafelyUnwrapped)
+    }
 
     /// The entity and store part of the ID.
     package var namespace: ObjectIDNamespace { namespaceReference.takeUnretainedValue() }
@@ -50,7 +68,7 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// Whether two IDs share their entity and store (one pointer comparison).
     @inline(__always)
     package func hasNamespace(of other: ManagedObjectID) -> Bool {
-        namespaceReference.toOpaque() == other.namespaceReference.toOpaque()
+        (bits ^ other.bits) & ~1 == 0
     }
 
     /// The entity of the object.
@@ -66,10 +84,25 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         self.init(namespace: .shared(entityName: entityName, storeIdentifier: storeIdentifier), referenceObject: referenceObject)
     }
 
-    /// An ID in a namespace a store keeps at hand (the fast way to make many IDs).
+    /// An ID in a namespace a store keeps at hand.
     package init(namespace: ObjectIDNamespace, referenceObject: ReferenceObject) {
-        namespaceReference = Unmanaged.passUnretained(namespace)
-        self.referenceObject = referenceObject
+        let address = UInt(bitPattern: Unmanaged.passUnretained(namespace).toOpaque())
+        switch referenceObject {
+        case .integer(let key):
+            bits = address
+            self.key = key
+        case .string(let text):
+            bits = address | 1
+            key = InternedKeys.number(of: text)
+        }
+    }
+
+    /// An ID with an integer key in a namespace held unretained (the fast way to make many IDs: nothing is
+    /// retained, released or looked up).
+    @inline(__always)
+    package init(namespace: Unmanaged<ObjectIDNamespace>, key: Int64) {
+        bits = UInt(bitPattern: namespace.toOpaque())
+        self.key = key
     }
 
     /// A new temporary ID in an entity's temporary namespace (which its handle keeps). Its token is an integer: a
@@ -88,33 +121,26 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         self.init(namespace: .shared(entityName: entityName, storeIdentifier: storeIdentifier), referenceObject: referenceObject)
     }
 
-    /// Equal when entity, store and key are: namespaces are interned, so the first two are one pointer comparison.
+    /// Equal when entity, store and key are: namespaces and string keys are interned, so this compares two
+    /// pairs of words.
     public static func == (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
-        lhs.hasNamespace(of: rhs) && lhs.referenceObject == rhs.referenceObject
+        lhs.bits == rhs.bits && lhs.key == rhs.key
     }
 
-    /// Hashes the namespace's precomputed hash and the key.
+    /// Hashes the namespace's precomputed hash and the key (a string key by its interned number: equal strings
+    /// have one).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(namespaceHash)
-        switch referenceObject {
-        case .integer(let key): hasher.combine(key)
-        case .string(let key): hasher.combine(key)
-        }
+        hasher.combine(key)
+        hasher.combine(bits & 1)
     }
 
     /// The hash sets and dictionaries use (the standard library's hook for types that hash faster than `Hasher`):
-    /// for an integer key, the namespace's hash, the key and the table's seed mixed with SplitMix64's finalizer —
-    /// a handful of instructions instead of a SipHash round, for the IDs every registry, row cache and save hashes
-    /// many times over. IDs come from stores, not from untrusted input, and the per-table seed still varies the
-    /// layout. String keys hash through `Hasher`.
+    /// the namespace's hash, the key and the table's seed mixed with SplitMix64's finalizer — a handful of
+    /// instructions instead of a SipHash round, for the IDs every registry, row cache and save hashes many times
+    /// over. IDs come from stores, not from untrusted input, and the per-table seed still varies the layout.
     public func _rawHashValue(seed: Int) -> Int {
-        guard case .integer(let key) = referenceObject else {
-            var hasher = Hasher()
-            hasher.combine(seed)
-            hash(into: &hasher)
-            return hasher.finalize()
-        }
-        var mixed = UInt64(bitPattern: key) &+ UInt64(bitPattern: Int64(namespaceHash)) &* 0x9E37_79B9_7F4A_7C15
+        var mixed = UInt64(bitPattern: key) &+ UInt64(bitPattern: Int64(namespaceHash ^ Int(bits & 1))) &* 0x9E37_79B9_7F4A_7C15
             &+ UInt64(bitPattern: Int64(seed))
         mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
         mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
@@ -169,6 +195,7 @@ extension ManagedObjectID: Comparable {
             if lhs.entityName != rhs.entityName { return lhs.entityName < rhs.entityName }
             return (lhs.storeIdentifier ?? "") < (rhs.storeIdentifier ?? "")
         }
+        if let a = lhs.integerKey, let b = rhs.integerKey { return a < b }
         switch (lhs.referenceObject, rhs.referenceObject) {
         case (.integer(let a), .integer(let b)): return a < b
         case (.string(let a), .string(let b)): return a < b
@@ -198,7 +225,7 @@ extension Sequence<ManagedObjectID> {
                     last = namespaces.count - 1
                 }
             }
-            let key: Int64? = if case .integer(let key) = id.referenceObject { key } else { nil }
+            let key = id.integerKey
             keys.append((Int32(last), key ?? 0, Int32(position), key != nil))
         }
         // Rank the namespaces as `<` orders IDs of different namespaces: by entity name, then store.
@@ -217,6 +244,31 @@ extension Sequence<ManagedObjectID> {
             }
         }
         return keys.map { ids[Int($0.position)] }
+    }
+}
+
+/// The string keys of object IDs, each kept once for the life of the process and numbered, so that an ID is plain
+/// data (``ManagedObjectID``). Stores keyed by integers (the LMDB store, temporary IDs) never come here; a store keyed
+/// by text (an atomic store whose files name objects by strings) keeps each distinct key it hands out.
+package enum InternedKeys {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var numbers: [String: Int64] = [:]
+    nonisolated(unsafe) private static var texts: [String] = []
+
+    /// The number of `text`, given it the first time.
+    static func number(of text: String) -> Int64 {
+        lock.withLock {
+            if let number = numbers[text] { return number }
+            let number = Int64(texts.count)
+            texts.append(text)
+            numbers[text] = number
+            return number
+        }
+    }
+
+    /// The text numbered `number`.
+    static func text(numbered number: Int64) -> String {
+        lock.withLock { texts[Int(number)] }
     }
 }
 

@@ -65,10 +65,34 @@ import Testing
         #expect(buckets.count > 2400)
         let keysSpacedByPowersOfTwo = Set((0..<4096).map { id("Book", Int64($0) << 12).hashValue & 4095 })
         #expect(keysSpacedByPowersOfTwo.count > 2400)
-        // String keys hash through Hasher, alike for equal IDs.
+        // String keys hash alike for equal IDs.
         let text = ManagedObjectID(entityName: "Note", storeIdentifier: "S", referenceObject: .string("k"))
         #expect(text.hashValue == ManagedObjectID(entityName: "Note", storeIdentifier: "S", referenceObject: .string("k")).hashValue)
         #expect(Set((0..<1000).map { id("Book", Int64($0)) }).count == 1000)
+    }
+
+    /// An ID holds a string key by its number among the interned keys: the key it gives back is the string it was
+    /// made with, equal strings (made apart) give equal IDs, and a string key never equals an integer one — not even
+    /// the integer that is its number, nor the integer the string spells.
+    @Test func stringKeysAreTheirOwnKindOfKey() {
+        func id(_ key: ReferenceObject, _ entity: String = "Note") -> ManagedObjectID {
+            ManagedObjectID(entityName: entity, storeIdentifier: "S", referenceObject: key)
+        }
+        let made = String(["x", "-", "7"])
+        #expect(id(.string(made)).referenceObject == .string("x-7"))
+        #expect(id(.string(made)) == id(.string("x-7")))
+        #expect(Set([id(.string(made)), id(.string("x-7")), id(.string("x-8"))]).count == 2)
+        #expect(id(.string("x-7"), "Book") != id(.string("x-7")))
+        #expect(id(.integer(5)) != id(.string("5")))
+        #expect(id(.integer(5)).referenceObject == .integer(5))
+        let numbered = (0..<200).map { id(.string("key \($0)")) }
+        #expect(Set(numbered).count == 200)
+        #expect(!numbered.contains(id(.integer(0))) && !numbered.contains(id(.integer(1))))
+        #expect(numbered.map(\.referenceObject) == (0..<200).map { .string("key \($0)") })
+        // Integers order before strings, strings by their text (not by when they were first seen).
+        let seenFirst = id(.string("order b")), seenNext = id(.string("order a"))
+        #expect([seenFirst, id(.integer(9)), seenNext].sortedByID() == [id(.integer(9)), seenNext, seenFirst])
+        #expect(seenNext < seenFirst && id(.integer(9)) < seenNext)
     }
 
     /// IDs are made through a small cache of recently used namespaces (eight), then the process-wide table: whichever
