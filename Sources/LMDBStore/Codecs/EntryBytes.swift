@@ -124,6 +124,9 @@ struct ReferenceRun: Sequence {
 
     @inline(__always)
     func makeIterator() -> Iterator { Iterator(values: values, width: width) }
+
+    /// How many values the run holds.
+    var count: Int { values.count / width }
 }
 
 extension KeyValueCursor {

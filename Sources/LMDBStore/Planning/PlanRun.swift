@@ -173,22 +173,38 @@ final class PlanRun {
 
     /// The object IDs of the window when an index range alone answers the predicate and yields row-key order (one
     /// key's rows: `age == 30`): nothing to check, order or window but the count, so the IDs are made straight from
-    /// the entries' references, a page of them at a time.
+    /// the entries' references, a page of them at a time — each page's IDs written into a scratch buffer (IDs are
+    /// plain data) and appended at once, so the array is checked for room once a page, not once an ID.
     private func objectIDsInIndexOrder(_ index: QueryPlan.IndexRange) throws -> [ManagedObjectID] {
         let offset = request.fetchOffset, wanted = request.fetchLimit > 0 ? offset + request.fetchLimit : Int.max
         guard wanted > 0 else { return [] }
         let family = self.family, identities = state.identities
         var ids: [ManagedObjectID] = []
         var matched = 0
+        var scratch = UnsafeMutableBufferPointer<ManagedObjectID>(start: nil, count: 0)
+        defer { scratch.deallocate() }
         try index.forEachReferenceRun(in: self) { references, valuesOfKey in
             // Sized once for the first key's values (the one key of an equality), not grown by doubling.
             if ids.capacity == 0 { ids.reserveCapacity(Swift.max(0, Swift.min(wanted, valuesOfKey) - offset)) }
-            for reference in references where family.contains(reference.entityTag) {
-                if matched >= offset { ids.append(identities.objectID(entityTag: reference.entityTag, key: reference.key)) }
-                matched += 1
-                if matched == wanted { return false }
+            if scratch.count < references.count {
+                scratch.deallocate()
+                scratch = .allocate(capacity: references.count)
             }
-            return true
+            var made = 0
+            var going = true
+            for reference in references where family.contains(reference.entityTag) {
+                if matched >= offset {
+                    (scratch.baseAddress.unsafelyUnwrapped + made).initialize(to: identities.objectID(entityTag: reference.entityTag, key: reference.key))
+                    made += 1
+                }
+                matched += 1
+                if matched == wanted {
+                    going = false
+                    break
+                }
+            }
+            ids.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<made]))
+            return going
         }
         return ids
     }

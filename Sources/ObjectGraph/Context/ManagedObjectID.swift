@@ -42,9 +42,9 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// bit set when ``key`` numbers an interned string: comparing and hashing IDs touches no string. Held without a
     /// reference count: namespaces are interned for the life of the process (the table in
     /// ``ObjectIDNamespace/shared(entityName:storeIdentifier:)`` keeps every one it made).
-    private let bits: UInt
+    @usableFromInline let bits: UInt
     /// The store's integer key for the object, or the number of its interned string key.
-    private let key: Int64
+    @usableFromInline let key: Int64
 
     /// The store's key for the object (for a temporary ID, a unique number or string).
     public var referenceObject: ReferenceObject {
@@ -98,8 +98,8 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// An ID with an integer key in a namespace held unretained (the fast way to make many IDs: nothing is
-    /// retained, released or looked up).
-    @inline(__always)
+    /// retained, released or looked up; inlined into the stores' loops).
+    @inlinable
     package init(namespace: Unmanaged<ObjectIDNamespace>, key: Int64) {
         bits = UInt(bitPattern: namespace.toOpaque())
         self.key = key
@@ -274,6 +274,7 @@ package enum InternedKeys {
 
 /// The entity and store part of object IDs. There is one per (entity, store) pair in the process, so IDs compare
 /// their namespaces by identity and hash a number computed once.
+@usableFromInline
 package final class ObjectIDNamespace: Sendable {
     /// The entity's name.
     package let entityName: String
