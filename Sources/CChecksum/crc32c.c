@@ -111,3 +111,12 @@ uint32_t lmdbstore_crc32c_update(uint32_t crc, const void *bytes, size_t count) 
 }
 
 #endif
+
+int lmdbstore_crc32c_has_hardware = 0;
+
+/// Runs when the library is loaded, before any Swift code: the row checksum then tests a plain global, not a lazily
+/// initialized Swift one (whose `swift_once` check costs a call per row). Were it not to run, rows would be checked
+/// with the table, which gives the same checksum.
+__attribute__((constructor)) static void lmdbstore_crc32c_detect(void) {
+    lmdbstore_crc32c_has_hardware = lmdbstore_crc32c_hardware_available();
+}

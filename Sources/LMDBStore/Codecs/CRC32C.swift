@@ -27,7 +27,9 @@ enum CRC32C {
 
     /// Whether the CPU's CRC-32C instruction computes ``checksum(_:)`` (SSE 4.2 on x86-64, the CRC extension on
     /// 64-bit ARM); the table is the fallback, and the reference the tests hold the instruction to.
-    static let usesHardware = lmdbstore_crc32c_hardware_available() != 0
+    /// (Asked of the C library, which found out once when it was loaded: a Swift `static let` would be checked with
+    /// a `swift_once` call on every row.)
+    static var usesHardware: Bool { lmdbstore_crc32c_uses_hardware() != 0 }
 
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         guard usesHardware, let base = bytes.baseAddress else { return softwareChecksum(bytes) }
