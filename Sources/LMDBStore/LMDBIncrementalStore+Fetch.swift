@@ -79,7 +79,7 @@ extension LMDBIncrementalStore {
         }
         return try state.environment.read { transaction in
             try body(PlanRun(plan(request, state: state, transaction: transaction), for: request, entity: entity, store: self,
-                             state: state, transaction: transaction))
+                             state: state, transaction: transaction, isRead: true))
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 import ObjectGraph
 
@@ -47,6 +48,14 @@ extension LMDBIncrementalStore {
         /// How many rows (or entries) a migration writes per transaction (`"migrationBatchSize"`); its progress is
         /// recorded after each. `nil`: 50 000.
         public var migrationBatchSize: Int?
+        /// How many threads read a scan of a large table (`"scanThreads"`): its rows are split into that many key
+        /// ranges, each read in a read transaction of its own that sees the same commit, and the matches handed on
+        /// in key order. 1 reads every scan on the calling thread — for a server whose cores are busy with other
+        /// requests. `nil`: the machine's active processors, at most 4.
+        public var scanThreads: Int?
+
+        /// The threads a scan may read with: ``scanThreads``, or the active processors, at most 4.
+        var threadsPerScan: Int { scanThreads ?? min(4, ProcessInfo.processInfo.activeProcessorCount) }
 
         /// The rows a migration writes per transaction: ``migrationBatchSize``, or 50 000.
         var rowsPerMigrationTransaction: Int { migrationBatchSize ?? 50_000 }
@@ -60,7 +69,7 @@ extension LMDBIncrementalStore {
         /// files, no automatic migration).
         public init(mapSize: Int? = nil, maxMapSize: Int? = nil, durability: Durability = .full, readsAhead: Bool = true,
                     createsInForeignFile: Bool = false, migratesAutomatically: Bool = false, infersMappingModel: Bool = false,
-                    migrationBatchSize: Int? = nil) {
+                    migrationBatchSize: Int? = nil, scanThreads: Int? = nil) {
             self.mapSize = mapSize
             self.maxMapSize = maxMapSize
             self.durability = durability
@@ -69,6 +78,7 @@ extension LMDBIncrementalStore {
             self.migratesAutomatically = migratesAutomatically
             self.infersMappingModel = infersMappingModel
             self.migrationBatchSize = migrationBatchSize
+            self.scanThreads = scanThreads
         }
 
         /// Reads the options from a coordinator's string options.
@@ -113,6 +123,10 @@ extension LMDBIncrementalStore {
                 guard let value = Int(text), value > 0 else { throw refuse("migrationBatchSize", "a positive number of rows") }
                 migrationBatchSize = value
             }
+            if let text = options["scanThreads"] {
+                guard let value = Int(text), value > 0 else { throw refuse("scanThreads", "a positive number of threads") }
+                scanThreads = value
+            }
         }
 
         /// The options as a coordinator's string options; defaults are left out.
@@ -126,6 +140,7 @@ extension LMDBIncrementalStore {
             if migratesAutomatically { options[Self.migrateAutomaticallyKey] = "true" }
             if infersMappingModel { options[Self.inferMappingModelKey] = "true" }
             if let migrationBatchSize { options["migrationBatchSize"] = String(migrationBatchSize) }
+            if let scanThreads { options["scanThreads"] = String(scanThreads) }
             return options
         }
 

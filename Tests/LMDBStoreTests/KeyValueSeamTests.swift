@@ -166,6 +166,7 @@ import TestSupport
                                 answers.append("get \(String(describing: value))")
                             }
                             answers.append("first \(String(describing: try cursor.first()?.keyBytes))")
+                            answers.append("last \(String(describing: try cursor.last().map { $0.keyBytes + $0.valueBytes }))")
                         }
                     }
                     return answers

@@ -73,6 +73,8 @@ struct MemoryTable {
 struct MemorySnapshot {
     var tables: [UInt32: MemoryTable] = [:]
     var handles: [String: UInt32] = [:]
+    /// How many commits made it.
+    var number: UInt64 = 0
 }
 
 /// The data of one store "file": the last commit, and the lock writers take in turn.
@@ -100,6 +102,7 @@ final class MemoryFile: @unchecked Sendable {
         state.withLock { writerThread = pthread_self() }
         defer { state.withLock { writerThread = nil } }
         var working = snapshot()
+        working.number += 1
         let result = try body(&working)
         state.withLock { committed = working }
         return result
@@ -191,6 +194,8 @@ final class MemoryTransaction: KeyValueTransaction {
         self.snapshot = snapshot
         self.isReadOnly = isReadOnly
     }
+
+    var snapshotNumber: UInt64 { snapshot.number }
 
     func endRead() {
         precondition(isReadOnly && isActive, "endRead() ends an open read transaction once")
@@ -373,6 +378,12 @@ final class MemoryCursor: KeyValueCursor {
     }
 
     func first() throws -> CursorEntry? { try land(table, 0, 0) }
+
+    func last() throws -> CursorEntry? {
+        let table = try table
+        guard let slot = table.slots.indices.last else { return land(table, -1, 0) }
+        return land(table, slot, table.slots[slot].values.count - 1)
+    }
 
     func nextKey() throws -> CursorEntry? {
         let table = try table

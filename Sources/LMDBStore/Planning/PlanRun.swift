@@ -41,9 +41,15 @@ final class PlanRun {
     let yieldsKeyOrder: Bool
     /// The plan's source when it is one index range.
     let indexRange: QueryPlan.IndexRange?
+    /// Whether ``transaction`` is a read (not a write, whose changes no other read sees): only then may a scan be
+    /// read in parts on other threads (``scannedInParallel(_:)``).
+    let isRead: Bool
+    /// The reads of the same commit that parts of a scan were read in on other threads: their rows are borrowed
+    /// until the run ends, when they end too.
+    var partReads: [any KeyValueTransaction] = []
 
     init(_ plan: QueryPlan, for request: FetchRequest, entity: StoreLayout.EntityLayout, store: LMDBIncrementalStore,
-         state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction) {
+         state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction, isRead: Bool = false) {
         self.store = store
         self.state = state
         self.transaction = transaction
@@ -59,6 +65,11 @@ final class PlanRun {
         checksEntries = entryCheck != nil
         readsRows = plan.source.readsRows
         yieldsKeyOrder = plan.source.yieldsKeyOrder
+        self.isRead = isRead
+    }
+
+    deinit {
+        for read in partReads { read.endRead() }
     }
 
     // MARK: - Results
@@ -270,7 +281,7 @@ final class PlanRun {
             // The first offset + limit by a sort the row bytes settle: one field per row read into a bounded heap, a
             // view made only of the rows kept.
             var top = TopRows<EncodedRow>(sort, capacity: wanted)
-            try forEachMatch(check) { candidate, row, _ in
+            try forEachMatch(check, consumingAll: true) { candidate, row, _ in
                 do throws(RowDecodingError) {
                     try top.offer(candidate, row) { values throws(RowDecodingError) in try sort.values(of: row, into: &values) }
                 } catch {
@@ -282,7 +293,7 @@ final class PlanRun {
         }
         var matches: [RowView] = []
         let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
-        try forEachMatch(check) { candidate, row, view in
+        try forEachMatch(check, consumingAll: wanted == .max) { candidate, row, view in
             matches.append(view ?? check.view(of: candidate, row))
             return matches.count < wanted
         }
@@ -303,9 +314,16 @@ final class PlanRun {
     /// (`nil` when the row's bytes settled it), until `body` returns false: rows read as the candidates come when
     /// the source yields key order or reads the rows itself; otherwise the candidates' keys gathered and sorted first,
     /// then their rows read with one cursor moving forward — most lookups land on the leaf page of the one before,
-    /// which LMDB searches without descending from the root.
+    /// which LMDB searches without descending from the root. A scan of a large table whose matches `body` takes all
+    /// of (`consumingAll`) is read in parts on several threads (``scannedInParallel(_:)``), then handed on in order.
     @inline(__always)
-    private func forEachMatch(_ check: RowCheck, _ body: (Candidate, EncodedRow, RowView?) throws -> Bool) throws {
+    private func forEachMatch(_ check: RowCheck, consumingAll: Bool, _ body: (Candidate, EncodedRow, RowView?) throws -> Bool) throws {
+        if consumingAll, let parts = try scannedInParallel(check) {
+            for part in parts {
+                for match in part { guard try body(match.candidate, match.row, match.view) else { return } }
+            }
+            return
+        }
         if yieldsKeyOrder || readsRows {
             try rows.withCursor(in: transaction) { cursor in
                 try forEachCandidate { candidate, entry in
@@ -491,7 +509,9 @@ struct RowCheck {
     private let rows: RowTable
     private let root: String
 
-    init(_ run: PlanRun) {
+    /// The checks of `run`'s rows read in `transaction` (the run's by default; for a part of a scan read on
+    /// another thread, a read of the same commit).
+    init(_ run: PlanRun, transaction: (any KeyValueTransaction)? = nil) {
         // The plan's filter: what the source leaves of the predicate (nothing when index ranges answer it exactly,
         // as counts and IDs trust them; the rest of a key lookup's conjunction; else the whole predicate).
         predicate = run.plan.filter
@@ -503,7 +523,7 @@ struct RowCheck {
         source = run.plan.source
         store = run.store
         state = run.state
-        transaction = run.transaction
+        self.transaction = transaction ?? run.transaction
         layout = run.store.layout
         rows = run.rows
         root = run.entity.root

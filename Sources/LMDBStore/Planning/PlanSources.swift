@@ -341,11 +341,19 @@ extension QueryPlan {
         var readsRows: Bool { true }
 
         var description: String { "Scan(\(entityName))" }
+        var scan: QueryPlan.Scan? { self }
 
         func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
+            try forEachCandidate(in: run, keys: .all, transaction: run.transaction, body)
+        }
+
+        /// The candidates whose row keys lie in `keys`, read in `transaction`: the run's, or for a part of a scan
+        /// read on several threads, a read of the same commit (``PlanRun/scannedInParallel(_:)``).
+        func forEachCandidate(in run: PlanRun, keys: KeyRange, transaction: any KeyValueTransaction,
+                              _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
             let rows = run.rows, family = run.family
-            try rows.withCursor(in: run.transaction) { cursor in
-                try cursor.forEach { entry in
+            try rows.withCursor(in: transaction) { cursor in
+                try cursor.forEach(in: keys) { entry in
                     let key = try rows.rowKey(in: entry)
                     let tag = try run.tag(of: entry.value, key: key)
                     guard family.contains(tag) else { return true }

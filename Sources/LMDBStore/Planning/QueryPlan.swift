@@ -65,11 +65,14 @@ protocol PlanSource: CustomStringConvertible {
     /// The source itself when it is one index range (no dynamic cast: what the steps after an index range may do
     /// differently — stream in its order, read values from its entries — is asked of every plan).
     var indexRange: QueryPlan.IndexRange? { get }
+    /// The source itself when it is a scan of the whole table, which may be read in parts on several threads.
+    var scan: QueryPlan.Scan? { get }
 }
 
 extension PlanSource {
     var readsRows: Bool { false }
     var indexRange: QueryPlan.IndexRange? { nil }
+    var scan: QueryPlan.Scan? { nil }
     func gatheredCandidates(in run: PlanRun) throws -> [Candidate]? { nil }
 }
 

@@ -93,6 +93,10 @@ protocol KeyValueTransaction: AnyObject {
     /// Ends a read transaction begun by ``KeyValueEngine/beginRead()``.
     func endRead()
 
+    /// The commit a read transaction sees: two reads with the same number see the same data, so a scan may read
+    /// parts of one table in each of them on other threads (LMDB's `mdb_txn_id`).
+    var snapshotNumber: UInt64 { get }
+
     /// The value of `key` (in a dupSort table its first), borrowed until the transaction ends or, in a write
     /// transaction, until its next write; `nil` when the key is not there.
     func borrowedValue(forKey key: UnsafeRawBufferPointer, in table: Database) throws -> UnsafeRawBufferPointer?
@@ -135,6 +139,8 @@ protocol KeyValueCursor: AnyObject {
 
     /// The first entry (of the first key, its first value).
     func first() throws -> CursorEntry?
+    /// The last entry (of the last key, its last value).
+    func last() throws -> CursorEntry?
     /// The first value of the next key.
     func nextKey() throws -> CursorEntry?
     /// The next value of the current key, or `nil` at its last (dupSort tables; elsewhere undefined — LMDB steps to

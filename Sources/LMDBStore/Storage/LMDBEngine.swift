@@ -19,6 +19,8 @@ extension Environment: KeyValueEngine {
 }
 
 extension Transaction: KeyValueTransaction {
+    var snapshotNumber: UInt64 { UInt64(id) }
+
     @inline(__always)
     func borrowedValue(forKey key: UnsafeRawBufferPointer, in table: Database) throws -> UnsafeRawBufferPointer? {
         // `mdb_get`'s bytes stay valid until the transaction ends or (in a write transaction) writes: the seam's
