@@ -232,6 +232,26 @@ extension Cursor {
             }
             return
         }
+        if direction == .forward, !database.options.contains(.dupSort) {
+            // One key an entry: after the seek to the lower bound, each step compares its key with the upper bound's
+            // bytes borrowed once, not through the bound's enum each time (a part of a scan read on another thread
+            // walks its rows this way).
+            var start = entries(in: KeyRange(lower: range.lower), direction: .forward)
+            guard var entry = try start.next() else { return }
+            let upper = range.upper, inclusive = upper?.isInclusive ?? true
+            try (upper?.key ?? []).withUnsafeBytes { upperKey in
+                while true {
+                    if upper != nil {
+                        var key = mdbValue(entry.key), bound = mdbValue(upperKey)
+                        let order = mdb_cmp(transaction.handle, database.handle, &key, &bound)
+                        if inclusive ? order > 0 : order >= 0 { return }
+                    }
+                    guard try body(entry), let next = try get(MDB_NEXT) else { return }
+                    entry = next
+                }
+            }
+            return
+        }
         var iterator = entries(in: range, direction: direction)
         while let entry = try iterator.next() {
             guard try body(entry) else { return }

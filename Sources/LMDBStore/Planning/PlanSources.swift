@@ -349,6 +349,7 @@ extension QueryPlan {
 
         /// The candidates whose row keys lie in `keys`, read in `transaction`: the run's, or for a part of a scan
         /// read on several threads, a read of the same commit (``PlanRun/scannedInParallel(_:)``).
+        @inline(__always)
         func forEachCandidate(in run: PlanRun, keys: KeyRange, transaction: any KeyValueTransaction,
                               _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
             let rows = run.rows, family = run.family
