@@ -253,28 +253,28 @@ struct RowFilter {
         case .or(let operands):
             return combine(operands, row, base, deciding: true)
         case .match(let slot, let op, let needle, let foldsCase):
-            let field = fields[base + slot]
-            guard field >= 0 else { return nil }
-            let value: RawField?
-            do { value = try row.rawField(field) } catch { return nil }
+            guard let value = field(slot, of: row, base) else { return nil }
             guard let value else { return false }  // NULL contains, begins and ends with nothing
             guard case .string(let text) = value else { return nil }
             return Self.match(text, op, needle, foldsCase: foldsCase)
         case .compareScalar(let slot, let op, let constant):
-            let field = fields[base + slot]
-            guard field >= 0 else { return nil }
-            let value: RawField?  // nil: the field is NULL
-            do { value = try row.rawField(field) } catch { return nil }
+            guard let value = field(slot, of: row, base) else { return nil }
             return Self.compare(value, op, constant)
         case .compare(let slot, let op, let constant):
-            let field = fields[base + slot]
-            guard field >= 0 else { return nil }
-            let value: RawField?  // nil: the field is NULL
-            do { value = try row.rawField(field) } catch { return nil }
+            guard let value = field(slot, of: row, base) else { return nil }
             return Self.compare(value, op, constant)
         case .undecided:
             return nil
         }
+    }
+
+    /// The field comparison `slot` reads in `row`: `.some(nil)` when the field is NULL, `nil` when the row's entity
+    /// has no such field or its value does not decode (the evaluator decides then).
+    @inline(__always)
+    private func field(_ slot: Int, of row: EncodedRow, _ base: Int) -> RawField?? {
+        let field = fields[base + slot]
+        guard field >= 0 else { return nil }
+        do { return .some(try row.rawField(field)) } catch { return nil }
     }
 
     /// AND (`deciding` false) or OR (`deciding` true) of three-valued operands: an operand that is `deciding`
