@@ -649,21 +649,44 @@ import Testing
             try context.save()
         }
         let path = folder.file().path
+        func resetStore() throws {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: path + "-lock")
+            try FileManager.default.copyItem(at: pristine, to: folder.file())
+        }
+        /// Starts the helper's migration and returns once it is about to open the store, so that the time it takes
+        /// to start (much longer under a sanitizer) does not decide where a kill lands.
+        func startMigration() throws -> Process {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: helperPath())
+            process.arguments = ["migrate", path, "40"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var line: [UInt8] = []
+            while let byte = try pipe.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") { line.append(byte) }
+            #expect(String(decoding: line, as: UTF8.self) == "opening")
+            return process
+        }
+        // One migration left to finish measures how long one takes on this machine (and build); kills then land at
+        // random moments of that span and a little beyond it.
+        try resetStore()
+        let clock = ContinuousClock()
+        let timed = try startMigration()
+        let began = clock.now
+        timed.waitUntilExit()
+        let span = clock.now - began
+        #expect(timed.terminationStatus == 0)
+        let spanMicroseconds = span.components.seconds * 1_000_000 + span.components.attoseconds / 1_000_000_000_000
+        let window = UInt64(max(2_000, spanMicroseconds * 5 / 4))
         var random = SplitMix64(seed: 21)
         var outcomes: [String: Int] = [:]
         let kills = 110
         for round in 0..<kills {
-            try? FileManager.default.removeItem(atPath: path)
-            try? FileManager.default.removeItem(atPath: path + "-lock")
-            try FileManager.default.copyItem(at: pristine, to: folder.file())
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: helperPath())
-            process.arguments = ["migrate", path, "40"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            // The helper starts in about 10 ms and migrates for about as long again: most kills land in the middle.
-            usleep(UInt32(3_000 + random.next() % 70_000))
+            try resetStore()
+            let process = try startMigration()
+            usleep(UInt32(random.next() % window))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             #expect(process.terminationReason == .uncaughtSignal || process.terminationStatus == 0, "round \(round)")
@@ -687,9 +710,8 @@ import Testing
             let store = try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: folder.file(), options: options.dictionary)
             try check(coordinator, store as! LMDBIncrementalStore, version: 2, round: round)
         }
-        // Kills landed in the middle of migrations (here: about 30 while staging, 13 while installing; a slower machine
-        // shifts them), and stores killed before the commit opened as old.
+        // Kills landed in the middle of migrations, and stores killed before the commit opened as old.
         #expect(outcomes["staging", default: 0] + outcomes["installing", default: 0] > 0 && outcomes["old", default: 0] > 0, "\(outcomes)")
-        print("migration kills: \(outcomes)")
+        print("migration kills (window \(window) µs): \(outcomes)")
     }
 }

@@ -18,7 +18,8 @@
 //
 //   lmdbstore-test-helper migrate <path> <rows per transaction>
 //     Opens the LMDB object store at <path>, written with migrationModel(version: 1), with version 2 and automatic
-//     lightweight migration, <rows per transaction> rows a write. Prints "done" once it is open.
+//     lightweight migration, <rows per transaction> rows a write. Prints "opening" just before it opens the store and
+//     "done" once it is open.
 //
 //   lmdbstore-test-helper crash <path> <acknowledgements> <writer> <first operation> [<durability>]
 //     Opens the LMDB object store at <path> (CrashWorkload.model; the store option "durability", full unless
@@ -114,8 +115,9 @@ case "migrate":
         LMDBIncrementalStore.register()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: migrationModel(version: 2))
         let options = LMDBIncrementalStore.Options(migratesAutomatically: true, infersMappingModel: true, migrationBatchSize: batch)
+        say("opening")
         try coordinator.addPersistentStore(type: LMDBIncrementalStore.storeType, at: URL(fileURLWithPath: arguments[2]), options: options.dictionary)
-        print("done")
+        say("done")
     } catch {
         fail("\(error)")
     }

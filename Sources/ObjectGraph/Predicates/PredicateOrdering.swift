@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// How predicate values compare: numbers as numbers (whatever their kind), dates by time, strings with the
 /// comparison's case and diacritic options, NULL equal only to NULL.
@@ -135,14 +136,49 @@ enum StringMatching {
         case anyRun
     }
 
-    /// MATCHES: an ICU regular expression that must match the whole string; `nil` for an invalid expression.
+    /// MATCHES: an ICU regular expression that must match the whole string; `nil` for an invalid expression. The
+    /// expression is compiled once per pattern and options (``CompiledExpressions``), not once per row it is
+    /// evaluated on.
     static func matches(_ text: String, _ pattern: String, options: ComparisonOptions) -> Bool? {
-        var regexOptions: NSRegularExpression.Options = [.anchorsMatchLines]
-        if options.contains(.caseInsensitive) { regexOptions.insert(.caseInsensitive) }
         let subject = options.contains(.diacriticInsensitive) ? fold(text, [.diacriticInsensitive]) : text
-        let expression = options.contains(.diacriticInsensitive) ? fold(pattern, [.diacriticInsensitive]) : pattern
-        // \A and \z anchor the whole string; ^ and $ inside the pattern still match at line boundaries.
-        guard let regex = try? NSRegularExpression(pattern: "\\A(?:" + expression + ")\\z", options: regexOptions) else { return nil }
+        guard let regex = CompiledExpressions.shared.expression(pattern, caseInsensitive: options.contains(.caseInsensitive),
+                                                                  diacriticInsensitive: options.contains(.diacriticInsensitive))
+        else { return nil }
         return regex.firstMatch(in: subject, options: [], range: NSRange(subject.startIndex..., in: subject)) != nil
+    }
+}
+
+/// The regular expressions of MATCHES comparisons, compiled once each: a predicate evaluated on a million rows
+/// compiles its pattern once, not a million times (and an invalid pattern is refused once: Foundation on Linux keeps
+/// memory for each refusal). At most ``capacity`` are kept; then the table starts again.
+final class CompiledExpressions: @unchecked Sendable {
+    static let shared = CompiledExpressions()
+    /// How many patterns are kept.
+    static let capacity = 256
+
+    private struct Key: Hashable {
+        let pattern: String
+        let caseInsensitive: Bool
+        let diacriticInsensitive: Bool
+    }
+
+    /// `nil` for a pattern that does not compile. (`NSRegularExpression` is immutable and safe to share.)
+    private let compiled = Mutex<[Key: NSRegularExpression?]>([:])
+
+    /// The whole-string expression for `pattern` (folded first when `diacriticInsensitive`), or `nil` when it does
+    /// not compile.
+    func expression(_ pattern: String, caseInsensitive: Bool, diacriticInsensitive: Bool) -> NSRegularExpression? {
+        let key = Key(pattern: pattern, caseInsensitive: caseInsensitive, diacriticInsensitive: diacriticInsensitive)
+        if let known = compiled.withLock({ $0[key] }) { return known }
+        var options: NSRegularExpression.Options = [.anchorsMatchLines]
+        if caseInsensitive { options.insert(.caseInsensitive) }
+        let expression = diacriticInsensitive ? StringMatching.fold(pattern, [.diacriticInsensitive]) : pattern
+        // \A and \z anchor the whole string; ^ and $ inside the pattern still match at line boundaries.
+        let regex = try? NSRegularExpression(pattern: "\\A(?:" + expression + ")\\z", options: options)
+        compiled.withLock { table in
+            if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }
+            table[key] = .some(regex)
+        }
+        return regex
     }
 }

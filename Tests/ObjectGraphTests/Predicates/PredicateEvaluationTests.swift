@@ -101,6 +101,26 @@ import Testing
         #expect(try holds("s MATCHES '(?m)^x$\\\\n^y$'", ["s": "x\ny"]))
     }
 
+    /// MATCHES compiles each pattern once per set of options and keeps a bounded number of them: the same pattern
+    /// with and without `[c]` or `[d]` answers as each asks, an invalid pattern stays an error, and answers
+    /// stay right past the number of patterns kept.
+    @Test func matchesAnswersAlikeWhetherItsPatternWasCompiledBefore() throws {
+        for _ in 0..<2 {
+            #expect(try holds("s MATCHES 'ab+'", ["s": "abbb"]))
+            #expect(try !holds("s MATCHES 'ab+'", ["s": "ABBB"]))
+            #expect(try holds("s MATCHES[c] 'ab+'", ["s": "ABBB"]))
+            #expect(try !holds("s MATCHES 'e+'", ["s": "éé"]))
+            #expect(try holds("s MATCHES[d] 'e+'", ["s": "éé"]))
+            #expect(try holds("s MATCHES[cd] 'e+'", ["s": "ÉÉ"]))
+            #expect(throws: (any Error).self, "an invalid pattern is an error each time") { try holds("s MATCHES '(unclosed'", ["s": "(unclosed"]) }
+        }
+        for n in 0..<(CompiledExpressions.capacity + 40) {
+            #expect(try holds("s MATCHES %@", ["s": .string("x\(n)")], "x\(n)"), "pattern \(n)")
+            #expect(try !holds("s MATCHES %@", ["s": .string("x\(n + 1)")], "x\(n)"), "pattern \(n)")
+        }
+        #expect(try holds("s MATCHES 'ab+'", ["s": "abbb"]))
+    }
+
     @Test func anyAllAndNoneOverToManyCollections() throws {
         let object: [String: PredicateValue] = ["items": [["price": 5], ["price": 15], ["price": .null]]]
         #expect(try holds("ANY items.price > 10", object))
