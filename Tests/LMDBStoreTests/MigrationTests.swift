@@ -654,9 +654,14 @@ import Testing
             try? FileManager.default.removeItem(atPath: path + "-lock")
             try FileManager.default.copyItem(at: pristine, to: folder.file())
         }
+        func line(_ output: FileHandle) throws -> String {
+            var line: [UInt8] = []
+            while let byte = try output.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") { line.append(byte) }
+            return String(decoding: line, as: UTF8.self)
+        }
         /// Starts the helper's migration and returns once it is about to open the store, so that the time it takes
         /// to start (much longer under a sanitizer) does not decide where a kill lands.
-        func startMigration() throws -> Process {
+        func startMigration() throws -> (Process, FileHandle) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: helperPath())
             process.arguments = ["migrate", path, "40"]
@@ -664,19 +669,18 @@ import Testing
             process.standardOutput = pipe
             process.standardError = FileHandle.nullDevice
             try process.run()
-            var line: [UInt8] = []
-            while let byte = try pipe.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") { line.append(byte) }
-            #expect(String(decoding: line, as: UTF8.self) == "opening")
-            return process
+            #expect(try line(pipe.fileHandleForReading) == "opening")
+            return (process, pipe.fileHandleForReading)
         }
-        // One migration left to finish measures how long one takes on this machine (and build); kills then land at
-        // random moments of that span and a little beyond it.
+        // One migration left to finish measures how long one takes on this machine (and build), from opening the
+        // store to having opened it; kills then land at random moments of that span and a little beyond it.
         try resetStore()
         let clock = ContinuousClock()
-        let timed = try startMigration()
+        let (timed, output) = try startMigration()
         let began = clock.now
-        timed.waitUntilExit()
+        #expect(try line(output) == "done")
         let span = clock.now - began
+        timed.waitUntilExit()
         #expect(timed.terminationStatus == 0)
         let spanMicroseconds = span.components.seconds * 1_000_000 + span.components.attoseconds / 1_000_000_000_000
         let window = UInt64(max(2_000, spanMicroseconds * 5 / 4))
@@ -685,7 +689,7 @@ import Testing
         let kills = 110
         for round in 0..<kills {
             try resetStore()
-            let process = try startMigration()
+            let (process, _) = try startMigration()
             usleep(UInt32(random.next() % window))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
