@@ -78,8 +78,8 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
         guard let entity = layout.entity(request.entityName) else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
         }
-        let run = PlanRun(plan(request, state: state, transaction: transaction), for: request, entity: entity, store: self,
-                          state: state, transaction: transaction)
+        let run = PlanRun(prepared(request, state: state, transaction: transaction, reusable: false), for: request, entity: entity,
+                          store: self, state: state, transaction: transaction)
         var found = run.answersFromCandidates ? Array(request.window(try run.candidates()))
             : request.window(try run.views()).map { Candidate(key: UInt64(bitPattern: $0.key), tag: $0.row.entityTag) }
         found.sort { $0.key < $1.key }

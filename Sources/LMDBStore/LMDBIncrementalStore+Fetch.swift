@@ -15,13 +15,31 @@ extension LMDBIncrementalStore {
     /// The ``QueryPlanner``'s plan for `request`, costed with bounded probes of the candidate ranges and LMDB's
     /// table sizes, read in `transaction`. The candidate paths of a request shape are worked out once and kept (up
     /// to 512 shapes; a predicate holding managed objects under their IDs, and only when it holds at most 16); the
-    /// costs, which follow the data, are worked out every time.
+    /// costs, which follow the data, are worked out again for each commit.
     func plan(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction) -> QueryPlan {
+        prepared(request, state: state, transaction: transaction, reusable: false).plan
+    }
+
+    /// ``plan(_:state:transaction:)`` with the row checks compiled for it. With `reusable` (a read, whose commit
+    /// does not change under it), a plan made for the same shape, window and result type in a read of the same
+    /// commit (``KeyValueTransaction/snapshotNumber``) is run again as it is: neither costed nor compiled again.
+    /// Costs follow the data, and the data of one commit does not change; a write transaction's plans are not kept,
+    /// since its own changes move the costs before it commits.
+    func prepared(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction, reusable: Bool) -> PreparedPlan {
         // A predicate holding managed objects is kept under their IDs (a cache entry keeps no object alive), and
         // only when it holds a few: hashing one that names 50 000 objects cost more than analysing it.
         let key = QueryPlanner.isCacheable(request.predicate) ? request.predicate : request.predicate.flatMap { QueryPlanner.keyingObjectsByID($0) }
         let shape = key == nil && request.predicate != nil ? nil
             : PlanShape(entityName: request.entityName, includesSubentities: request.includesSubentities, predicate: key, sort: request.sortDescriptors)
+        let planKey = reusable ? shape.map { PlanKey(shape: $0, request) } : nil
+        let snapshot = transaction.snapshotNumber
+        if let planKey, let known = lock.withLock({ () -> PreparedPlan? in
+            guard let known = plans[planKey], known.snapshot == snapshot else { return nil }
+            planHits += 1
+            return known
+        }) {
+            return known
+        }
         var analysis = shape.flatMap { shape in
             lock.withLock { () -> QueryPlanner.Analysis? in
                 let cached = planShapes[shape]
@@ -40,7 +58,18 @@ extension LMDBIncrementalStore {
         let statistics = PlanStatistics(
             entries: { name in (try? self.database(name, in: state).entryCount(in: transaction)) ?? 0 },
             probe: { index, limit in (try? self.countEntries(in: index, upTo: limit, state: state, transaction: transaction)) ?? 0 })
-        return QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics, analysis: analysis)
+        let plan = QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics, analysis: analysis)
+        // A plan whose filter holds objects (the rest of a `SELF IN` conjunction) is not kept: it would keep them.
+        guard let planKey, QueryPlanner.isCacheable(plan.filter) else {
+            return PreparedPlan(plan, entityName: request.entityName, predicate: request.predicate, storeIdentifier: state.storeIdentifier, snapshot: snapshot)
+        }
+        let prepared = PreparedPlan(plan, entityName: request.entityName, predicate: planKey.shape.predicate,
+                                    storeIdentifier: state.storeIdentifier, snapshot: snapshot)
+        lock.withLock {
+            if plans.count >= 512 { plans.removeAll(keepingCapacity: true) }
+            plans[planKey] = prepared
+        }
+        return prepared
     }
 
     /// A fetch, in one read transaction, running the ``QueryPlanner``'s plan (``PlanRun``): counts, object IDs and
@@ -78,8 +107,8 @@ extension LMDBIncrementalStore {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
         }
         return try state.environment.read { transaction in
-            try body(PlanRun(plan(request, state: state, transaction: transaction), for: request, entity: entity, store: self,
-                             state: state, transaction: transaction, isRead: true))
+            try body(PlanRun(prepared(request, state: state, transaction: transaction, reusable: true), for: request, entity: entity,
+                             store: self, state: state, transaction: transaction, isRead: true))
         }
     }
 

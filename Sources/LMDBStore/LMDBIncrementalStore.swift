@@ -72,6 +72,55 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let includesSubentities: Bool
         let predicate: FetchPredicate?
         let sort: [FetchSortDescriptor]
+        /// Hashed once: a fetch looks its shape up in two tables.
+        private let hash: Int
+
+        init(entityName: String, includesSubentities: Bool, predicate: FetchPredicate?, sort: [FetchSortDescriptor]) {
+            self.entityName = entityName
+            self.includesSubentities = includesSubentities
+            self.predicate = predicate
+            self.sort = sort
+            var hasher = Hasher()
+            hasher.combine(entityName)
+            hasher.combine(includesSubentities)
+            hasher.combine(predicate)
+            hasher.combine(sort)
+            hash = hasher.finalize()
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(hash)
+        }
+
+        static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.hash == rhs.hash && lhs.entityName == rhs.entityName && lhs.includesSubentities == rhs.includesSubentities
+                && lhs.predicate == rhs.predicate && lhs.sort == rhs.sort
+        }
+    }
+
+    /// Plans made in reads, with their compiled row checks, by shape, window and result type (guarded by `lock`);
+    /// each is run again only in a read of the commit it was costed in (``prepared(_:state:transaction:reusable:)``).
+    /// Emptied when it fills up.
+    var plans: [PlanKey: PreparedPlan] = [:]
+    /// How many fetches ran a kept plan (for tests).
+    var planHits = 0
+
+    /// What a whole plan depends on besides the data: the shape, and the parts of the request the planner costs
+    /// (the window, the result type, whether objects come as faults).
+    struct PlanKey: Hashable {
+        let shape: PlanShape
+        let fetchLimit: Int
+        let fetchOffset: Int
+        let resultType: FetchRequestResultType
+        let returnsObjectsAsFaults: Bool
+
+        init(shape: PlanShape, _ request: FetchRequest) {
+            self.shape = shape
+            fetchLimit = request.fetchLimit
+            fetchOffset = request.fetchOffset
+            resultType = request.resultType
+            returnsObjectsAsFaults = request.returnsObjectsAsFaults
+        }
     }
 
     /// Makes the object IDs of one open store's rows. A row an object reads a value at a time keeps this, not the

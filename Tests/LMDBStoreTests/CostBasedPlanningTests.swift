@@ -103,6 +103,44 @@ import Testing
         #expect(!QueryPlanner.isCacheable(try FetchPredicate(format: "SUBQUERY(friends, $f, $f == %@).@count > 0", someone)))
     }
 
+    /// A whole plan, with its compiled row checks, is run again by fetches of the same shape, window and result type
+    /// that read the same commit — and costed again after any commit, so that it follows the data.
+    @Test func aKeptPlanRunsAgainOnlyInReadsOfTheCommitItWasCostedIn() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(plannerModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let shape = try request("age < 10 AND score < -50", values: true)
+        func hits() -> Int { store.lock.withLock { store.planHits } }
+        #expect(try context.fetch(shape).isEmpty)
+        let first = hits()
+        #expect(try context.fetch(shape).isEmpty)
+        #expect(hits() == first + 1, "the same commit: the plan kept")
+        // Another window or result type is another plan.
+        #expect(try context.fetch(shape.with { $0.fetchLimit = 5 }).isEmpty)
+        #expect(try context.count(for: shape) == 0)
+        #expect(hits() == first + 1)
+        // After a commit the plan is costed again (here it changes: the ranges are worth intersecting now), and the
+        // fetch finds what the commit wrote.
+        try loaded(coordinator)
+        let reader = ManagedObjectContext(coordinator: coordinator)
+        let expected = try reader.fetch(FetchRequest(entityName: "Person")).filter {
+            ($0.value(forKey: "age") as! Int32) < 10 && ($0.value(forKey: "score") as! Double) < -50
+        }.map(\.objectID)
+        let afterCommit = hits()
+        let found = try ManagedObjectContext(coordinator: coordinator).fetch(shape).map(\.objectID)
+        #expect(hits() == afterCommit, "a new commit: costed again")
+        #expect(Set(found) == Set(expected) && found.count == expected.count && !found.isEmpty)
+        #expect(store.explain(shape) == "Intersection(IndexRange(Person.byAge (-inf, 10)), IndexRange(Person.byScore (-inf, -50.0)))")
+        #expect(try ManagedObjectContext(coordinator: coordinator).fetch(shape).map(\.objectID) == found)
+        #expect(hits() == afterCommit + 1)
+        // A plan whose checks were compiled once still checks each row: a predicate the rows decide, fetched twice.
+        let residual = try request("age < 10 AND name BEGINSWITH 'P1'", values: true)
+        let once = try ManagedObjectContext(coordinator: coordinator).fetch(residual).map(\.objectID)
+        let twice = try ManagedObjectContext(coordinator: coordinator).fetch(residual).map(\.objectID)
+        #expect(once == twice && !once.isEmpty && hits() == afterCommit + 2)
+        #expect(once.allSatisfy { id in (reader.object(with: id).value(forKey: "name") as? String)?.hasPrefix("P1") == true })
+    }
+
     /// Ties on the sort key come in key order, as a scan then a stable sort gives them, also when the index is
     /// walked backwards (each run of equal values is reversed) and the limit falls inside a run.
     @Test func backwardWalksKeepTiesInKeyOrder() throws {

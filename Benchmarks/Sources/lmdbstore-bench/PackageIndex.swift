@@ -13,7 +13,8 @@ struct Packages: ParsableCommand {
         discussion: """
             FILE is an uncompressed Packages file, e.g.
               lz4 -dc /var/lib/apt/lists/deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages.lz4 > Packages
-            Both stores are written to a new temporary folder and removed afterwards.
+            Both stores are written to a new temporary folder and removed afterwards, or to --keep's folder and kept
+            (packages.lmdb and packages.sqlite, for profiling a question on its own).
             """)
 
     @Argument(help: "The Packages file.")
@@ -25,13 +26,18 @@ struct Packages: ParsableCommand {
     @Flag(help: "Print the results as JSON instead of tables.")
     var json = false
 
+    @Option(help: "A new folder to write both stores to and keep them in.")
+    var keep: String?
+
     func run() throws {
         let text = try String(contentsOfFile: file, encoding: .utf8)
         let index = try PackageIndex(parsing: text)
         guard index.packages.count >= 100 else { throw ValidationError("\(file) holds \(index.packages.count) packages: is it a Packages file?") }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("lmdbstore-packages-\(UUID().uuidString)")
+        let folder = keep.map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("lmdbstore-packages-\(UUID().uuidString)")
+        if FileManager.default.fileExists(atPath: folder.path) { throw ValidationError("\(folder.path) exists: --keep takes a new folder") }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        defer { if keep == nil { try? FileManager.default.removeItem(at: folder) } }
         var trial = try PackageTrial(index: index, folder: folder, budget: seconds)
         try trial.run()
         if json {

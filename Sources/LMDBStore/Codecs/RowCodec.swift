@@ -4,7 +4,7 @@ import ObjectGraph
 /// A row as stored: the entity, the version and the values by field number (the entity layout's `fields` order),
 /// with to-one references as (entity tag, key).
 struct StoredRow: Equatable {
-    struct Reference: Equatable, Hashable {
+    struct Reference: Equatable, Hashable, Sendable {
         var entityTag: UInt16
         var key: UInt64
     }

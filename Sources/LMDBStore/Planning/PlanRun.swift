@@ -1,11 +1,58 @@
 import LMDB
 import ObjectGraph
+import Synchronization
 
 /// A row a plan's source yields: its key and entity tag (one of the fetched entities'). Sixteen bytes: sources
 /// gather and sort them by the thousand.
 struct Candidate: Hashable {
     let key: UInt64
     let tag: UInt16
+}
+
+/// A ``QueryPlan`` with its row checks (``RowFilter``), each compiled the first time a fetch needs it: what the
+/// source leaves of the predicate (``filter(_:)``), and the whole predicate when the source answered it
+/// (``answeredCheck(_:)``). Kept with the commit it was costed in, so that a fetch reading the same commit runs it
+/// again as it is, checks included.
+final class PreparedPlan: @unchecked Sendable {
+    let plan: QueryPlan
+    /// The commit the plan was costed in (``KeyValueTransaction/snapshotNumber``).
+    let snapshot: UInt64
+    private let entityName: String
+    /// The request's predicate (a kept plan's holds object IDs, not objects).
+    private let predicate: FetchPredicate?
+    private let storeIdentifier: String
+    /// Each check once compiled (`.some(nil)`: compiled to nothing). The plan is immutable otherwise; fetches on
+    /// several threads may compile a check at once, and the first to finish keeps it.
+    private let compiled = Mutex<(filter: RowFilter??, answered: RowFilter??)>((nil, nil))
+
+    init(_ plan: QueryPlan, entityName: String, predicate: FetchPredicate?, storeIdentifier: String, snapshot: UInt64) {
+        self.plan = plan
+        self.entityName = entityName
+        self.predicate = predicate
+        self.storeIdentifier = storeIdentifier
+        self.snapshot = snapshot
+    }
+
+    /// The plan's filter compiled to run on a row's bytes (`nil` when there is none).
+    func filter(_ store: LMDBIncrementalStore) -> RowFilter? {
+        if let known = compiled.withLock({ $0.filter }) { return known }
+        let made = plan.filter.flatMap { compile($0, store) }
+        compiled.withLock { if $0.filter == nil { $0.filter = .some(made) } }
+        return made
+    }
+
+    /// See ``PlanRun/answeredCheck``.
+    func answeredCheck(_ store: LMDBIncrementalStore) -> RowFilter? {
+        guard plan.filter == nil else { return nil }
+        if let known = compiled.withLock({ $0.answered }) { return known }
+        let made = predicate.flatMap { compile($0, store) }
+        compiled.withLock { if $0.answered == nil { $0.answered = .some(made) } }
+        return made
+    }
+
+    private func compile(_ predicate: FetchPredicate, _ store: LMDBIncrementalStore) -> RowFilter? {
+        RowFilter(predicate, entity: entityName, model: store.model, layout: store.layout, storeIdentifier: storeIdentifier)
+    }
 }
 
 /// One fetch running a ``QueryPlan`` in one read transaction: the store's open state, the request and the fetched
@@ -48,12 +95,17 @@ final class PlanRun {
     /// until the run ends, when they end too.
     var partReads: [any KeyValueTransaction] = []
 
-    init(_ plan: QueryPlan, for request: FetchRequest, entity: StoreLayout.EntityLayout, store: LMDBIncrementalStore,
+    /// The plan and its row checks, compiled once (and shared by the fetches that run a kept plan).
+    private let prepared: PreparedPlan
+
+    init(_ prepared: PreparedPlan, for request: FetchRequest, entity: StoreLayout.EntityLayout, store: LMDBIncrementalStore,
          state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction, isRead: Bool = false) {
         self.store = store
         self.state = state
         self.transaction = transaction
+        let plan = prepared.plan
         self.plan = plan
+        self.prepared = prepared
         self.request = request
         self.entity = entity
         rows = state.rows(of: entity)
@@ -71,6 +123,17 @@ final class PlanRun {
     deinit {
         for read in partReads { read.endRead() }
     }
+
+    /// The plan's filter compiled to run on a row's bytes (`nil` when there is none).
+    var filter: RowFilter? { prepared.filter(store) }
+
+    /// When the source answered the whole predicate (an index range, a to-one's or a to-many's table, a union or an
+    /// intersection of them) and rows are read anyway — loaded objects, a sort on the rows —, the predicate compiled
+    /// to run on a row's bytes: a row it rejects came from a damaged entry, which stops the fetch instead of
+    /// becoming a wrong answer. Only what the bytes settle is checked; a comparison they cannot settle is not
+    /// evaluated. `nil` when the source left part of the predicate to the rows (they are checked then), or when
+    /// there is no predicate.
+    var answeredCheck: RowFilter? { prepared.answeredCheck(store) }
 
     // MARK: - Results
 
@@ -249,17 +312,6 @@ final class PlanRun {
             }
         }
         return nodes
-    }
-
-    /// When the source answered the whole predicate (an index range, a to-one's or a to-many's table, a union or an
-    /// intersection of them) and rows are read anyway — loaded objects, a sort on the rows —, the predicate compiled
-    /// to run on a row's bytes: a row it rejects came from a damaged entry, which stops the fetch instead of
-    /// becoming a wrong answer. Only what the bytes settle is checked; a comparison they cannot settle is not
-    /// evaluated. `nil` when the source left part of the predicate to the rows (they are checked then), or when
-    /// there is no predicate.
-    var answeredCheck: RowFilter? {
-        guard plan.filter == nil, let predicate = request.predicate else { return nil }
-        return RowFilter(predicate, entity: request.entityName, model: store.model, layout: store.layout, storeIdentifier: state.storeIdentifier)
     }
 
     /// The rows that match, each read once and checked against what the source leaves of the predicate (its simple
@@ -516,9 +568,7 @@ struct RowCheck {
         // as counts and IDs trust them; the rest of a key lookup's conjunction; else the whole predicate).
         predicate = run.plan.filter
         checksRows = predicate != nil
-        filter = predicate.flatMap {
-            RowFilter($0, entity: run.request.entityName, model: run.store.model, layout: run.store.layout, storeIdentifier: run.state.storeIdentifier)
-        }
+        filter = run.filter
         answered = run.answeredCheck
         source = run.plan.source
         store = run.store

@@ -7,8 +7,8 @@ import ObjectGraph
 /// value that does not decode), answers "undecided": an AND with a false operand or an OR with a true one is still
 /// settled, and otherwise the row is checked by the predicate evaluator as before, so the filter never changes a
 /// result, only its cost.
-struct RowFilter {
-    private indirect enum Node {
+struct RowFilter: Sendable {
+    private indirect enum Node: Sendable {
         case constant(Bool)
         case and([Node])
         case or([Node])
@@ -35,7 +35,7 @@ struct RowFilter {
         }
     }
 
-    private enum Constant {
+    private enum Constant: Sendable {
         case scalar(Scalar)
         /// ASCII text only: its bytes are its characters.
         case ascii([UInt8])
@@ -50,7 +50,7 @@ struct RowFilter {
     }
 
     /// A constant without storage.
-    private enum Scalar {
+    private enum Scalar: Sendable {
         case null
         case integer(Int64)
         case double(Double)
@@ -60,7 +60,7 @@ struct RowFilter {
     }
 
     /// ASCII texts looked up by their bytes, borrowed from a row without making a string.
-    struct TextSet {
+    struct TextSet: Sendable {
         private var buckets: [UInt64: [[UInt8]]] = [:]
 
         init(_ texts: [[UInt8]]) {
