@@ -89,13 +89,31 @@ extension LMDBIncrementalStore {
             default:
                 let matches = try run.views()
                 var writer = rowWriter(run.state)
-                return try .fetched(request.window(matches), for: request, id: \.id, node: { view in
-                    do {
+                func made(_ view: RowView) throws -> IncrementalStoreNode {
+                    do throws(RowDecodingError) {
                         return try node(view.id, view.row, copyingInto: &writer)
-                    } catch let error as RowDecodingError {
+                    } catch {
                         throw run.corruptedRow(view.key, error)
                     }
-                })
+                }
+                let window = request.window(matches)
+                if request.resultType == .managedObject && request.returnsObjectsAsFaults && request.includesPropertyValues
+                    && (2...ReadAhead.capacity).contains(window.count) {
+                    // Faults whose rows were just read (to sort or check them): kept for when they fire. A row with
+                    // a value that does not decode is not kept (nor is the window): the fetch did not need that value,
+                    // and its fault reports it when it fires, as it would have.
+                    var nodes: [ManagedObjectID: IncrementalStoreNode] = [:]
+                    nodes.reserveCapacity(window.count)
+                    for view in window {
+                        guard let node = try? node(view.id, view.row, copyingInto: &writer) else { break }
+                        nodes[view.id] = node
+                    }
+                    if nodes.count == window.count {
+                        let ahead = ReadAhead(snapshot: run.transaction.snapshotNumber, nodes: nodes)
+                        lock.withLock { readAhead = ahead }
+                    }
+                }
+                return try .fetched(window, for: request, id: \.id, node: made)
             }
         }
     }

@@ -104,6 +104,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     var plans: [PlanKey: PreparedPlan] = [:]
     /// How many fetches ran a kept plan (for tests).
     var planHits = 0
+    /// See ``ReadAhead``.
+    var readAhead: ReadAhead?
+    /// How many batches of faults took a ``ReadAhead`` (for tests).
+    var readAheadHits = 0
 
     /// What a whole plan depends on besides the data: the shape, and the parts of the request the planner costs
     /// (the window, the result type, whether objects come as faults).
@@ -452,7 +456,20 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         let state = try open
         var writer = rowWriter(state)
         try state.environment.read { transaction in
-            try forEachStoredRow(of: objectIDs, state: state, transaction: transaction) { index, row in
+            var unread = objectIDs
+            var positions: [Int]?
+            // Rows a fetch of faults read in this very commit are handed over as they were read.
+            if let ahead = takeReadAhead(for: objectIDs, snapshot: transaction.snapshotNumber) {
+                var rest: [Int] = []
+                for index in objectIDs.indices {
+                    if let node = ahead.nodes[objectIDs[index]] { body(index, node) } else { rest.append(index) }
+                }
+                guard !rest.isEmpty else { return }
+                unread = rest.map { objectIDs[$0] }
+                positions = rest
+            }
+            try forEachStoredRow(of: unread, state: state, transaction: transaction) { position, row in
+                let index = positions?[position] ?? position
                 do throws(RowDecodingError) {
                     body(index, try node(objectIDs[index], row, copyingInto: &writer))
                 } catch {
@@ -460,6 +477,33 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                 }
             }
         }
+    }
+
+    /// The kept ``ReadAhead`` if it was read in `snapshot` and holds the first of `objectIDs` (then it is taken);
+    /// one of an older commit is dropped, since no read will see that commit again.
+    private func takeReadAhead(for objectIDs: [ManagedObjectID], snapshot: UInt64) -> ReadAhead? {
+        guard let first = objectIDs.first else { return nil }
+        return lock.withLock { () -> ReadAhead? in
+            guard let ahead = readAhead else { return nil }
+            guard ahead.snapshot == snapshot else {
+                if ahead.snapshot < snapshot { readAhead = nil }
+                return nil
+            }
+            guard ahead.nodes[first] != nil else { return nil }
+            readAhead = nil
+            readAheadHits += 1
+            return ahead
+        }
+    }
+
+    /// The rows of a fetch of faults that read them anyway (to sort or check them), as nodes, with the commit they
+    /// were read in: the first batch of faults to fire in a read of the same commit takes them (whatever it needs
+    /// of them) instead of reading those rows again. One at a time per store, the latest fetch's (guarded by `lock`).
+    struct ReadAhead {
+        /// The most rows kept: a fetch's window of faults up to one fault batch.
+        static let capacity = 100
+        let snapshot: UInt64
+        let nodes: [ManagedObjectID: IncrementalStoreNode]
     }
 
     /// The versions of many rows in one read transaction, read from each row's header (its checksum checked, its

@@ -12,7 +12,7 @@ extension ManagedObjectContext {
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
         let objects: [ManagedObject]
         let loadsValues = !request.returnsObjectsAsFaults && request.includesPropertyValues
-        switch try matches(request, loadingValues: loadsValues) {
+        switch try matches(request, loadingValues: loadsValues, asFaults: !loadsValues && request.includesPropertyValues) {
         case .loaded(let loaded):
             // Each object holds the row the store just read for this fetch, or unsaved changes: none is stale.
             objects = loaded
@@ -105,8 +105,9 @@ extension ManagedObjectContext {
         }
     }
 
-    /// See ``matchingObjectIDs(_:loadingValues:)``.
-    private func matches(_ request: FetchRequest, loadingValues: Bool) throws -> Matches {
+    /// See ``matchingObjectIDs(_:loadingValues:)``. With `asFaults`, the store is asked for faults (objects with
+    /// their property values, as faults), not bare IDs: a store may then keep rows it read anyway for when they fire.
+    private func matches(_ request: FetchRequest, loadingValues: Bool, asFaults: Bool = false) throws -> Matches {
         let stores = try storesFor(request)
         var storeRequest = request
         storeRequest.resultType = .managedObjectID
@@ -115,6 +116,10 @@ extension ManagedObjectContext {
             if loadingValues {
                 storeRequest.resultType = .managedObject
                 storeRequest.returnsObjectsAsFaults = false
+            } else if asFaults {
+                storeRequest.resultType = .managedObject
+                storeRequest.returnsObjectsAsFaults = true
+                storeRequest.includesPropertyValues = true
             }
             let epoch = persistentStoreCoordinator.cacheEpochNow
             let generation = persistentStoreCoordinator.rowGenerationNow
