@@ -272,10 +272,13 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The store's UUID, kept since the store was loaded (no copy of the metadata per call: IDs are built from it).
     public var identifier: String { currentState.load(ordering: .acquiring)?.takeUnretainedValue().storeIdentifier ?? "" }
 
-    /// Makes `state` the open store every read finds; `lock` must be held.
+    /// Makes `state` the open store every read finds; `lock` must be held. Kept plans and rows go: they are known by
+    /// the commit they were read in, and another file (a backup put back, say) may reuse the same commit numbers.
     func publish(_ state: OpenState) {
         openStates.append(state)
         currentState.store(.passUnretained(state), ordering: .releasing)
+        plans.removeAll()
+        readAhead = nil
     }
 
     var open: OpenState {

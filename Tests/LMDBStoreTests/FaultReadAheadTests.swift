@@ -68,4 +68,19 @@ import Testing
             #expect(hits(store) == before, "the kept rows were of an older commit")
         }
     }
+
+    /// A store loaded again (its file may have been put back from a copy, whose commit numbers can repeat those
+    /// already seen) keeps neither plans nor rows from before: both are known only by their commit number.
+    @Test func loadingTheStoreAgainForgetsKeptPlansAndRows() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(plannerModel)
+        try loaded(coordinator)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        _ = try context.fetch(firstByName(20))
+        #expect(store.lock.withLock { store.readAhead != nil && !store.plans.isEmpty })
+        try store.loadMetadata()
+        #expect(store.lock.withLock { store.readAhead == nil && store.plans.isEmpty })
+        let names = try ManagedObjectContext(coordinator: coordinator).fetch(firstByName(20)).map { $0.objectID }
+        #expect(names.count == 20)
+    }
 }
