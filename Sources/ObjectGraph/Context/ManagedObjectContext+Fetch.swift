@@ -12,7 +12,7 @@ extension ManagedObjectContext {
     public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
         let objects: [ManagedObject]
         let loadsValues = !request.returnsObjectsAsFaults && request.includesPropertyValues
-        switch try matches(request, loadingValues: loadsValues, asFaults: !loadsValues && request.includesPropertyValues) {
+        switch try matches(request, loadingValues: loadsValues, asFaults: request.returnsObjectsAsFaults && request.includesPropertyValues) {
         case .loaded(let loaded):
             // Each object holds the row the store just read for this fetch, or unsaved changes: none is stale.
             objects = loaded
@@ -117,9 +117,8 @@ extension ManagedObjectContext {
                 storeRequest.resultType = .managedObject
                 storeRequest.returnsObjectsAsFaults = false
             } else if asFaults {
+                // The request already asks for faults with their property values.
                 storeRequest.resultType = .managedObject
-                storeRequest.returnsObjectsAsFaults = true
-                storeRequest.includesPropertyValues = true
             }
             let epoch = persistentStoreCoordinator.cacheEpochNow
             let generation = persistentStoreCoordinator.rowGenerationNow
