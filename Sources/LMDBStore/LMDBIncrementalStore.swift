@@ -48,7 +48,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// How many loaded stores of this process use each engine, by the engine's identity: a process shares one
     /// engine per file, so a migration (which other processes are kept out of by a lock) refuses to run while
     /// another store of this process has the file open with its old model.
-    static let storesByEngine = Mutex<[ObjectIdentifier: Int]>([:])
+    static let storesByEngine = Locked<[ObjectIdentifier: Int]>([:])
 
     deinit {
         if let claimedEngine { Self.release(claimedEngine) }

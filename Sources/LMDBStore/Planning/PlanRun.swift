@@ -1,6 +1,5 @@
 import LMDB
 import ObjectGraph
-import Synchronization
 
 /// A row a plan's source yields: its key and entity tag (one of the fetched entities'). Sixteen bytes: sources
 /// gather and sort them by the thousand.
@@ -23,7 +22,7 @@ final class PreparedPlan: @unchecked Sendable {
     private let storeIdentifier: String
     /// Each check once compiled (`.some(nil)`: compiled to nothing). The plan is immutable otherwise; fetches on
     /// several threads may compile a check at once, and the first to finish keeps it.
-    private let compiled = Mutex<(filter: RowFilter??, answered: RowFilter??)>((nil, nil))
+    private let compiled = Locked<(filter: RowFilter??, answered: RowFilter??)>((nil, nil))
 
     init(_ plan: QueryPlan, entityName: String, predicate: FetchPredicate?, storeIdentifier: String, snapshot: UInt64) {
         self.plan = plan

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A constant collection on the right of `IN` (`name IN {…}`, `department IN %@`), indexed once — when the predicate
 /// is first evaluated — so that each evaluation finds a value in one lookup instead of comparing it with every
@@ -85,7 +84,7 @@ struct PredicateMemberships: @unchecked Sendable {
         /// The collection (held, so the storage whose address identifies it stays alive).
         let elements: [PredicateValue]
         let options: ComparisonOptions
-        private let made = Mutex<PredicateMembership?>(nil)
+        private let made = Locked<PredicateMembership?>(nil)
 
         init(_ elements: [PredicateValue], options: ComparisonOptions) {
             self.elements = elements

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// How predicate values compare: numbers as numbers (whatever their kind), dates by time, strings with the
 /// comparison's case and diacritic options, NULL equal only to NULL.
@@ -163,7 +162,7 @@ final class CompiledExpressions: @unchecked Sendable {
     }
 
     /// `nil` for a pattern that does not compile. (`NSRegularExpression` is immutable and safe to share.)
-    private let compiled = Mutex<[Key: NSRegularExpression?]>([:])
+    private let compiled = Locked<[Key: NSRegularExpression?]>([:])
 
     /// The whole-string expression for `pattern` (folded first when `diacriticInsensitive`), or `nil` when it does
     /// not compile.

@@ -42,10 +42,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
     /// Each store with its identifier read once (a store may compute it from its metadata on every call) and its
     /// incremental-store view cast once: what every fault and save looks a store up by. Behind a lock of its own,
-    /// which is all a fault takes to find its store: a futex-based mutex, held for nothing but the lookup, instead of
+    /// which is all a fault takes to find its store: a plain mutex, held for nothing but the lookup, instead of
     /// `lock` (a recursive `NSRecursiveLock`, three times the instructions). A lock-free table would have had to keep
     /// every table it ever handed out, and with them the stores removed since.
-    private let routes = Mutex<[Route]>([])
+    private let routes = Locked<[Route]>([])
 
     private struct Route: Sendable {
         let identifier: String

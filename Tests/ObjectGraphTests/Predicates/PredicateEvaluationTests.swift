@@ -121,6 +121,28 @@ import Testing
         #expect(try holds("s MATCHES 'ab+'", ["s": "abbb"]))
     }
 
+    /// The compiled patterns are shared by every thread: fetches evaluating MATCHES at once, on patterns some of
+    /// them compile and others find kept, each get their own answers (and, under the thread sanitizer, race on
+    /// nothing: the table's lock must be one the sanitizer sees).
+    @Test func matchesEvaluatedOnManyThreadsAtOnceAnswersEachRightly() async throws {
+        let failures = await withTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var failures = 0
+                    for n in 0..<200 {
+                        let pattern = "t\\d+-\((n + worker) % 50)"
+                        let hit = (try? holds("s MATCHES %@", ["s": .string("t7-\((n + worker) % 50)")], pattern)) ?? false
+                        let miss = (try? holds("s MATCHES %@", ["s": .string("t7-\((n + worker + 1) % 50)")], pattern)) ?? true
+                        if !hit || miss { failures += 1 }
+                    }
+                    return failures
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(failures == 0)
+    }
+
     @Test func anyAllAndNoneOverToManyCollections() throws {
         let object: [String: PredicateValue] = ["items": [["price": 5], ["price": 15], ["price": .null]]]
         #expect(try holds("ANY items.price > 10", object))
