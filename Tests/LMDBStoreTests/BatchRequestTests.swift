@@ -226,6 +226,101 @@ struct BatchRequestTests {
         #expect(try count(context, "Employee", "age == 18") == 84)
     }
 
+    @Test("rows given by position write what the same rows as dictionaries write; an empty position takes the default", arguments: [false, true])
+    func valuesHandlerRows(inMemory: Bool) throws {
+        let folder = StoreFolder()
+        let coordinator = try batchCoordinator(inMemory: inMemory, folder)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let fallback: BatchFallback = inMemory ? .throughObjects : .fail
+        try seed(context, fallback: fallback)
+        let properties = ["projects", "name", "email", "age", "salary", "department"]
+        let n = 250
+        var made = 0
+        var request = BatchInsertRequest(entityName: "Employee", properties: properties) { row in
+            guard made < n else { return true }
+            #expect(row.count == properties.count && (0..<row.count).allSatisfy { row[$0] == nil }, "each row starts empty")
+            let values = employee(made)
+            for (position, name) in properties.enumerated() where !(name == "age" && made % 10 == 0) { row[position] = values[name] }
+            if made % 7 == 0 { row[2] = .null }
+            made += 1
+            return false
+        }
+        request.chunkSize = 64
+        request.resultType = .objectIDs
+        let result = try context.execute(request, fallback: fallback)
+        #expect(result.isComplete && result.count == n && result.objectIDs?.count == n)
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let twentieth = try fresh.existingObject(with: result.objectIDs![20])
+        #expect(twentieth.value(forKey: "age") as? Int16 == 30, "a position left empty takes the default")
+        #expect(twentieth.value(forKey: "name") as? String == "E20")
+        #expect(try fresh.existingObject(with: result.objectIDs![14]).value(forKey: "email") == nil, ".null sets NULL")
+        #expect((twentieth.value(forKey: "department") as? ManagedObject)?.value(forKey: "name") as? String == "D2")
+
+        // The same rows as dictionaries, into a second store, answer every question alike.
+        let otherFolder = StoreFolder()
+        let other = try batchCoordinator(inMemory: inMemory, otherFolder)
+        let otherContext = ManagedObjectContext(coordinator: other)
+        try seed(otherContext, fallback: fallback)
+        let dictionaries = (0..<n).map { made -> [String: BatchValue] in
+            var values = employee(made)
+            if made % 10 == 0 { values["age"] = nil }
+            if made % 7 == 0 { values["email"] = BatchValue.null }
+            return values
+        }
+        _ = try otherContext.execute(BatchInsertRequest(entityName: "Employee", objects: dictionaries), fallback: fallback)
+        #expect(try summary(fresh, n) == summary(ManagedObjectContext(coordinator: other), n))
+        #expect(try count(fresh, "Employee", "email == nil") == 36)
+    }
+
+    @Test("a values handler's bad property list stops the request before any row; a bad value names its row", arguments: [
+        (["name", "nickname"], "property 1 of the batch insert into Employee: Employee has no property \"nickname\""),
+        (["name", "age", "name"], "property 2 of the batch insert into Employee: \"name\" is listed twice"),
+    ])
+    func valuesHandlerBadProperties(properties: [String], reason: String) throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(batchModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        var calls = 0
+        let request = BatchInsertRequest(entityName: "Employee", properties: properties) { _ in
+            calls += 1
+            return calls > 3
+        }
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(error.message == reason)
+        #expect(calls == 0, "no row is made")
+        #expect(try count(context, "Employee") == 0)
+        #expect(try store.verify().isEmpty)
+    }
+
+    @Test("a value of the wrong kind, or set at a position the request does not list, stops the request at its row", arguments: [
+        (1, BatchValue.attribute(.string("old")), "row 5 of the batch insert into Employee: Employee.age is Integer 16, but the value is string \"old\""),
+        (2, .uniqueValue(.string("D1")), "row 5 of the batch insert into Employee: Employee.email is an attribute; it takes a value, not the unique value"),
+        (3, .attribute(.integer(3)), "row 5 of the batch insert into Employee: a value is set at position 3, but the request lists 3 properties"),
+        (-1, .attribute(.integer(3)), "row 5 of the batch insert into Employee: a value is set at position -1, but the request lists 3 properties"),
+    ])
+    func valuesHandlerBadValue(position: Int, value: BatchValue, reason: String) throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(batchModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        try seed(context)
+        var made = 0
+        var request = BatchInsertRequest(entityName: "Employee", properties: ["name", "age", "email"]) { row in
+            guard made < 20 else { return true }
+            row[0] = .attribute(.string("E\(made)"))
+            row[1] = .attribute(.integer(40))
+            if made == 5 { row[position] = value }
+            made += 1
+            return false
+        }
+        request.chunkSize = 4
+        let error = try #require(throws: ManagedObjectContextError.self) { try context.execute(request) }
+        #expect(error.message.hasPrefix(reason), "\(error.message)")
+        #expect(error.message.hasSuffix("; nothing was inserted"), "\(error.message)")
+        #expect(try count(context, "Employee") == 0)
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test("an object handler fills a new object per row; its values, to-one and to-many become the row", arguments: [false, true])
     func objectHandlerRows(inMemory: Bool) throws {
         let folder = StoreFolder()

@@ -77,6 +77,10 @@ public final class BatchInsertRows {
     private var committedIDs: [ManagedObjectID] = []
     /// The dictionary a handler fills, kept between rows (its storage is reused).
     private var scratch: [String: BatchValue] = [:]
+    /// A values handler's properties, looked up once: position `i` of a row sets `columns[i]`.
+    private var columns: [ManagedObjectModel.Slot] = []
+    /// The values a values handler fills, kept between rows.
+    private var rowValues = BatchRowValues(count: 0)
 
     package init(_ request: BatchInsertRequest, model: ManagedObjectModel) throws(ManagedObjectContextError) {
         guard let entity = model.existingHandle(forEntityNamed: request.entityName) else {
@@ -98,6 +102,29 @@ public final class BatchInsertRows {
         self.progressHandler = request.progressHandler
         self.rowName = request.rowName
         if case .rows(let rows) = request.source { total = rows.count } else { total = nil }
+        if case .valuesHandler(let properties, _) = request.source {
+            columns = try Self.columns(properties, of: entity, entityName: request.entityName)
+            rowValues = BatchRowValues(count: columns.count)
+        }
+    }
+
+    /// The slots of a values handler's properties, in order.
+    private static func columns(_ properties: [String], of entity: ManagedObjectModel.EntityHandle, entityName: String) throws(ManagedObjectContextError) -> [ManagedObjectModel.Slot] {
+        var seen = Set<String>()
+        var columns: [ManagedObjectModel.Slot] = []
+        for (position, name) in properties.enumerated() {
+            guard let slot = entity.slot(named: name) else {
+                throw ManagedObjectContextError(.unknownName, message: "property \(position) of the batch insert into \(entityName): \(entityName) has no property \"\(name)\"")
+            }
+            guard slot.isPersistent, slot.kind != .fetched else {
+                throw ManagedObjectContextError(.unknownName, message: "property \(position) of the batch insert into \(entityName): \(entityName).\(name) is transient or fetched: a batch insert writes stored properties only")
+            }
+            guard seen.insert(name).inserted else {
+                throw ManagedObjectContextError(.unsupportedRequest, message: "property \(position) of the batch insert into \(entityName): \"\(name)\" is listed twice")
+            }
+            columns.append(slot)
+        }
+        return columns
     }
 
     /// The error ``nextChunk()`` throws once the request was stopped.
@@ -114,9 +141,21 @@ public final class BatchInsertRows {
             throw Stopped()
         }
         var chunk: [BatchInsertRow] = []
-        while chunk.count < chunkSize, let values = try nextValues() {
-            chunk.append(try prepare(values, position: nextPosition))
-            nextPosition += 1
+        if case .valuesHandler(_, let handler) = source {
+            while chunk.count < chunkSize, !exhausted {
+                rowValues.clear()
+                if handler(&rowValues) {
+                    exhausted = true
+                    break
+                }
+                chunk.append(try prepare(rowValues, position: nextPosition))
+                nextPosition += 1
+            }
+        } else {
+            while chunk.count < chunkSize, let values = try nextValues() {
+                chunk.append(try prepare(values, position: nextPosition))
+                nextPosition += 1
+            }
         }
         return chunk.isEmpty ? nil : chunk
     }
@@ -141,6 +180,8 @@ public final class BatchInsertRows {
             return scratch
         case .objectHandler:
             preconditionFailure("an object handler is turned into a row handler by the context that runs the request")
+        case .valuesHandler:
+            preconditionFailure("a values handler's rows are made by nextChunk()")
         case .throwingHandler(let handler):
             scratch.removeAll(keepingCapacity: true)
             let done: Bool
@@ -210,9 +251,14 @@ public final class BatchInsertRows {
 
     // MARK: - Checking a row
 
+    /// A row with every value at its default, no objects and no members.
+    private func emptyRow(_ position: Int) -> BatchInsertRow {
+        BatchInsertRow(position: position, attributes: entity.newDefaultValues(), toOne: Self.nils(entity.emptyToOne.count),
+                       toMany: Self.nils(entity.toManyCount), entity: entity)
+    }
+
     private func prepare(_ values: [String: BatchValue], position: Int) throws(ManagedObjectContextError) -> BatchInsertRow {
-        var row = BatchInsertRow(position: position, attributes: entity.newDefaultValues(), toOne: Self.nils(entity.emptyToOne.count),
-                                 toMany: Self.nils(entity.toManyCount), entity: entity)
+        var row = emptyRow(position)
         for (name, value) in values {
             guard let slot = entity.slot(named: name) else {
                 throw rowError(.unknownName, position, "\(entityName) has no property \"\(name)\"")
@@ -220,42 +266,62 @@ public final class BatchInsertRows {
             guard slot.isPersistent else {
                 throw rowError(.unknownName, position, "\(entityName).\(name) is transient or fetched: a batch insert writes stored properties only")
             }
-            switch slot.kind {
-            case .attribute:
-                switch value {
-                case .null: row.attributes[slot.position] = nil
-                case .attribute(let given):
-                    guard let converted = given.converted(to: slot.type) else {
-                        throw rowError(.wrongValueType, position, "\(entityName).\(name) is \(slot.type.coreDataName), but the value is \(given.kindName) \(given)")
-                    }
-                    row.attributes[slot.position] = converted
-                default:
-                    throw rowError(.wrongValueType, position, "\(entityName).\(name) is an attribute; it takes a value, not \(Self.describe(value))")
-                }
-            case .toOne:
-                switch value {
-                case .null: row.toOne[slot.position] = nil
-                case .object(let id): row.toOne[slot.position] = .object(id)
-                case .uniqueValue(let key): row.toOne[slot.position] = .uniqueValue(key)
-                default:
-                    throw rowError(.wrongValueType, position,
-                                   "\(entityName).\(name) is a to-one relationship; it takes an object ID or a unique value, not \(Self.describe(value))")
-                }
-            case .toMany:
-                switch value {
-                case .null: row.toMany[slot.position] = []
-                case .objects(let ids): row.toMany[slot.position] = ids.map(BatchTarget.object)
-                case .uniqueValues(let keys): row.toMany[slot.position] = keys.map(BatchTarget.uniqueValue)
-                default:
-                    throw rowError(.wrongValueType, position,
-                                   "\(entityName).\(name) is a to-many relationship; it takes object IDs or unique values, not \(Self.describe(value))")
-                }
-            case .fetched:
-                throw rowError(.unknownName, position, "\(entityName).\(name) is a fetched property: a batch insert writes stored properties only")
-            }
+            try set(value, of: slot, in: &row)
         }
         try check(row)
         return row
+    }
+
+    /// A values handler's row: each position's value set on the property it stands for.
+    private func prepare(_ values: BatchRowValues, position: Int) throws(ManagedObjectContextError) -> BatchInsertRow {
+        if let outside = values.outsidePosition {
+            throw rowError(.unknownName, position, "a value is set at position \(outside), but the request lists \(columns.count) properties")
+        }
+        var row = emptyRow(position)
+        for (index, slot) in columns.enumerated() {
+            if let value = values.values[index] { try set(value, of: slot, in: &row) }
+        }
+        try check(row)
+        return row
+    }
+
+    /// Sets the value given for the stored property in `slot` on `row`, checked against its kind and converted to
+    /// its type.
+    private func set(_ value: BatchValue, of slot: ManagedObjectModel.Slot, in row: inout BatchInsertRow) throws(ManagedObjectContextError) {
+        let name = slot.name, position = row.position
+        switch slot.kind {
+        case .attribute:
+            switch value {
+            case .null: row.attributes[slot.position] = nil
+            case .attribute(let given):
+                guard let converted = given.converted(to: slot.type) else {
+                    throw rowError(.wrongValueType, position, "\(entityName).\(name) is \(slot.type.coreDataName), but the value is \(given.kindName) \(given)")
+                }
+                row.attributes[slot.position] = converted
+            default:
+                throw rowError(.wrongValueType, position, "\(entityName).\(name) is an attribute; it takes a value, not \(Self.describe(value))")
+            }
+        case .toOne:
+            switch value {
+            case .null: row.toOne[slot.position] = nil
+            case .object(let id): row.toOne[slot.position] = .object(id)
+            case .uniqueValue(let key): row.toOne[slot.position] = .uniqueValue(key)
+            default:
+                throw rowError(.wrongValueType, position,
+                               "\(entityName).\(name) is a to-one relationship; it takes an object ID or a unique value, not \(Self.describe(value))")
+            }
+        case .toMany:
+            switch value {
+            case .null: row.toMany[slot.position] = []
+            case .objects(let ids): row.toMany[slot.position] = ids.map(BatchTarget.object)
+            case .uniqueValues(let keys): row.toMany[slot.position] = keys.map(BatchTarget.uniqueValue)
+            default:
+                throw rowError(.wrongValueType, position,
+                               "\(entityName).\(name) is a to-many relationship; it takes object IDs or unique values, not \(Self.describe(value))")
+            }
+        case .fetched:
+            throw rowError(.unknownName, position, "\(entityName).\(name) is a fetched property: a batch insert writes stored properties only")
+        }
     }
 
     /// The model's rules for a prepared row: required values, each attribute's rules, to-many counts.

@@ -42,6 +42,42 @@ extension BatchValue: ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, Ex
     public init(nilLiteral: ()) { self = .null }
 }
 
+/// The values of one row of a batch insert made by position (``BatchInsertRequest/init(entityName:properties:valuesHandler:)``):
+/// position `i` holds the value of the request's `i`th property, or nothing, for a property the row leaves to its
+/// default.
+public struct BatchRowValues {
+    /// Each position's value; `nil`: not given.
+    var values: ContiguousArray<BatchValue?>
+    /// The first position outside the properties that a value was set at, reported when the row is checked.
+    var outsidePosition: Int?
+
+    init(count: Int) {
+        values = ContiguousArray(repeating: nil, count: count)
+    }
+
+    /// How many positions a row has: the number of properties the request lists.
+    public var count: Int { values.count }
+
+    /// The value at `position`; `nil` when none is set (or the position is outside the request's properties).
+    /// Setting a value outside them makes the request stop at this row with an error naming the position.
+    public subscript(position: Int) -> BatchValue? {
+        get { values.indices.contains(position) ? values[position] : nil }
+        set {
+            guard values.indices.contains(position) else {
+                if outsidePosition == nil { outsidePosition = position }
+                return
+            }
+            values[position] = newValue
+        }
+    }
+
+    /// Empties every position for the next row, keeping the storage.
+    mutating func clear() {
+        for index in values.indices { values[index] = nil }
+        outsidePosition = nil
+    }
+}
+
 /// What a batch request's result holds besides whether it ran to the end (Core Data's result types).
 public enum BatchResultType: Sendable, Hashable {
     /// Only whether the request ran to the end (``BatchResult/isComplete``).
@@ -114,6 +150,8 @@ public struct BatchInsertRequest {
         case throwingHandler((inout [String: BatchValue]) throws -> Bool)
         /// A handler that fills a new object per row (turned into a `throwingHandler` by the context that runs it).
         case objectHandler((ManagedObject) -> Bool)
+        /// A handler that fills the values of a fixed list of properties by position.
+        case valuesHandler(properties: [String], (inout BatchRowValues) -> Bool)
     }
 
     /// The entity whose objects the rows become.
@@ -154,6 +192,20 @@ public struct BatchInsertRequest {
     public init(entityName: String, managedObjectHandler: @escaping (ManagedObject) -> Bool) {
         self.entityName = entityName
         self.source = .objectHandler(managedObjectHandler)
+    }
+
+    /// Inserts the rows `valuesHandler` makes, each given as the values of `properties` by position — what a
+    /// prepared `INSERT` is to SQL: the names are looked up once for the whole request, not once per row, so a
+    /// handler that makes millions of rows spends nothing on dictionaries. It is called with every position empty,
+    /// sets those it has values for (`row[2] = .attribute(.integer(36))`), and returns `true` when there are no more
+    /// rows (the values of that call are not inserted). A position left empty takes the property's default value, as
+    /// a key left out of a dictionary does; ``BatchValue/null`` sets NULL.
+    ///
+    /// A name that is not a stored property of the entity, or that is listed twice, stops the request before any row
+    /// is made; a value set at a position outside `properties` stops it at that row.
+    public init(entityName: String, properties: [String], valuesHandler: @escaping (inout BatchRowValues) -> Bool) {
+        self.entityName = entityName
+        self.source = .valuesHandler(properties: properties, valuesHandler)
     }
 
     /// Inserts the rows a handler that may fail makes (as ``init(entityName:dictionaryHandler:)``); its error stops
