@@ -75,7 +75,8 @@ extension ManagedObjectContext {
     ///   throws; a file that cannot be read.
     public func execute(_ request: BatchImport, fallback: BatchFallback = .fail) throws -> BatchResult {
         let reader = try ImportReader(request, model: model)
-        var insert = BatchInsertRequest(entityName: request.entityName) { row in try reader.next(into: &row) }
+        // Every stored property has a position: a column, once its property is known, fills its position.
+        var insert = BatchInsertRequest(entityName: request.entityName, properties: reader.properties) { row in try reader.next(into: &row) }
         insert.chunkSize = request.chunkSize
         insert.commitsEachChunk = request.commitsEachChunk
         insert.progressHandler = request.progressHandler
@@ -107,10 +108,17 @@ final class ImportReader {
     private var rowLines: [Int] = []
     private var firstRemembered = 0
 
+    /// The stored properties of the entity, in the order of the positions a row's values take.
+    let properties: [String]
+    /// Each stored property's position in ``properties``, by name.
+    private let positions: [String: Int]
+
     /// What one column sets.
     struct Column {
         let name: String
         let slot: ManagedObjectModel.Slot
+        /// The position of the property it sets in a row's values.
+        let position: Int
         /// The type its values are read as: the attribute's, or the destination's unique key's.
         let type: AttributeType
     }
@@ -122,6 +130,8 @@ final class ImportReader {
         self.request = request
         self.entity = entity
         self.model = model
+        properties = entity.persistentSlots.filter { $0.kind != .fetched }.map(\.name)
+        positions = Dictionary(uniqueKeysWithValues: properties.enumerated().map { ($1, $0) })
         switch request.source {
         case .bytes(let bytes):
             buffer = bytes
@@ -145,7 +155,7 @@ final class ImportReader {
     }
 
     /// Fills `row` with the next row's values; `true` when there are no more rows.
-    func next(into row: inout [String: BatchValue]) throws -> Bool {
+    func next(into row: inout BatchRowValues) throws -> Bool {
         let found: Int?
         switch request.format {
         case .jsonLines: found = try nextJSONLine(into: &row)
@@ -190,7 +200,7 @@ final class ImportReader {
     // MARK: - JSON Lines
 
     /// The line of the next JSON object, its members placed in `row`; `nil` at the end.
-    private func nextJSONLine(into row: inout [String: BatchValue]) throws -> Int? {
+    private func nextJSONLine(into row: inout BatchRowValues) throws -> Int? {
         while true {
             guard let end = try lineEnd() else { return nil }
             let lineNumber = line
@@ -210,7 +220,7 @@ final class ImportReader {
             }
             for (key, member) in members {
                 guard let column = try column(key, line: lineNumber) else { continue }
-                row[column.slot.name] = try batchValue(member, for: column, line: lineNumber)
+                row[column.position] = try batchValue(member, for: column, line: lineNumber)
             }
             return lineNumber
         }
@@ -269,7 +279,7 @@ final class ImportReader {
     // MARK: - CSV
 
     /// The line of the next CSV record, its fields placed in `row`; `nil` at the end. The first record is the header.
-    private func nextCSVRecord(into row: inout [String: BatchValue]) throws -> Int? {
+    private func nextCSVRecord(into row: inout BatchRowValues) throws -> Int? {
         if header == nil {
             guard let names = try readRecord() else {
                 throw ManagedObjectContextError(.wrongValueType, message: "\(request.name) is empty: a CSV import's first line names its columns")
@@ -283,11 +293,11 @@ final class ImportReader {
         for (field, column) in zip(record.fields, header) {
             guard let column else { continue }
             guard field.quoted || !field.text.isEmpty else {
-                row[column.slot.name] = .null
+                row[column.position] = .null
                 continue
             }
             let value = try attributeValue(field.text, for: column, line: record.line)
-            row[column.slot.name] = column.slot.kind == .toOne ? .uniqueValue(value) : .attribute(value)
+            row[column.position] = column.slot.kind == .toOne ? .uniqueValue(value) : .attribute(value)
         }
         return record.line
     }
@@ -342,21 +352,21 @@ final class ImportReader {
     /// What the column `name` sets; `nil` for a column skipped.
     private func makeColumn(_ name: String, line: Int) throws -> Column? {
         let property = request.columnMapping[name] ?? name
-        guard let slot = entity.slot(named: property), slot.isPersistent, slot.kind != .fetched else {
+        guard let slot = entity.slot(named: property), slot.isPersistent, slot.kind != .fetched, let position = positions[slot.name] else {
             if request.ignoresUnknownColumns { return nil }
             throw ManagedObjectContextError(.unknownName,
                 message: "line \(line) of \(request.name): the column \"\(name)\" sets no stored property of \(request.entityName); map it with `columnMapping` or set `ignoresUnknownColumns`")
         }
         switch slot.kind {
         case .attribute:
-            return Column(name: name, slot: slot, type: slot.type)
+            return Column(name: name, slot: slot, position: position, type: slot.type)
         case .toOne, .toMany:
             if slot.kind == .toMany && request.format == .csv {
                 throw ManagedObjectContextError(.unsupportedRequest,
                     message: "line \(line) of \(request.name): the column \"\(name)\" sets the to-many \(slot.name), which a CSV field cannot list; import it from JSON Lines")
             }
             let key = try model.batchUniqueKey(of: slot, from: request.entityName).key
-            return Column(name: name, slot: slot, type: key.type)
+            return Column(name: name, slot: slot, position: position, type: key.type)
         case .fetched:
             return nil
         }

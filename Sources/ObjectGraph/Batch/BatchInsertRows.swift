@@ -144,7 +144,14 @@ public final class BatchInsertRows {
         if case .valuesHandler(_, let handler) = source {
             while chunk.count < chunkSize, !exhausted {
                 rowValues.clear()
-                if handler(&rowValues) {
+                let done: Bool
+                do {
+                    done = try handler(&rowValues)
+                } catch var error as ManagedObjectContextError {
+                    error.message += progressNote
+                    throw error
+                }
+                if done {
                     exhausted = true
                     break
                 }

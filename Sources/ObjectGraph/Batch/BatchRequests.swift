@@ -151,7 +151,7 @@ public struct BatchInsertRequest {
         /// A handler that fills a new object per row (turned into a `throwingHandler` by the context that runs it).
         case objectHandler((ManagedObject) -> Bool)
         /// A handler that fills the values of a fixed list of properties by position.
-        case valuesHandler(properties: [String], (inout BatchRowValues) -> Bool)
+        case valuesHandler(properties: [String], (inout BatchRowValues) throws -> Bool)
     }
 
     /// The entity whose objects the rows become.
@@ -206,6 +206,13 @@ public struct BatchInsertRequest {
     public init(entityName: String, properties: [String], valuesHandler: @escaping (inout BatchRowValues) -> Bool) {
         self.entityName = entityName
         self.source = .valuesHandler(properties: properties, valuesHandler)
+    }
+
+    /// Inserts the rows a values handler that may fail makes (as ``init(entityName:properties:valuesHandler:)``); its
+    /// error stops the request as a bad row does.
+    package init(entityName: String, properties: [String], throwingValuesHandler: @escaping (inout BatchRowValues) throws -> Bool) {
+        self.entityName = entityName
+        self.source = .valuesHandler(properties: properties, throwingValuesHandler)
     }
 
     /// Inserts the rows a handler that may fail makes (as ``init(entityName:dictionaryHandler:)``); its error stops
