@@ -39,6 +39,8 @@ import Testing
         (.integer16, "-32768", AttributeValue.integer(-32768)), (.integer16, "32768", nil), (.integer64, "9223372036854775807", .integer(.max)),
         (.integer32, "1e3", nil), (.integer32, " 1", nil), (.double, "0.30000000000000004", .double(0.1 + 0.2)), (.double, "-Infinity", .double(-.infinity)),
         (.double, "NaN", nil), (.double, "nan", nil), (.double, "inf", nil), (.double, "0x1p3", nil), (.double, "1e400", .double(.infinity)),
+        (.double, "-0x10", nil), (.double, "1E3", .double(1000)), (.double, "+.5e-1", .double(0.05)), (.double, "-inf", nil), (.double, "1.5é", nil),
+        (.double, "٣", nil), (.double, "", nil), (.double, " 1", nil), (.double, "1 ", nil), (.double, "-", nil), (.double, "infinity", nil),
         (.float, "3.4028235e+38", .float(.greatestFiniteMagnitude)), (.float, "1e39", nil), (.float, "0.1", .float(0.1)),
         (.decimal, "-1234.5678", .decimal(Decimal(string: "-1234.5678")!)), (.decimal, "1,5", nil), (.decimal, "", nil),
         (.boolean, "true", .boolean(true)), (.boolean, "TRUE", nil), (.boolean, "1", nil),
@@ -104,6 +106,26 @@ import Testing
         let again = try JSONText.parse(Array(output.utf8))
         guard case .string(let reread)? = again["s"] else { Issue.record("\(output)"); return }
         #expect(reread == text)
+    }
+
+    /// Strings are taken from the bytes at once when they hold no escape, and ASCII skips the validating decoder:
+    /// bytes that are not UTF-8 are still refused on every path, and UTF-8 beyond ASCII is still kept.
+    @Test func textThatIsNotUTF8IsRefusedWhicheverWayItIsRead() throws {
+        let badJSON: [[UInt8]] = [
+            [0x5B, 0x22, 0x61, 0xFF, 0x22, 0x5D],              // ["a\xFF"]: no escape
+            [0x5B, 0x22, 0x5C, 0x6E, 0xC3, 0x22, 0x5D],        // ["\n\xC3"]: after an escape, a sequence cut short
+            [0x7B, 0x22, 0xC0, 0xAF, 0x22, 0x3A, 0x31, 0x7D],  // {"\xC0\xAF": 1}: an overlong name
+        ]
+        for bytes in badJSON {
+            #expect { try JSONText.parse(bytes) } throws: { error in (error as? JSONSyntaxError)?.reason.contains("not valid UTF-8") == true }
+        }
+        guard case .array(let items) = try JSONText.parse(Array("[\"é🙂 plain\", \"tab\\té\"]".utf8)),
+              case .string(let plain) = items[0], case .string(let escaped) = items[1] else { Issue.record("not two strings"); return }
+        #expect(plain == "é🙂 plain" && escaped == "tab\té")
+
+        #expect { try CSVText.parse([0x61, 0x2C, 0xFF, 0x0A]) } throws: { error in (error as? CSVSyntaxError)?.reason.contains("not valid UTF-8") == true }
+        #expect { try CSVText.parse([0x22, 0xE2, 0x82, 0x22, 0x0A]) } throws: { error in (error as? CSVSyntaxError)?.reason.contains("not valid UTF-8") == true }
+        #expect(try CSVText.parse(Array("é,\"ü,x\",plain\n".utf8)).first?.fields.map(\.text) == ["é", "ü,x", "plain"])
     }
 
     @Test(arguments: [

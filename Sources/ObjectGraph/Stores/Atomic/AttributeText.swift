@@ -104,9 +104,16 @@ package enum AttributeText {
         case "Infinity": return .infinity
         case "-Infinity": return -.infinity
         default:
-            // Swift's parser also takes "nan", "inf" and hexadecimal; the file format does not.
-            guard let first = text.first, first.isNumber || first == "-" || first == "." || first == "+",
-                  !text.contains(where: { $0.isLetter && $0 != "e" && $0 != "E" }) else { return nil }
+            // Swift's parser also takes "nan", "inf" and hexadecimal; the file format does not. The checks read the
+            // UTF-8 bytes, not characters (a CSV import checks every number): a text that starts with a digit, sign
+            // or point and holds no ASCII letter but e or E is left to the parser, which refuses any other byte.
+            let utf8 = text.utf8
+            guard let first = utf8.first, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) || first == UInt8(ascii: "-")
+                    || first == UInt8(ascii: ".") || first == UInt8(ascii: "+"),
+                  !utf8.contains(where: { byte in
+                      let lower = byte | 0x20
+                      return lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z") && lower != UInt8(ascii: "e")
+                  }) else { return nil }
             return Double(text)
         }
     }

@@ -35,7 +35,7 @@ enum CSVText {
         var line = firstLine, recordLine = firstLine
         var position = bytes.startIndex + (firstLine == 1 && bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0)
         func text(_ bytes: [UInt8]) throws(CSVSyntaxError) -> String {
-            guard let text = String(validating: bytes, as: UTF8.self) else { throw CSVSyntaxError(line: line, reason: "a field is not valid UTF-8") }
+            guard let text = UTF8Text.string(bytes[...]) else { throw CSVSyntaxError(line: line, reason: "a field is not valid UTF-8") }
             return text
         }
         func endRecord() throws(CSVSyntaxError) {
@@ -44,8 +44,8 @@ enum CSVText {
             if !(fields.count == 1 && fields[0] == CSVField(text: "", quoted: false)) {
                 records.append(CSVRecord(fields: fields, line: recordLine))
             }
-            fields = []
-            field = []
+            fields.removeAll(keepingCapacity: true)
+            field.removeAll(keepingCapacity: true)
             quoted = false
         }
         while position < bytes.endIndex {
@@ -78,7 +78,7 @@ enum CSVText {
                 }
             case UInt8(ascii: ","):
                 fields.append(CSVField(text: try text(field), quoted: quoted))
-                field = []
+                field.removeAll(keepingCapacity: true)
                 quoted = false
                 position += 1
             case 0x0D, 0x0A:
@@ -88,8 +88,15 @@ enum CSVText {
                 recordLine = line
             default:
                 if quoted { throw CSVSyntaxError(line: line, reason: "text after a closing quote (a quote inside a field must be doubled)") }
-                field.append(byte)
-                position += 1
+                // The run of plain bytes up to the next delimiter, copied at once.
+                var end = position + 1
+                while end < bytes.endIndex {
+                    let next = bytes[end]
+                    if next == UInt8(ascii: ",") || next == 0x0A || next == 0x0D || next == UInt8(ascii: "\"") { break }
+                    end += 1
+                }
+                field.append(contentsOf: bytes[position..<end])
+                position = end
             }
         }
         if !field.isEmpty || quoted || !fields.isEmpty { try endRecord() }

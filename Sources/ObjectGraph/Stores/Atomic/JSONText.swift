@@ -175,13 +175,25 @@ package enum JSONText {
 
         mutating func string() throws(JSONSyntaxError) -> String {
             position += 1
-            var scalars: [UInt8] = []
+            // Most strings hold no escape: their bytes up to the closing quote are the text, taken at once.
+            let start = position
+            while position < bytes.count {
+                let byte = bytes[position]
+                if byte == UInt8(ascii: "\"") {
+                    position += 1
+                    guard let text = UTF8Text.string(bytes[start..<position - 1]) else { throw error("a string is not valid UTF-8") }
+                    return text
+                }
+                if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                position += 1
+            }
+            var scalars = Array(bytes[start..<position])
             while true {
                 guard let byte = current else { throw error("a string is not closed") }
                 switch byte {
                 case UInt8(ascii: "\""):
                     position += 1
-                    guard let text = String(validating: scalars, as: UTF8.self) else { throw error("a string is not valid UTF-8") }
+                    guard let text = UTF8Text.string(scalars[...]) else { throw error("a string is not valid UTF-8") }
                     return text
                 case UInt8(ascii: "\\"):
                     position += 1
