@@ -144,17 +144,7 @@ public final class BatchInsertRows {
         if case .valuesHandler(_, let handler) = source {
             while chunk.count < chunkSize, !exhausted {
                 rowValues.clear()
-                let done: Bool
-                do {
-                    done = try handler(&rowValues)
-                } catch var error as ManagedObjectContextError {
-                    error.message += progressNote
-                    throw error
-                }
-                if done {
-                    exhausted = true
-                    break
-                }
+                if try fill(&rowValues, with: handler) { break }
                 chunk.append(try prepare(rowValues, position: nextPosition))
                 nextPosition += 1
             }
@@ -191,19 +181,22 @@ public final class BatchInsertRows {
             preconditionFailure("a values handler's rows are made by nextChunk()")
         case .throwingHandler(let handler):
             scratch.removeAll(keepingCapacity: true)
-            let done: Bool
-            do {
-                done = try handler(&scratch)
-            } catch var error as ManagedObjectContextError {
-                error.message += progressNote
-                throw error
-            }
-            if done {
-                exhausted = true
-                return nil
-            }
-            return scratch
+            return try fill(&scratch, with: handler) ? nil : scratch
         }
+    }
+
+    /// Calls a handler that may fail on `row`: `true` (and the rows exhausted) when it says there are no more. Its
+    /// error is passed on, saying what the request committed before it.
+    private func fill<Row>(_ row: inout Row, with handler: (inout Row) throws -> Bool) throws -> Bool {
+        let done: Bool
+        do {
+            done = try handler(&row)
+        } catch var error as ManagedObjectContextError {
+            error.message += progressNote
+            throw error
+        }
+        if done { exhausted = true }
+        return done
     }
 
     /// Tells the request that `count` more rows were written, with their IDs for ``BatchResultType/objectIDs``
