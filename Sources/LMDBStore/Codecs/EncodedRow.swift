@@ -388,7 +388,7 @@ struct EncodedRow {
 
     /// Whether `bytes` are valid UTF-8, without making a string (ASCII, the common case, is checked 8 bytes at a time).
     private static func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if ByteReader.isASCII(bytes) { return true }
+        if UTF8Text.isASCII(bytes) { return true }
         var decoder = Unicode.UTF8.ForwardParser()
         var iterator = bytes.makeIterator()
         while true {

@@ -389,29 +389,10 @@ struct ByteReader {
     }
 
     mutating func string() throws(RowDecodingError) -> String {
-        let raw = try lengthPrefixed()
-        // ASCII (almost every stored string) is valid UTF-8 as it is: checked eight bytes at a time, then made into a
-        // String without the generic validating initializer (which costs more than the check).
-        if Self.isASCII(raw) { return String(decoding: raw, as: UTF8.self) }
-        guard let text = String(validating: raw, as: UTF8.self) else {
+        // ASCII (almost every stored string) skips the validating initializer (`UTF8Text`).
+        guard let text = UTF8Text.string(try lengthPrefixed()) else {
             throw RowDecodingError(reason: "a string in the row is not UTF-8")
         }
         return text
-    }
-
-    /// Whether every byte is below 0x80: eight bytes at a time, the last eight read overlapping what was checked
-    /// (no byte-at-a-time tail), so a typical short string costs a few loads.
-    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let count = bytes.count
-        guard count >= 8 else {
-            for byte in bytes where byte >= 0x80 { return false }
-            return true
-        }
-        var position = 0
-        while position + 8 <= count {
-            if bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
-            position += 8
-        }
-        return position == count || bytes.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
     }
 }
