@@ -78,7 +78,7 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
         guard let entity = layout.entity(request.entityName) else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
         }
-        let run = PlanRun(prepared(request, state: state, transaction: transaction, reusable: false), for: request, entity: entity,
+        let run = PlanRun(try prepared(request, state: state, transaction: transaction, reusable: false), for: request, entity: entity,
                           store: self, state: state, transaction: transaction)
         var found = run.answersFromCandidates ? Array(request.window(try run.candidates()))
             : request.window(try run.views()).map { Candidate(key: UInt64(bitPattern: $0.key), tag: $0.row.entityTag) }

@@ -17,7 +17,8 @@ extension LMDBIncrementalStore {
     /// to 512 shapes; a predicate holding managed objects under their IDs, and only when it holds at most 16); the
     /// costs, which follow the data, are worked out again for each commit.
     func plan(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction) -> QueryPlan {
-        prepared(request, state: state, transaction: transaction, reusable: false).plan
+        // Unchecked, it cannot fail.
+        (try? prepared(request, state: state, transaction: transaction, reusable: false))!.plan
     }
 
     /// ``plan(_:state:transaction:)`` with the row checks compiled for it. With `reusable` (a read, whose commit
@@ -25,7 +26,13 @@ extension LMDBIncrementalStore {
     /// commit (``KeyValueTransaction/snapshotNumber``) is run again as it is: neither costed nor compiled again.
     /// Costs follow the data, and the data of one commit does not change; a write transaction's plans are not kept,
     /// since its own changes move the costs before it commits.
-    func prepared(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction, reusable: Bool) -> PreparedPlan {
+    ///
+    /// With `checking`, the request is first checked against the model (``FetchRequest/validate(for:)``) — unless a
+    /// kept plan of the same key was made for a request that passed that check: the key holds everything the check
+    /// reads of a request without a batch size or prefetching key paths (the entity, the predicate with its values,
+    /// the sort descriptors, the window, the result type), and the model does not change.
+    func prepared(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction, reusable: Bool,
+                  checking: Bool = false) throws(ManagedObjectContextError) -> PreparedPlan {
         // A predicate holding managed objects is kept under their IDs (a cache entry keeps no object alive), and
         // only when it holds a few: hashing one that names 50 000 objects cost more than analysing it.
         let key = QueryPlanner.isCacheable(request.predicate) ? request.predicate : request.predicate.flatMap { QueryPlanner.keyingObjectsByID($0) }
@@ -33,13 +40,17 @@ extension LMDBIncrementalStore {
             : PlanShape(entityName: request.entityName, includesSubentities: request.includesSubentities, predicate: key, sort: request.sortDescriptors)
         let planKey = reusable ? shape.map { PlanKey(shape: $0, request) } : nil
         let snapshot = transaction.snapshotNumber
-        if let planKey, let known = lock.withLock({ () -> PreparedPlan? in
-            guard let known = plans[planKey], known.snapshot == snapshot else { return nil }
-            planHits += 1
-            return known
-        }) {
-            return known
+        let known = planKey.flatMap { planKey in
+            lock.withLock { () -> PreparedPlan? in
+                guard let known = plans[planKey], known.snapshot == snapshot else { return nil }
+                planHits += 1
+                return known
+            }
         }
+        if checking, known?.isChecked != true || request.fetchBatchSize != 0 || !request.relationshipKeyPathsForPrefetching.isEmpty {
+            try request.validate(for: model)
+        }
+        if let known { return known }
         var analysis = shape.flatMap { shape in
             lock.withLock { () -> QueryPlanner.Analysis? in
                 let cached = planShapes[shape]
@@ -61,10 +72,11 @@ extension LMDBIncrementalStore {
         let plan = QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics, analysis: analysis)
         // A plan whose filter holds objects (the rest of a `SELF IN` conjunction) is not kept: it would keep them.
         guard let planKey, QueryPlanner.isCacheable(plan.filter) else {
-            return PreparedPlan(plan, entityName: request.entityName, predicate: request.predicate, storeIdentifier: state.storeIdentifier, snapshot: snapshot)
+            return PreparedPlan(plan, entityName: request.entityName, predicate: request.predicate, storeIdentifier: state.storeIdentifier,
+                                snapshot: snapshot, isChecked: checking)
         }
         let prepared = PreparedPlan(plan, entityName: request.entityName, predicate: planKey.shape.predicate,
-                                    storeIdentifier: state.storeIdentifier, snapshot: snapshot)
+                                    storeIdentifier: state.storeIdentifier, snapshot: snapshot, isChecked: checking)
         lock.withLock {
             if plans.count >= 512 { plans.removeAll(keepingCapacity: true) }
             plans[planKey] = prepared
@@ -77,8 +89,7 @@ extension LMDBIncrementalStore {
     /// predicate and the order (no row read but those of the window); otherwise each candidate's row read once and
     /// checked, then sorted and windowed.
     func fetch(_ request: FetchRequest) throws -> PersistentStoreResult {
-        try request.validate(for: model)
-        return try withRun(of: request) { run -> PersistentStoreResult in
+        try withRun(of: request, checking: true) { run -> PersistentStoreResult in
             switch request.resultType {
             case .count:
                 return .count(try run.count())
@@ -118,14 +129,15 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// Calls `body` with a run of the plan for `request` (``PlanRun``), in one read transaction.
-    func withRun<Result>(of request: FetchRequest, _ body: (PlanRun) throws -> Result) throws -> Result {
+    /// Calls `body` with a run of the plan for `request` (``PlanRun``), in one read transaction; with `checking`, the
+    /// request is checked against the model first (see ``prepared(_:state:transaction:reusable:checking:)``).
+    func withRun<Result>(of request: FetchRequest, checking: Bool = false, _ body: (PlanRun) throws -> Result) throws -> Result {
         let state = try open
         guard let entity = layout.entity(request.entityName) else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
         }
         return try state.environment.read { transaction in
-            try body(PlanRun(prepared(request, state: state, transaction: transaction, reusable: true), for: request, entity: entity,
+            try body(PlanRun(prepared(request, state: state, transaction: transaction, reusable: true, checking: checking), for: request, entity: entity,
                              store: self, state: state, transaction: transaction, isRead: true))
         }
     }

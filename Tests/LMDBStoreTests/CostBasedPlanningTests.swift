@@ -141,6 +141,42 @@ import Testing
         #expect(once.allSatisfy { id in (reader.object(with: id).value(forKey: "name") as? String)?.hasPrefix("P1") == true })
     }
 
+    /// A request the store has not seen pass its check is checked, even when a kept plan has its key: one kept for a
+    /// dictionary fetch (whose sort may name a result, not a property), or a request that differs only in what the
+    /// key leaves out (prefetching key paths, the batch size). A request of a kept plan that passed is not checked
+    /// again, and answers as before.
+    @Test func keptPlansLetNoUncheckedRequestThrough() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(plannerModel)
+        try loaded(coordinator)
+        func hits() -> Int { store.lock.withLock { store.planHits } }
+        func ids(_ request: FetchRequest) throws -> [ManagedObjectID] {
+            guard case .objectIDs(let ids) = try store.execute(.fetch(request)) else { Issue.record("no IDs"); return [] }
+            return ids
+        }
+        // A dictionary fetch sorted by one of its results' names keeps the plan of its rows, sorted by that name.
+        var dictionaries = try request("age < 3", sort: [FetchSortDescriptor(keyPath: "years")])
+        dictionaries.resultType = .dictionary
+        dictionaries.propertiesToFetch = [.keyPath("age", as: "years")]
+        #expect(try store.executeDictionaryFetch(dictionaries)?.count == 150)
+        let unchecked = try request("age < 3", sort: [FetchSortDescriptor(keyPath: "years")])
+        let before = hits()
+        #expect(throws: ManagedObjectContextError.self) { try ids(unchecked) }
+        #expect(hits() == before + 1, "the dictionary fetch's plan was found, and the request still checked")
+
+        let checked = try request("age < 3", sort: [FetchSortDescriptor(keyPath: "name")])
+        let first = try ids(checked)
+        #expect(try ids(checked) == first && first.count == 150)
+        #expect(hits() == before + 2)
+        var prefetching = checked
+        prefetching.relationshipKeyPathsForPrefetching = ["age"]
+        #expect { try ids(prefetching) } throws: { ($0 as? ManagedObjectContextError)?.code == .invalidRequest }
+        var batched = checked
+        batched.fetchBatchSize = -1
+        #expect { try ids(batched) } throws: { ($0 as? ManagedObjectContextError)?.code == .invalidRequest }
+        #expect(hits() == before + 4)
+    }
+
     /// Ties on the sort key come in key order, as a scan then a stable sort gives them, also when the index is
     /// walked backwards (each run of equal values is reversed) and the limit falls inside a run.
     @Test func backwardWalksKeepTiesInKeyOrder() throws {

@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 import ObjectGraph
 
@@ -22,6 +23,15 @@ enum EntryBytes {
     fileprivate static func reference(inRun values: UnsafeRawBufferPointer, at start: Int) -> StoredRow.Reference {
         StoredRow.Reference(entityTag: UInt16(values[start + 8]) << 8 | UInt16(values[start + 9]),
                             key: UInt64(bigEndian: values.loadUnaligned(fromByteOffset: start, as: UInt64.self)))
+    }
+
+    /// Whether two byte strings are the same: `memcmp`, where `elementsEqual` on raw buffers steps a byte at a time
+    /// through a generic iterator (about 400 instructions for a 20-byte index key).
+    @inline(__always)
+    static func same(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        guard lhs.count > 0 else { return true }
+        return memcmp(lhs.baseAddress!, rhs.baseAddress!, lhs.count) == 0
     }
 
     /// The error for an entry whose bytes do not have the size `Docs/FORMAT.md` gives them.

@@ -23,9 +23,13 @@ final class PreparedPlan: @unchecked Sendable {
     /// Each check once compiled (`.some(nil)`: compiled to nothing). The plan is immutable otherwise; fetches on
     /// several threads may compile a check at once, and the first to finish keeps it.
     private let compiled = Locked<(filter: RowFilter??, answered: RowFilter??)>((nil, nil))
+    /// Whether the request the plan was made for passed ``FetchRequest/validate(for:)``: a request of the same key
+    /// then needs no check (``LMDBIncrementalStore/prepared(_:state:transaction:reusable:checking:)``).
+    let isChecked: Bool
 
-    init(_ plan: QueryPlan, entityName: String, predicate: FetchPredicate?, storeIdentifier: String, snapshot: UInt64) {
+    init(_ plan: QueryPlan, entityName: String, predicate: FetchPredicate?, storeIdentifier: String, snapshot: UInt64, isChecked: Bool = false) {
         self.plan = plan
+        self.isChecked = isChecked
         self.entityName = entityName
         self.predicate = predicate
         self.storeIdentifier = storeIdentifier
@@ -322,9 +326,11 @@ final class PlanRun {
         if plan.streamsInSortOrder, let index = indexRange {
             // The index yields the requested order — or that of its first key, each run of ties then sorted by the
             // rest: rows read as their entries come, runs of cut text keys (or of ties) put in order by the rows'
-            // values, the walk stopped once the window is full.
-            return try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
-                entryMayMatch(entry) ? try check.view(of: candidate) : nil
+            // values, the walk stopped once the window is full. The rows are read with one cursor, not a lookup each.
+            return try rows.withCursor(in: transaction) { cursor in
+                try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
+                    entryMayMatch(entry) ? try check.view(of: candidate, cursor: cursor) : nil
+                }
             }
         }
         let sorts = !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder
@@ -446,7 +452,7 @@ final class PlanRun {
             if byRun {
                 // Borrowed from the map, as the entry is: valid until the read transaction ends.
                 let runKey = UnsafeRawBufferPointer(rebasing: entry.key.prefix(cutPrefix))
-                if !runs.key.elementsEqual(runKey) {
+                if !EntryBytes.same(runs.key, runKey) {
                     runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, by: resort)
                     if runs.items.count >= wanted { return false }
                     runs.key = runKey

@@ -118,12 +118,14 @@ public struct FetchRequest: Sendable, Hashable {
     }
 
     /// The part of `results` that ``fetchOffset`` and ``fetchLimit`` select.
+    @inlinable  // specialized where it is called: generic across modules, it went through witness tables
     package func window<Results: Collection>(_ results: Results) -> Results.SubSequence {
         let skipped = results.dropFirst(max(0, fetchOffset))
         return fetchLimit > 0 ? skipped.prefix(fetchLimit) : skipped
     }
 
     /// How many sorted results the window needs (offset + limit, `Int.max` past it), or `nil` without a limit.
+    @inlinable
     package var windowEnd: Int? {
         guard fetchLimit > 0 else { return nil }
         let (end, overflow) = max(0, fetchOffset).addingReportingOverflow(fetchLimit)
