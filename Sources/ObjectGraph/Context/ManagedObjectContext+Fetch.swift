@@ -78,7 +78,8 @@ extension ManagedObjectContext {
     }
 
     private func needsPendingChanges(_ request: FetchRequest) -> Bool {
-        guard request.includesPendingChanges else { return false }
+        // A context with no unsaved change (most reads) answers before it makes the set of fetched entity names.
+        guard request.includesPendingChanges, !insertedInOrder.isEmpty || !deletedIDs.isEmpty || !changedIDs.isEmpty else { return false }
         let family = family(request)
         return insertedInOrder.contains { family.contains($0.entityName) } || deletedIDs.contains { family.contains($0.entityName) }
             || changedIDs.contains { family.contains($0.entityName) && registered[$0]?.isUpdated == true }
