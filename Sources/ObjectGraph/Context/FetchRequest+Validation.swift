@@ -11,7 +11,7 @@ extension FetchRequest {
     ///   the key path and the entity for an unknown key, or ``ManagedObjectContextError/Code/invalidRequest``
     ///   saying what is wrong with the request otherwise.
     public func validate(for model: ManagedObjectModel) throws(ManagedObjectContextError) {
-        guard model.entity(named: entityName) != nil else {
+        guard model.existingHandle(forEntityNamed: entityName) != nil else {
             throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(entityName)\"")
         }
         if fetchOffset < 0 || fetchLimit < 0 || fetchBatchSize < 0 {
@@ -78,16 +78,16 @@ private struct KeyPathChecker {
 
         /// Moves past one property: into a relationship's destination, or out of the model's entities (past an
         /// attribute or a fetched property, the values decide).
-        mutating func step(through property: PropertyDescription) {
-            switch property {
+        mutating func step(through slot: ManagedObjectModel.Slot) {
+            switch slot.kind {
             case .attribute:
                 kind = .attribute
                 entity = nil
-            case .relationship(let relationship):
-                kind = relationship.isToMany ? .toMany : .toOne
-                entity = relationship.destinationEntityName
-                if relationship.isToMany { crossesToMany = true }
-            case .fetchedProperty:
+            case .toOne, .toMany:
+                kind = slot.kind == .toMany ? .toMany : .toOne
+                entity = slot.destinationName
+                if slot.kind == .toMany { crossesToMany = true }
+            case .fetched:
                 kind = .opaque
                 entity = nil
             }
@@ -105,13 +105,15 @@ private struct KeyPathChecker {
 
     /// Follows `path` key by key from `start` (the fetched entity by default). Past an attribute, a fetched property
     /// or a collection operator (`@count`, `@sum`, …) the values decide, and evaluation reports what does not fit.
+    /// Keys are looked up among the entities' slots (``ManagedObjectModel/Slot``): a property's description, looked
+    /// up instead, was copied — every string and array in it retained — for each key of every fetch.
     ///
     /// - Throws: ``ManagedObjectContextError/Code/unknownName`` for a key the entity it is looked up in lacks.
     func resolve(_ path: String, from start: String? = nil, role: String) throws(ManagedObjectContextError) -> End {
         var end = End(kind: .entity, entity: start ?? entityName)
         // Most key paths are one key: look it up without splitting the path.
-        if !path.utf8.contains(UInt8(ascii: ".")), let entity = end.entity, let property = model.property(named: path, in: entity) {
-            end.step(through: property)
+        if !path.utf8.contains(UInt8(ascii: ".")), let entity = end.entity, let slot = slot(named: path, in: entity) {
+            end.step(through: slot)
             return end
         }
         for key in path.split(separator: ".", omittingEmptySubsequences: false) {
@@ -122,14 +124,18 @@ private struct KeyPathChecker {
                 end.entity = nil
                 break
             }
-            guard let property = model.property(named: String(key), in: entity) else {
+            guard let slot = slot(named: String(key), in: entity) else {
                 let whole = path == key ? "" : " (in the key path \"\(path)\")"
                 throw ManagedObjectContextError(.unknownName,
                     message: "\(role) names the key \"\(key)\"\(whole), which the entity \(entity) does not have")
             }
-            end.step(through: property)
+            end.step(through: slot)
         }
         return end
+    }
+
+    private func slot(named name: String, in entity: String) -> ManagedObjectModel.Slot? {
+        model.existingHandle(forEntityNamed: entity)?.slot(named: name)
     }
 
     func checkDepth(_ predicate: FetchPredicate, role: String) throws(ManagedObjectContextError) {
