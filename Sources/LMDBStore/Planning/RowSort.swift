@@ -315,10 +315,10 @@ struct TopRows<Kept> {
         reorder { heap, precedes in heap.isFull ? heap.replaceLast(with: slot, by: precedes) : heap.insert(slot, by: precedes) }
     }
 
-    /// The kept rows, first to last.
+    /// The kept rows, first to last; the heap is emptied (sorted in place).
     mutating func sorted() -> [(candidate: Candidate, kept: Kept)] {
-        var order = heap.items
-        order.sort { precedes($0, $1) }
+        var order: [Int] = []
+        reorder { heap, precedes in order = heap.removeAllSorted(by: precedes) }
         return order.map { rows[$0] }
     }
 
