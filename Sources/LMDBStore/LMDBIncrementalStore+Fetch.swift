@@ -29,8 +29,8 @@ extension LMDBIncrementalStore {
     ///
     /// With `checking`, the request is first checked against the model (``FetchRequest/validate(for:)``) — unless a
     /// kept plan of the same key was made for a request that passed that check: the key holds everything the check
-    /// reads of a request without a batch size or prefetching key paths (the entity, the predicate with its values,
-    /// the sort descriptors, the window, the result type), and the model does not change.
+    /// reads of a request without a batch size, prefetching key paths or dictionary results (the entity, the
+    /// predicate with its values, the sort descriptors, the window, the result type), and the model does not change.
     func prepared(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction, reusable: Bool,
                   checking: Bool = false) throws(ManagedObjectContextError) -> PreparedPlan {
         // A predicate holding managed objects is kept under their IDs (a cache entry keeps no object alive), and
@@ -47,7 +47,8 @@ extension LMDBIncrementalStore {
                 return known
             }
         }
-        if checking, known?.isChecked != true || request.fetchBatchSize != 0 || !request.relationshipKeyPathsForPrefetching.isEmpty {
+        if checking, known?.isChecked != true || request.fetchBatchSize != 0 || !request.relationshipKeyPathsForPrefetching.isEmpty
+            || request.resultType == .dictionary {
             try request.validate(for: model)
         }
         if let known { return known }

@@ -175,6 +175,13 @@ import Testing
         batched.fetchBatchSize = -1
         #expect { try ids(batched) } throws: { ($0 as? ManagedObjectContextError)?.code == .invalidRequest }
         #expect(hits() == before + 4)
+        // Dictionary results are the context's to compute; a request for them still has its properties checked.
+        var grouped = checked
+        grouped.resultType = .dictionary
+        grouped.propertiesToFetch = [.keyPath("age")]
+        #expect { try store.execute(.fetch(grouped)) } throws: { ($0 as? ManagedObjectContextError)?.code == .unsupportedRequest }
+        grouped.propertiesToFetch = [.keyPath("nmae")]
+        #expect { try store.execute(.fetch(grouped)) } throws: { ($0 as? ManagedObjectContextError)?.code == .unknownName }
     }
 
     /// Ties on the sort key come in key order, as a scan then a stable sort gives them, also when the index is
