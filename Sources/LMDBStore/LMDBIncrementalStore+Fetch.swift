@@ -7,7 +7,7 @@ extension LMDBIncrementalStore {
     /// or `Scan(Employee) → Filter(…)`. The plan is chosen with the store's current contents, as a fetch would.
     public func explain(_ request: FetchRequest) -> String {
         guard let state = try? open,
-              let text = try? state.environment.read({ transaction in plan(request, state: state, transaction: transaction).description })
+              let text = try? state.environment.read({ transaction in try plan(request, state: state, transaction: transaction).description })
         else { return QueryPlanner.plan(request, layout: layout, model: model).description }
         return text
     }
@@ -16,9 +16,8 @@ extension LMDBIncrementalStore {
     /// table sizes, read in `transaction`. The candidate paths of a request shape are worked out once and kept (up
     /// to 512 shapes; a predicate holding managed objects under their IDs, and only when it holds at most 16); the
     /// costs, which follow the data, are worked out again for each commit.
-    func plan(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction) -> QueryPlan {
-        // Unchecked, it cannot fail.
-        (try? prepared(request, state: state, transaction: transaction, reusable: false))!.plan
+    func plan(_ request: FetchRequest, state: OpenState, transaction: any KeyValueTransaction) throws -> QueryPlan {
+        try prepared(request, state: state, transaction: transaction, reusable: false).plan
     }
 
     /// ``plan(_:state:transaction:)`` with the row checks compiled for it. With `reusable` (a read, whose commit
