@@ -130,6 +130,32 @@ import Testing
         #expect(found.contains { $0.contains("keys are out of order") || $0.contains("next separator") }, "\(found)")
     }
 
+    /// Found by FuzzFile: one bit flipped in the record of a key's sub-tree of values gave it the sorted-duplicates
+    /// flag, which liblmdb trusts and dereferences a null sub-cursor for (a segmentation fault on reading the table).
+    @Test(arguments: [UInt16(0x04), 0x08, 0x40])
+    func aSubTreeRecordWithFlagsLMDBNeverWritesIsNamed(_ flag: UInt16) throws {
+        let path = try makeFile()
+        let found = try problems(afterDamaging: path) { image in
+            // A node of "fixed" whose values are in a sub-tree (node flags: sub-data and duplicates): its record's
+            // flags (at 4 in the record after the key) get one more.
+            var subTree: Int?
+            for page in pages(image) where page.flags == 0x02 && subTree == nil {
+                for index in 0..<page.nodes {
+                    let node: Int = page.number * 4096 + Int(load(image, page.number * 4096 + 16 + 2 * index, UInt16.self))
+                    if load(image, node + 4, UInt16.self) == 0x06 && image[node + 8..<node + 12].elementsEqual("set-".utf8) {
+                        subTree = node
+                        break
+                    }
+                }
+            }
+            let node = subTree!
+            let flags = node + 8 + Int(load(image, node + 6, UInt16.self)) + 4
+            #expect(load(image, flags, UInt16.self) == 0x10, "LMDB gives a sub-tree of fixed-size values the fixed-size flag alone")
+            store(load(image, flags, UInt16.self) | flag, &image, flags)
+        }
+        #expect(found.contains { $0.contains("sub-tree of values whose record has flags") }, "\(found)")
+    }
+
     @Test func aPageOfTheWrongKindIsNamed() throws {
         let path = try makeFile()
         let found = try problems(afterDamaging: path) { image in

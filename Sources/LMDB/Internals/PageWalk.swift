@@ -578,6 +578,16 @@ final class PageWalk {
                     problem("\(tree.name): page \(page) holds a key whose sub-tree of values is empty")
                     return false
                 }
+                // liblmdb reads a key's values with a cursor set up from this record, trusting its flags: a sorted-
+                // duplicates flag here makes it look for a third level of cursor that does not exist (a null
+                // dereference), an integer or fixed-size flag changes how every value is read. LMDB writes exactly
+                // these: fixed-size values (their size in the record) as integers when the table's are; else none.
+                let fixed = tree.record.flags & Self.dupFixed != 0
+                let expectedFlags = fixed ? Self.dupFixed | (tree.record.flags & Self.integerDup != 0 ? Self.integerKey : 0) : 0
+                guard record.flags == expectedFlags, fixed || record.fixedKeySize == 0 else {
+                    problem("\(tree.name): page \(page) holds a sub-tree of values whose record has flags \(record.flags) and value size \(record.fixedKeySize), not flags \(expectedFlags)\(fixed ? "" : " and size 0")")
+                    return false
+                }
                 var values = Tree(kind: .duplicates, name: tree.name, record: record,
                                   order: Order(flags: tree.record.flags, reverse: Self.reverseDup, integer: Self.integerDup))
                 values.record.flags = tree.record.flags
