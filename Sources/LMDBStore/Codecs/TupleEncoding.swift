@@ -38,19 +38,21 @@ enum TupleEncoding {
             appendDecimal(v, to: &key)
         case .string(let v):
             key.append(Tag.string)
-            appendEscaped(Array(v.precomposedStringWithCanonicalMapping.utf8), to: &key)
+            var composed = StringFolding.composed(v)
+            composed.withUTF8 { appendEscaped(UnsafeRawBufferPointer($0), to: &key) }
         case .date(let v):
             key.append(Tag.date)
             appendSortableDouble(v.timeIntervalSinceReferenceDate, to: &key)
         case .data(let v):
             key.append(Tag.data)
-            appendEscaped(Array(v), to: &key)
+            v.withUnsafeBytes { appendEscaped($0, to: &key) }
         case .uuid(let v):
             key.append(Tag.uuid)
             withUnsafeBytes(of: v.uuid) { key.append(contentsOf: $0) }
         case .uri(let v):
             key.append(Tag.uri)
-            appendEscaped(Array(v.absoluteString.utf8), to: &key)
+            var text = v.absoluteString
+            text.withUTF8 { appendEscaped(UnsafeRawBufferPointer($0), to: &key) }
         }
     }
 
@@ -160,10 +162,14 @@ enum TupleEncoding {
     }
 
     /// Bytes with 0x00 escaped as 0x00 0xFF, ended by 0x00: a shorter string sorts before its extensions.
-    static func appendEscaped(_ bytes: [UInt8], to key: inout [UInt8]) {
-        for byte in bytes {
-            key.append(byte)
-            if byte == 0 { key.append(0xFF) }
+    static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to key: inout [UInt8]) {
+        if !bytes.contains(0) {
+            key.append(contentsOf: bytes)  // the usual case: one copy, no byte-by-byte appends
+        } else {
+            for byte in bytes {
+                key.append(byte)
+                if byte == 0 { key.append(0xFF) }
+            }
         }
         key.append(0)
     }

@@ -197,7 +197,7 @@ struct StoreLayout: Sendable {
     /// models almost always use, plain byte order), stated so that a reader in another language derives the same
     /// numbers (`Docs/FORMAT.md`).
     static func namePrecedes(_ lhs: String, _ rhs: String) -> Bool {
-        lhs.precomposedStringWithCanonicalMapping.utf8.lexicographicallyPrecedes(rhs.precomposedStringWithCanonicalMapping.utf8)
+        StringFolding.composed(lhs).utf8.lexicographicallyPrecedes(StringFolding.composed(rhs).utf8)
     }
 
     init(model: ManagedObjectModel) {

@@ -297,7 +297,7 @@ extension QueryPlanner {
             case .beginsWith:
                 guard case .string(let prefix) = term.values[0] else { return nil }
                 var bytes: [UInt8] = [tag[0]]
-                for byte in prefix.precomposedStringWithCanonicalMapping.utf8 {
+                for byte in StringFolding.composed(prefix).utf8 {
                     bytes.append(byte)
                     if byte == 0 { bytes.append(0xFF) }
                 }

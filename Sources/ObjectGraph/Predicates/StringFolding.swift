@@ -30,6 +30,18 @@ package enum StringFolding {
         return String(scalars).precomposedStringWithCanonicalMapping
     }
 
+    /// `text` in canonical composition (NFC), the form index keys and name orders hold strings in. Text whose
+    /// scalars are all below U+0300 (no UTF-8 byte at or above 0xCC: ASCII, Latin-1 and the Latin Extended blocks,
+    /// where no character decomposes differently, composes with a neighbour or reorders) is its own NFC and is
+    /// returned as it is, without Foundation's normalizer and the two string conversions around it.
+    package static func composed(_ text: String) -> String {
+        var text = text
+        let isOwnComposition = text.withUTF8 { bytes in
+            UTF8Text.isASCII(UnsafeRawBufferPointer(bytes)) || !bytes.contains { $0 >= 0xCC }
+        }
+        return isOwnComposition ? text : text.precomposedStringWithCanonicalMapping
+    }
+
     /// ASCII text folds without Unicode tables: diacritic folding changes nothing, case folding lowers A–Z.
     private static func foldASCII(_ text: String, caseInsensitive: Bool) -> String? {
         var needsLowering = false

@@ -165,6 +165,23 @@ import Testing
         #expect(StringFolding.fold("Crème", caseInsensitive: false, diacriticInsensitive: false) == "Crème")
     }
 
+    /// `composed` returns text below U+0300 untouched, without Foundation's normalizer: that text must be its own NFC,
+    /// alone and next to every other such scalar; anything at or above U+0300 still goes through the normalizer.
+    @Test func textBelowTheCombiningMarksIsItsOwnComposition() {
+        let scalars = (1..<0x300).compactMap(Unicode.Scalar.init)
+        let all = String(String.UnicodeScalarView(scalars))
+        #expect(Array(StringFolding.composed(all).unicodeScalars) == Array(all.precomposedStringWithCanonicalMapping.unicodeScalars))
+        #expect(Array(all.precomposedStringWithCanonicalMapping.unicodeScalars) == scalars, "every scalar below U+0300 is its own NFC")
+        for scalar in scalars where scalar.value >= 0x80 {
+            let pair = String(String.UnicodeScalarView([scalar, scalar, "a"]))
+            #expect(Array(StringFolding.composed(pair).unicodeScalars) == Array(pair.precomposedStringWithCanonicalMapping.unicodeScalars))
+        }
+        // At and above U+0300: composed as the normalizer composes.
+        #expect(Array(StringFolding.composed("Rene\u{301}e").unicodeScalars) == Array("Ren\u{E9}e".unicodeScalars))
+        #expect(Array(StringFolding.composed("\u{1100}\u{1161}").unicodeScalars) == ["\u{AC00}"])
+        #expect(Array(StringFolding.composed("\u{212B}").unicodeScalars) == ["\u{C5}"], "a singleton decomposition (Angstrom sign)")
+    }
+
     @Test func comparisonsFoldByTheSameRule() throws {
         #expect(try FetchPredicate(format: "SELF ==[c] 'STRASSE'").evaluate(with: "straße"))
         #expect(try FetchPredicate(format: "SELF ==[cd] 'istanbul'").evaluate(with: "İstanbul"))
