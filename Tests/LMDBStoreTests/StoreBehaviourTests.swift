@@ -1070,6 +1070,42 @@ extension LoadedFetchTests {
         #expect(try store.verify().isEmpty)
     }
 
+    /// A context that read an item's labels before another context added one, then changes them, saves what it
+    /// changed — the members it added and removed — not its whole, stale list: the other context's label stays, and
+    /// both sides of every link agree (a whole list written over the stored one dropped the label from the item but
+    /// left the item among the label's).
+    @Test func aContextSavesTheMembersItChangedNotItsStaleList() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(StoreConformance.model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let labels = try ["red", "green", "blue"].map { name in
+            let label = try setup.insertNewObject(forEntityName: "Label")
+            try label.setValue(name, forKey: "name")
+            return label
+        }
+        let item = try setup.insertNewObject(forEntityName: "Item")
+        try item.setValue("cup", forKey: "name")
+        try item.setValue([labels[2]], forKey: "labels")
+        try setup.save()
+
+        let stale = ManagedObjectContext(coordinator: coordinator)
+        let staleItem = stale.object(with: item.objectID)
+        #expect(staleItem.relatedObjects(forKey: "labels").map(\.objectID) == [labels[2].objectID])
+        let other = ManagedObjectContext(coordinator: coordinator)
+        try other.object(with: item.objectID).setValue([other.object(with: labels[2].objectID), other.object(with: labels[0].objectID)], forKey: "labels")
+        try other.save()
+
+        // Blue out, green in; red, which the stale context never saw, is not its change.
+        try staleItem.setValue([stale.object(with: labels[1].objectID)], forKey: "labels")
+        try stale.save()
+
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect(Set(fresh.object(with: item.objectID).relatedObjects(forKey: "labels").map(\.objectID)) == [labels[0].objectID, labels[1].objectID])
+        #expect(fresh.object(with: labels[0].objectID).relatedObjects(forKey: "items").map(\.objectID) == [item.objectID])
+        #expect(fresh.object(with: labels[2].objectID).relatedObjects(forKey: "items").isEmpty)
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test func permanentIDsTakenBeforeTheSaveReachTheChangesRecordedOnUnloadedRelationships() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)

@@ -150,6 +150,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         toMany[slot: slot.position]
     }
 
+    /// What the to-many in `slot` held when it was last read from the store or saved (`nil` when it was not read).
+    func committedMembers(_ slot: ManagedObjectModel.Slot) -> [ManagedObjectID]? {
+        committedStorage?.toMany[slot: slot.position]
+    }
+
     /// Sets what the to-many in `slot` holds (`nil`: not loaded).
     func setMembers(_ ids: [ManagedObjectID]?, _ slot: ManagedObjectModel.Slot) {
         toMany.setMembers(ids, slot, of: handle)

@@ -275,10 +275,19 @@ extension ManagedObjectContext {
                 continue
             }
             if allToMany || object.changedSlots.contains(slot.index) {
+                let ids = object.relatedIDs(slot)
+                if !allToMany, let read = object.committedMembers(slot), storeTakesChanges(slot, of: object) {
+                    // Loaded and changed, in a store that takes changes as deltas: the members added and removed
+                    // since they were read or saved. Members another context linked meanwhile stay, and each side of
+                    // a many-to-many gets the same change as its inverse (a whole list written over the stored one
+                    // would drop a link from this side only); the store need not read the stored members either.
+                    if changes.isEmpty { changes = handle.newToManyChanges() }
+                    changes[slot.position] = ToManyChange.between(read, ids, map: map)
+                    continue
+                }
                 if members.isEmpty { members = handle.newToMany() }
                 // Shared as it is unless a member has just been given its permanent ID (a new array per to-many
                 // otherwise, retaining every ID again).
-                let ids = object.relatedIDs(slot)
                 members[slot.position] = ids.contains(where: { map($0) != $0 }) ? ids.map(map) : ids
             }
         }

@@ -439,6 +439,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
         storeRules(slot, of: object)?.derives ?? false
     }
 
+    /// Whether the store of `object` takes changes of the to-many in `slot` as added and removed members (and does
+    /// not derive it from its inverse).
+    func storeTakesChanges(_ slot: ManagedObjectModel.Slot, of object: ManagedObject) -> Bool {
+        guard let rules = storeRules(slot, of: object) else { return false }
+        return rules.acceptsChanges && !rules.derives
+    }
+
     /// Whether a change to this unloaded to-many relationship can be recorded without loading it: the store derives
     /// the relationship, or takes its changes as added and removed members.
     func recordsWithoutLoading(_ slot: ManagedObjectModel.Slot, of object: ManagedObject) -> Bool {

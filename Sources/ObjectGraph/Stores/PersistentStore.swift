@@ -110,7 +110,8 @@ public protocol IncrementalStore: PersistentStore {
 
     /// Whether a save may describe this (unordered) to-many relationship by the members added and removed
     /// (``ObjectChange/toManyChanges``) instead of its whole membership. A context then records changes made to an
-    /// unloaded relationship — the inverse side of a many-to-many, typically — without loading it. Default: `false`.
+    /// unloaded relationship — the inverse side of a many-to-many, typically — without loading it, and sends a
+    /// loaded one's change since it read or saved it. Default: `false`.
     func acceptsToManyChanges(for relationship: RelationshipDescription) -> Bool
 
     /// Permanent IDs for newly inserted objects, in the same order.
@@ -338,8 +339,9 @@ public struct ObjectChange: Sendable, Hashable {
         get { relationships.membersDictionary }
         set { relationships.membersDictionary = newValue }
     }
-    /// Unloaded to-many relationships of an update, given as the members added and removed; only for relationships
-    /// the store ``IncrementalStore/acceptsToManyChanges(for:)``.
+    /// To-many relationships of an update given as the members added and removed — one the context did not load, or
+    /// one it loaded, as changed since it was read or saved; only for relationships the store
+    /// ``IncrementalStore/acceptsToManyChanges(for:)``.
     public var toManyChanges: [String: ToManyChange] {
         get { relationships.changesDictionary }
         set { relationships.changesDictionary = newValue }
@@ -410,6 +412,17 @@ public struct ToManyChange: Sendable, Hashable {
     public init(added: [ManagedObjectID] = [], removed: [ManagedObjectID] = []) {
         self.added = added
         self.removed = removed
+    }
+
+    /// The change from members `old` to members `new`, each ID passed through `map` (which gives new objects their
+    /// permanent IDs). A few members are compared pairwise, with no set built or hashed.
+    package static func between(_ old: [ManagedObjectID], _ new: [ManagedObjectID],
+                                map: (ManagedObjectID) -> ManagedObjectID) -> ToManyChange {
+        if old.count * new.count <= 256 {
+            return ToManyChange(added: new.filter { !old.contains($0) }.map(map), removed: old.filter { !new.contains($0) }.map(map))
+        }
+        let before = Set(old), after = Set(new)
+        return ToManyChange(added: new.filter { !before.contains($0) }.map(map), removed: old.filter { !after.contains($0) }.map(map))
     }
 }
 
