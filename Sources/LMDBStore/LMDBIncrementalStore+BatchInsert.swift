@@ -311,7 +311,7 @@ private struct TargetResolver {
     let store: LMDBIncrementalStore
     let state: LMDBIncrementalStore.OpenState
     let entity: StoreLayout.EntityLayout
-    var references = LMDBIncrementalStore.References(inserted: [], deleted: [])
+    var references = LMDBIncrementalStore.References(known: [:], deleted: [])
     /// By relationship name, then value: the rows found by unique value.
     var byUniqueValue: [String: [AttributeValue: StoredRow.Reference]] = [:]
     /// By relationship name: where its unique values are looked up.
@@ -346,8 +346,8 @@ private struct TargetResolver {
         switch target {
         case .object(let id):
             // A target found before costs a lookup (the save's check, without naming an owner for its errors).
-            if let known = references.verified[id], known.destination == check.destinationEntityName {
-                return StoredRow.Reference(entityTag: known.tag, key: try store.key(of: id))
+            if let tag = references.known[id], check.accepts(tag) {
+                return StoredRow.Reference(entityTag: tag, key: try store.key(of: id))
             }
             let owner = ManagedObjectID(entityName: entity.name, storeIdentifier: state.storeIdentifier, referenceObject: .string("batch row \(row)"))
             do {

@@ -81,8 +81,13 @@ extension LMDBIncrementalStore {
                                                     conflicts: conflicts)
                 }
                 // 2. New row states, pointing only at objects that exist (each target checked once per save).
-                var references = References(inserted: Set(request.insertedObjects.map(\.objectID)),
-                                            deleted: Set(request.deletedObjects.map(\.objectID)))
+                // Updated objects were found in the store just now (with their entity's tag): a link to one needs no
+                // second read of its row.
+                var known = [ManagedObjectID: UInt16](minimumCapacity: written.count)
+                for position in written.indices where position < insertCount || updatedRows[position - insertCount] != nil {
+                    known[written[position].objectID] = entities[position].tag
+                }
+                var references = References(known: known, deleted: Set(request.deletedObjects.map(\.objectID)))
                 var rows: [StoredRow] = []
                 rows.reserveCapacity(written.count)
                 for position in written.indices {
@@ -394,10 +399,14 @@ extension LMDBIncrementalStore {
             return
         }
         // Unordered: write only the difference, so adding one member to a large relationship costs one put (a bulk
-        // load that grows many-to-many relationships batch by batch stays linear).
+        // load that grows many-to-many relationships batch by batch stays linear). Members are told apart by key,
+        // which is unique within the destination's family of entities: each is checked to be of that family first.
         var wanted: [UInt64: ManagedObjectID] = [:]
         wanted.reserveCapacity(targets.count)
-        for target in targets { wanted[try key(of: target)] = target }
+        for target in targets {
+            _ = try heldEntity(target, of: relationship, owner: objectID, state: state)
+            wanted[try key(of: target)] = target
+        }
         for member in try table.members(of: owner, in: transaction) where wanted.removeValue(forKey: member.key) == nil {
             try table.remove(member, from: owner, in: transaction)
         }
@@ -408,22 +417,35 @@ extension LMDBIncrementalStore {
         }
     }
 
-    /// What a save inserts and deletes, for checking the objects its relationships point at.
+    /// What a save writes and deletes, for checking the objects its relationships point at.
     struct References {
-        let inserted: Set<ManagedObjectID>
+        /// Objects known to exist, with their entity's tag: the save's inserts, the updated objects it found in the
+        /// store, and targets found there already in this save (a thousand objects pointing at one department read
+        /// its row once).
+        var known: [ManagedObjectID: UInt16]
         let deleted: Set<ManagedObjectID>
-        /// Targets found in the store already in this save, with the destination entity they were checked against
-        /// and their tag: a thousand objects pointing at one department read its row once.
-        var verified: [ManagedObjectID: (destination: String, tag: UInt16)] = [:]
-
-        init(inserted: Set<ManagedObjectID>, deleted: Set<ManagedObjectID>) {
-            self.inserted = inserted
-            self.deleted = deleted
-        }
     }
 
-    /// Checks that `target` may be held by `relationship` and exists — among the save's inserts, or in the store as
-    /// the entity its ID names, and not deleted by the same save — and returns its entity tag. A reference to
+    /// The entity of `target`, which `relationship` must be able to hold (its destination or a sub-entity of it).
+    ///
+    /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` naming the owner,
+    ///   the relationship and the object.
+    func heldEntity(_ target: ManagedObjectID, of relationship: RelationshipCheck, owner: ManagedObjectID,
+                    state: OpenState) throws(ManagedObjectContextError) -> StoreLayout.EntityLayout {
+        guard let entity = state.entity(of: target), relationship.accepts(entity.tag) else {
+            throw notHeld(target, by: relationship, owner: owner)
+        }
+        return entity
+    }
+
+    private func notHeld(_ target: ManagedObjectID, by relationship: RelationshipCheck, owner: ManagedObjectID) -> ManagedObjectContextError {
+        ManagedObjectContextError(.wrongValueType,
+            message: "\(owner.entityName).\(relationship.name) holds \(relationship.destinationEntityName) objects, not \(target) (object \(owner))")
+    }
+
+    /// Checks that `target` may be held by `relationship` and exists — among the save's inserts and the updates it
+    /// found, or in the store as the entity its ID names, and not deleted by the same save — and returns its entity
+    /// tag. A reference to
     /// anything else would be written as a key that leads nowhere.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` for an object of
@@ -431,19 +453,19 @@ extension LMDBIncrementalStore {
     ///   the missing object.
     func checkTarget(_ target: ManagedObjectID, of relationship: RelationshipCheck, owner: ManagedObjectID,
                              _ references: inout References, state: OpenState, transaction: any KeyValueTransaction) throws -> UInt16 {
-        if let known = references.verified[target], known.destination == relationship.destinationEntityName { return known.tag }
-        guard let entity = state.entity(of: target), model.entity(target.entityName, isKindOf: relationship.destinationEntityName) else {
-            throw ManagedObjectContextError(.wrongValueType,
-                message: "\(owner.entityName).\(relationship.name) holds \(relationship.destinationEntityName) objects, not \(target) (object \(owner))")
+        // Known already (its tag with it): only the kind of object is checked, without finding its entity.
+        if let tag = references.known[target] {
+            guard relationship.accepts(tag) else { throw notHeld(target, by: relationship, owner: owner) }
+            return tag
         }
-        if references.inserted.contains(target) { return entity.tag }
+        let entity = try heldEntity(target, of: relationship, owner: owner, state: state)
         let stored = try references.deleted.contains(target) ? nil
             : state.rows(of: entity).entityTag(key: try key(of: target), in: transaction)
         guard stored == entity.tag else {
             throw ManagedObjectContextError(.objectNotFound,
                 message: "\(owner.entityName).\(relationship.name) of \(owner) points at \(target), which is not in the store\(references.deleted.contains(target) ? " (the same save deletes it)" : "")")
         }
-        references.verified[target] = (relationship.destinationEntityName, entity.tag)
+        references.known[target] = entity.tag
         return entity.tag
     }
 }

@@ -192,6 +192,56 @@ import Testing
         _ = try store.execute(.save(SaveChangesRequest(insertedObjects: [change])))
     }
 
+    /// A save given straight to the store (no context to check it first) whose to-one or many-to-many names an object
+    /// of an entity the relationship does not hold is refused by name; a sub-entity of the destination is held.
+    @Test func aRelationshipToAnObjectOfAnotherEntityIsRefused() throws {
+        let full = try ManagedObjectModel {
+            EntityDescription("Animal") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("owner", destination: "Owner", inverse: "pet", isOptional: true)
+                RelationshipDescription("toys", destination: "Toy", inverse: "fans", toMany: true, isOptional: true)
+            }
+            EntityDescription("Dog", parent: "Animal") { AttributeDescription("breed", .string, isOptional: true) }
+            EntityDescription("Toy") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("fans", destination: "Animal", inverse: "toys", toMany: true, isOptional: true)
+            }
+            EntityDescription("Owner") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("pet", destination: "Animal", inverse: "owner", isOptional: true)
+            }
+        }
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(full)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let dog = try context.insertNewObject(forEntityName: "Dog")
+        try dog.setValue("Rex", forKey: "name")
+        let toy = try context.insertNewObject(forEntityName: "Toy")
+        try toy.setValue("ball", forKey: "name")
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        try owner.setValue("Ann", forKey: "name")
+        // A sub-entity of the destination is held.
+        try owner.setValue(dog, forKey: "pet")
+        try toy.setValue(Set([dog]), forKey: "fans")
+        try context.save()
+
+        for (name, change) in [
+            ("Owner.pet", ObjectChange(objectID: owner.objectID, attributes: ["name": "Ann"], toOne: ["pet": toy.objectID],
+                                       expectedVersion: try store.newValuesForObject(with: owner.objectID).version)),
+            ("Toy.fans", ObjectChange(objectID: toy.objectID, attributes: ["name": "ball"], toMany: ["fans": [dog.objectID, owner.objectID]],
+                                      expectedVersion: try store.newValuesForObject(with: toy.objectID).version)),
+        ] {
+            let error = try #require(throws: ManagedObjectContextError.self, "\(name)") {
+                _ = try store.execute(.save(SaveChangesRequest(updatedObjects: [change])))
+            }
+            #expect(error.code == .wrongValueType && error.message.contains("\(name) holds Animal objects"), "\(error)")
+        }
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        #expect((fresh.object(with: owner.objectID).value(forKey: "pet") as? ManagedObject)?.objectID == dog.objectID, "nothing written")
+        #expect(fresh.object(with: toy.objectID).relatedObjects(forKey: "fans").map(\.objectID) == [dog.objectID], "nothing written")
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test func wrongTypesNaNAndOverlongStringsAreRefusedAndNothingIsWritten() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(model)

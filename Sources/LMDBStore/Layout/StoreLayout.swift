@@ -113,7 +113,8 @@ struct StoreLayout: Sendable {
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
              indexes: [(owner: String, index: FetchIndexDescription)], uniques: [(owner: String, number: Int, constraint: UniquenessConstraint)],
              toOneRelationships: [RelationshipDescription], toOneOwners: [String], linkRelationships: [RelationshipDescription],
-             toManyTables: [String: (isLink: Bool, table: String)], handle: ManagedObjectModel.EntityHandle) {
+             toManyTables: [String: (isLink: Bool, table: String)], handle: ManagedObjectModel.EntityHandle,
+             model: ManagedObjectModel, entityNamesByTag: [String]) {
             self.name = name
             self.tag = tag
             self.root = root
@@ -123,8 +124,8 @@ struct StoreLayout: Sendable {
             self.uniques = uniques
             self.toOneRelationships = toOneRelationships
             self.linkRelationships = linkRelationships
-            toOneChecks = toOneRelationships.map(RelationshipCheck.init)
-            linkChecks = linkRelationships.map(RelationshipCheck.init)
+            toOneChecks = toOneRelationships.map { RelationshipCheck($0, model: model, entityNamesByTag: entityNamesByTag) }
+            linkChecks = linkRelationships.map { RelationshipCheck($0, model: model, entityNamesByTag: entityNamesByTag) }
             // Every name below is a persistent attribute or to-one of the entity (the model checked its indexes and
             // constraints), so each has a field; -1 stands for none and reads as NULL.
             let indexFields = indexes.map { $0.index.elements.map { fieldIndex[$0.propertyName] ?? -1 } }
@@ -204,7 +205,8 @@ struct StoreLayout: Sendable {
         self.model = model
         var entities: [String: EntityLayout] = [:]
         var names: [UInt16: String] = [:]
-        for (offset, name) in model.entityNames.sorted(by: Self.namePrecedes).enumerated() {
+        let sortedNames = model.entityNames.sorted(by: Self.namePrecedes)
+        for (offset, name) in sortedNames.enumerated() {
             let tag = UInt16(offset + 1)
             names[tag] = name
             let properties = model.allProperties(of: name).filter(\.isPersistent)
@@ -237,7 +239,7 @@ struct StoreLayout: Sendable {
                 toOneRelationships: toOne, toOneOwners: toOneOwners,
                 linkRelationships: relationships.filter { Self.needsLinkTable($0, model) },
                 toManyTables: Self.toManyTables(of: name, relationships.filter(\.isToMany), model),
-                handle: model.handle(forEntityNamed: name))
+                handle: model.handle(forEntityNamed: name), model: model, entityNamesByTag: [""] + sortedNames)
         }
         self.entities = entities
         self.entityNamesByTag = names
@@ -366,10 +368,18 @@ final class RelationshipCheck: Sendable {
     let name: String
     let destinationEntityName: String
     let isOrdered: Bool
+    /// By entity tag: whether an object of that entity may be held (the destination or one of its sub-entities).
+    private let acceptedTags: [Bool]
 
-    init(_ relationship: RelationshipDescription) {
+    init(_ relationship: RelationshipDescription, model: ManagedObjectModel, entityNamesByTag: [String]) {
         name = relationship.name
         destinationEntityName = relationship.destinationEntityName
         isOrdered = relationship.isOrdered
+        acceptedTags = entityNamesByTag.map { !$0.isEmpty && model.entity($0, isKindOf: relationship.destinationEntityName) }
+    }
+
+    /// Whether an object of the entity tagged `tag` may be held: an array read, where a save checks every target.
+    func accepts(_ tag: UInt16) -> Bool {
+        Int(tag) < acceptedTags.count && acceptedTags[Int(tag)]
     }
 }
