@@ -195,7 +195,7 @@ import Testing
     /// A save given straight to the store (no context to check it first) whose to-one or many-to-many names an object
     /// of an entity the relationship does not hold is refused by name; a sub-entity of the destination is held.
     @Test func aRelationshipToAnObjectOfAnotherEntityIsRefused() throws {
-        let full = try ManagedObjectModel {
+        let pets = try ManagedObjectModel {
             EntityDescription("Animal") {
                 AttributeDescription("name", .string)
                 RelationshipDescription("owner", destination: "Owner", inverse: "pet", isOptional: true)
@@ -212,7 +212,7 @@ import Testing
             }
         }
         let folder = StoreFolder()
-        let (coordinator, store) = try folder.coordinator(full)
+        let (coordinator, store) = try folder.coordinator(pets)
         let context = ManagedObjectContext(coordinator: coordinator)
         let dog = try context.insertNewObject(forEntityName: "Dog")
         try dog.setValue("Rex", forKey: "name")
