@@ -445,8 +445,7 @@ extension LMDBIncrementalStore {
 
     /// Checks that `target` may be held by `relationship` and exists — among the save's inserts and the updates it
     /// found, or in the store as the entity its ID names, and not deleted by the same save — and returns its entity
-    /// tag. A reference to
-    /// anything else would be written as a key that leads nowhere.
+    /// tag. A reference to anything else would be written as a key that leads nowhere.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/wrongValueType`` for an object of
     ///   another entity, or ``ManagedObjectContextError/Code/objectNotFound`` naming the owner, the relationship and

@@ -206,6 +206,7 @@ struct StoreLayout: Sendable {
         var entities: [String: EntityLayout] = [:]
         var names: [UInt16: String] = [:]
         let sortedNames = model.entityNames.sorted(by: Self.namePrecedes)
+        let namesByTag = [""] + sortedNames  // tags start at 1
         for (offset, name) in sortedNames.enumerated() {
             let tag = UInt16(offset + 1)
             names[tag] = name
@@ -239,7 +240,7 @@ struct StoreLayout: Sendable {
                 toOneRelationships: toOne, toOneOwners: toOneOwners,
                 linkRelationships: relationships.filter { Self.needsLinkTable($0, model) },
                 toManyTables: Self.toManyTables(of: name, relationships.filter(\.isToMany), model),
-                handle: model.handle(forEntityNamed: name), model: model, entityNamesByTag: [""] + sortedNames)
+                handle: model.handle(forEntityNamed: name), model: model, entityNamesByTag: namesByTag)
         }
         self.entities = entities
         self.entityNamesByTag = names
