@@ -59,10 +59,16 @@ extension LMDBIncrementalStore {
                 func current(_ change: ObjectChange) throws -> StoredRow? {
                     if change.keepsStoredValues {
                         // Only its link tables change: the row is checked and its version read, not decoded (it is
-                        // neither rewritten nor re-indexed, so its fields are never looked at).
+                        // neither rewritten nor re-indexed, so its fields are never looked at). A context that loaded
+                        // the object still expects the version it read.
                         let header = try storedHeader(change.objectID, state: state, transaction: transaction)
                         guard let header, header.tag == state.entity(of: change.objectID)?.tag else {
                             throw ManagedObjectContextError(.objectNotFound, message: "\(change.objectID) gains or loses related objects but is not in the store")
+                        }
+                        if let expected = change.expectedVersion, Int64(bitPattern: header.version) != expected {
+                            let row = try readRow(change.objectID, state: state, transaction: transaction)
+                            conflicts.append(MergeConflict(objectID: change.objectID, oldVersion: expected, newVersion: Int64(bitPattern: header.version),
+                                                           persistedSnapshot: row.map { node(change.objectID, $0, in: state) }))
                         }
                         return StoredRow(entityTag: header.tag, version: header.version, fields: [])
                     }

@@ -15,6 +15,11 @@ import Testing
         EntityDescription("Team") {
             AttributeDescription("title", .string)
             RelationshipDescription("members", destination: "Member", inverse: "team", toMany: true)
+            RelationshipDescription("tags", destination: "Tag", inverse: "teams", toMany: true)
+        }
+        EntityDescription("Tag") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("teams", destination: "Team", inverse: "tags", toMany: true)
         }
         EntityDescription("Member") {
             AttributeDescription("name", .string)
@@ -115,6 +120,43 @@ import Testing
         #expect(typedMember[AttributeKey<Date>("hired")] == Self.hired)
         #expect(typedMember[AttributeKey<String>("note")] == nil)
         #expect(typedMember.row != nil)
+    }
+
+    /// Whether a value is there is read from the row's field table, for every type, as decoding the value would
+    /// answer; and an object whose save changed only its members — validated, sent without its values, made clean —
+    /// still reads its row, decoding nothing on the way.
+    @Test func aRowTellsWhetherItHoldsAValueAndAMembersOnlySaveDecodesNothing() throws {
+        let folder = StoreFolder()
+        let (coordinator, _) = try folder.coordinator(model)
+        let ids = try seeded(coordinator)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let member = context.object(with: ids.member)
+        member.willAccessValues()
+        #expect(member.row != nil)
+        for slot in member.handle.attributeSlots where !slot.isTransient {
+            #expect(member.holdsAttributeValue(slot) == (slot.name != "note"), "\(slot.name)")
+        }
+        #expect(member.row != nil && member.rowKeptIndex < 0, "telling decoded nothing")
+
+        // A team gains a member (a relationship its store derives from the member's to-one) and a tag (a
+        // many-to-many, sent as the members added).
+        let team = context.object(with: ids.team)
+        team.willAccessValues()
+        let newcomer = try context.insertNewObject(forEntityName: "Member")
+        try newcomer.setValue("Grace", forKey: "name")
+        let tag = try context.insertNewObject(forEntityName: "Tag")
+        try tag.setValue("fast", forKey: "name")
+        try team.setValue(team.relatedObjects(forKey: "members") + [newcomer], forKey: "members")
+        try team.setValue([tag], forKey: "tags")
+        try context.save()
+        #expect(team.row != nil && team.rowKeptIndex < 0 && team.attributeStorage.isEmpty, "the team's row was not decoded")
+        #expect(!team.hasChanges && team.value(forKey: "title") as? String == "Reds")
+        #expect(team.committedValues(forKeys: ["tags"])["tags"] as? [ManagedObjectID] == [tag.objectID])
+        let fresh = ManagedObjectContext(coordinator: coordinator)
+        let stored = fresh.object(with: ids.team)
+        #expect(Set(stored.relatedObjects(forKey: "members").map(\.objectID)) == [ids.member, newcomer.objectID])
+        #expect(stored.relatedObjects(forKey: "tags").map(\.objectID) == [tag.objectID])
+        #expect(fresh.object(with: tag.objectID).relatedObjects(forKey: "teams").map(\.objectID) == [ids.team])
     }
 
     @Test func aFetchOfLoadedObjectsHandsOutObjectsReadingTheirRows() throws {

@@ -1156,6 +1156,56 @@ extension LoadedFetchTests {
         #expect(try store.verify().isEmpty)
     }
 
+    /// A loaded object whose only change is its members is saved without its values (they stay as stored, and a row
+    /// it still reads is not decoded to validate or send them) but still with the version the context read: its
+    /// next change of members goes on top of the saved one, and another context's change to its name meanwhile is a
+    /// conflict, as for any update, with nothing written.
+    @Test func aLoadedObjectSavingOnlyItsMembersStillExpectsTheVersionItRead() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(StoreConformance.model)
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let labels = try ["red", "green", "blue"].map { name in
+            let label = try setup.insertNewObject(forEntityName: "Label")
+            try label.setValue(name, forKey: "name")
+            return label
+        }
+        let item = try setup.insertNewObject(forEntityName: "Item")
+        try item.setValue("cup", forKey: "name")
+        try item.setValue([labels[0]], forKey: "labels")
+        try setup.save()
+        func stored() -> (name: String?, labels: Set<ManagedObjectID>) {
+            let fresh = ManagedObjectContext(coordinator: coordinator)
+            let object = fresh.object(with: item.objectID)
+            return (object.value(forKey: "name") as? String, Set(object.relatedObjects(forKey: "labels").map(\.objectID)))
+        }
+
+        let context = ManagedObjectContext(coordinator: coordinator)
+        let loaded = context.object(with: item.objectID)
+        #expect(loaded.value(forKey: "name") as? String == "cup")
+        try loaded.setValue([context.object(with: labels[0].objectID), context.object(with: labels[1].objectID)], forKey: "labels")
+        try context.save()
+        #expect(loaded.value(forKey: "name") as? String == "cup")
+        #expect(loaded.committedValues(forKeys: ["name"])["name"] as? String == "cup")
+        try loaded.setValue([context.object(with: labels[1].objectID)], forKey: "labels")
+        try context.save()
+        #expect(stored().labels == [labels[1].objectID], "the second change went on top of the first")
+
+        let other = ManagedObjectContext(coordinator: coordinator)
+        try other.object(with: item.objectID).setValue("mug", forKey: "name")
+        try other.save()
+        try loaded.setValue([context.object(with: labels[2].objectID)], forKey: "labels")
+        do {
+            try context.save()
+            Issue.record("a save of members over another context's rename went through")
+        } catch let error as ManagedObjectContextError {
+            #expect(error.code == .mergeConflict)
+            #expect(error.conflicts.first?.persistedSnapshot?.values.attributeDictionary["name"] == .string("mug"))
+        }
+        #expect(stored().labels == [labels[1].objectID], "nothing of the refused save was written")
+        #expect(stored().name == "mug")
+        #expect(try store.verify().isEmpty)
+    }
+
     @Test func permanentIDsTakenBeforeTheSaveReachTheChangesRecordedOnUnloadedRelationships() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)

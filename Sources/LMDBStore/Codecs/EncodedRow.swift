@@ -227,6 +227,11 @@ struct EncodedRow {
         return try Self.read(located.type, field: entity.fields[id].name, &reader)
     }
 
+    /// Whether the row holds a value (not NULL) in field `id`; nothing is decoded.
+    func holdsField(_ id: Int) throws(RowDecodingError) -> Bool {
+        try locate(id) != nil
+    }
+
     /// The value of field `id` without decoding it (numbers read, strings as their bytes, a to-one's target as its
     /// reference), or `nil` when the row does not hold it.
     func rawField(_ id: Int) throws(RowDecodingError) -> RawField? {

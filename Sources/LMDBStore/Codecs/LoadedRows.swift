@@ -102,6 +102,19 @@ final class LoadedRows: ManagedBuffer<LoadedRows.Header, UInt8>, StoredRowValues
         }
     }
 
+    func holdsAttribute(at position: Int, row place: Int) -> Bool {
+        do {
+            return try withRow(place) { row, _ throws(RowDecodingError) in
+                let fields = row.entity.fieldOfAttribute
+                guard UInt(bitPattern: position) < UInt(fields.count), fields[position] >= 0 else { return false }
+                return try row.holdsField(fields[position])
+            }
+        } catch {
+            assertionFailure("a checked row failed to decode: \(error)")
+            return false
+        }
+    }
+
     func decodedSlots(row place: Int) -> (attributes: AttributeSlots, toOne: ToOneSlots) {
         do {
             return try withRow(place) { row, identities throws(RowDecodingError) in

@@ -435,7 +435,7 @@ extension ManagedObject {
             switch type {
             case .integer16: number = (value as? Int16).map(Int64.init) ?? integer(value)
             case .integer32: number = (value as? Int32).map(Int64.init) ?? integer(value)
-            default: number = integer(value)
+            default: number = (value as? Int64) ?? integer(value)
             }
             guard let number, type.integerRange!.contains(number) else { return nil }
             return .integer(number)

@@ -382,6 +382,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return value
     }
 
+    /// Whether the attribute in `slot` holds a value (is not NULL); from a row the object reads, told without
+    /// decoding the value.
+    func holdsAttributeValue(_ slot: ManagedObjectModel.Slot) -> Bool {
+        if let row, !slot.isTransient, slot.index != rowKeptIndex { return slot.position >= 0 && row.holdsAttribute(at: slot.position) }
+        return attributeValue(slot) != nil
+    }
+
     /// The attribute value named `name`, `nil` for NULL or a name that is no attribute.
     func attributeValue(named name: String) -> AttributeValue? {
         guard let slot = handle.slot(named: name), slot.kind == .attribute, slot.position >= 0 else { return nil }

@@ -127,6 +127,11 @@ extension ManagedObjectContext {
         for slot in object.handle.persistentSlots {
             switch slot.kind {
             case .attribute:
+                guard slot.hasRules else {
+                    // Only whether it is there matters: a value the object reads from its row is not decoded.
+                    if !slot.isOptional && !object.holdsAttributeValue(slot) { fail(slot.name, "a value is required") }
+                    continue
+                }
                 guard let value = object.attributeValue(slot) else {
                     if !slot.isOptional { fail(slot.name, "a value is required") }
                     continue
@@ -226,9 +231,7 @@ extension ManagedObjectContext {
                 continue
             }
             // Never loaded: its values stay as stored and its version is the store's to report.
-            let keepsStoredValues = object.isNeverLoaded
-            var change = changeDescription(object, map: map, allToMany: false, expectedVersion: keepsStoredValues ? nil : object.version)
-            change.keepsStoredValues = keepsStoredValues
+            let change = changeDescription(object, map: map, allToMany: false, expectedVersion: object.isNeverLoaded ? nil : object.version)
             requests[request(for: id)].request.updatedObjects.append(change)
         }
         for id in deletedIDs {
@@ -259,10 +262,6 @@ extension ManagedObjectContext {
     private func changeDescription(_ object: ManagedObject, map: (ManagedObjectID) -> ManagedObjectID, allToMany: Bool,
                                    expectedVersion: Int64?) -> ObjectChange {
         let handle = object.handle
-        // The object's arrays are what the store keeps (transient values cleared, if the entity has any): shared, not
-        // copied — to-ones only rebuilt when one points at an object that has just been given its permanent ID.
-        var toOne = handle.persistentToOne(object.toOne)
-        if toOne.contains(where: { $0.map { map($0) != $0 } ?? false }) { for position in toOne.indices { toOne[position] = toOne[position].map(map) } }
         // To-manys in the entity's to-many positions, each array made only when something of its kind is given.
         var members = ContiguousArray<[ManagedObjectID]?>(), changes = ContiguousArray<ToManyChange?>()
         for slot in handle.relationshipSlots where slot.kind == .toMany {
@@ -275,6 +274,8 @@ extension ManagedObjectContext {
                 continue
             }
             if allToMany || object.changedSlots.contains(slot.index) {
+                // A relationship the store derives from its inverse is carried by the inverse's rows.
+                if !allToMany && storeDerives(slot, of: object) { continue }
                 let ids = object.relatedIDs(slot)
                 if !allToMany, let read = object.committedMembers(slot), storeTakesChanges(slot, of: object) {
                     // Loaded and changed, in a store that takes changes as deltas: the members added and removed
@@ -291,8 +292,21 @@ extension ManagedObjectContext {
                 members[slot.position] = ids.contains(where: { map($0) != $0 }) ? ids.map(map) : ids
             }
         }
+        let relationships = ToManyValues.slots(handle, members: members, changes: changes)
+        if !allToMany, object.isNeverLoaded || (members.isEmpty && !object.changedSlots.contains(where: { handle.slots[$0].kind != .toMany })) {
+            // Never loaded, or only members added and removed: the attributes and to-ones stay as stored, so they are
+            // neither sent nor decoded from a row the object still reads. A loaded object's version is still checked.
+            var change = ObjectChange(objectID: map(object.objectID), entity: handle, attributes: handle.emptyAttributes, toOne: handle.emptyToOne,
+                                      relationships: relationships, expectedVersion: expectedVersion)
+            change.keepsStoredValues = true
+            return change
+        }
+        // The object's arrays are what the store keeps (transient values cleared, if the entity has any): shared, not
+        // copied — to-ones only rebuilt when one points at an object that has just been given its permanent ID.
+        var toOne = handle.persistentToOne(object.toOne)
+        if toOne.contains(where: { $0.map { map($0) != $0 } ?? false }) { for position in toOne.indices { toOne[position] = toOne[position].map(map) } }
         return ObjectChange(objectID: map(object.objectID), entity: handle, attributes: handle.persistentAttributes(object.attributes),
-                            toOne: toOne, relationships: .slots(handle, members: members, changes: changes), expectedVersion: expectedVersion)
+                            toOne: toOne, relationships: relationships, expectedVersion: expectedVersion)
     }
 
     /// Makes every saved object clean, with its saved values as its snapshot.
@@ -313,6 +327,12 @@ extension ManagedObjectContext {
             // Never loaded (only members recorded as deltas changed): its row and any cached copy of it are as they
             // were, and it stays a fault.
             if neverLoaded { continue }
+            if object.row != nil {
+                // Still reading the row it loaded (no attribute or to-one was set): its values are as stored, and so is
+                // any cached copy of its row; only the committed members of its to-manys move on.
+                object.committedStorage = ManagedObject.Snapshot(attributes: [], toOne: [], toMany: object.toMany, version: object.version)
+                continue
+            }
             let handle = object.handle
             let attributes = handle.persistentAttributes(object.attributes), toOne = handle.persistentToOne(object.toOne)
             object.committed = ManagedObject.Snapshot(attributes: attributes, toOne: toOne, toMany: object.toMany, version: object.version)

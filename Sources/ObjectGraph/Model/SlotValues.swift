@@ -49,6 +49,14 @@ package protocol StoredRowValues: AnyObject {
     /// Every value of the row at `row`, decoded into the entity's slot positions (what ``attribute(at:row:)`` and
     /// ``toOne(at:row:)`` give one at a time).
     func decodedSlots(row: Int) -> (attributes: AttributeSlots, toOne: ToOneSlots)
+    /// Whether the persistent attribute at `position` of the row at `row` holds a value (is not NULL), told without
+    /// decoding it where the block can.
+    func holdsAttribute(at position: Int, row: Int) -> Bool
+}
+
+extension StoredRowValues {
+    /// Whether ``attribute(at:row:)`` is not `nil` (the value decoded and dropped).
+    package func holdsAttribute(at position: Int, row: Int) -> Bool { attribute(at: position, row: row) != nil }
 }
 
 /// One stored row: its block (``StoredRowValues``) and its place there, as nodes carry it between threads and objects
@@ -69,6 +77,9 @@ package struct SharedRow: @unchecked Sendable {
     /// See ``StoredRowValues/toOne(at:row:)``.
     @inline(__always)
     func toOne(at position: Int) -> ManagedObjectID? { block.toOne(at: position, row: place) }
+    /// See ``StoredRowValues/holdsAttribute(at:row:)``.
+    @inline(__always)
+    func holdsAttribute(at position: Int) -> Bool { block.holdsAttribute(at: position, row: place) }
     /// See ``StoredRowValues/decodedSlots(row:)``.
     func decodedSlots() -> (attributes: AttributeSlots, toOne: ToOneSlots) { block.decodedSlots(row: place) }
 }

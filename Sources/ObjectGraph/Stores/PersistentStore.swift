@@ -55,7 +55,8 @@ public protocol IncrementalStore: PersistentStore {
     /// - Save: apply every change of the ``SaveChangesRequest`` or none. Check each updated or deleted object's
     ///   ``ObjectChange/expectedVersion``: a mismatch is a conflict, thrown as ``ManagedObjectContextError`` with
     ///   ``ManagedObjectContextError/Code/mergeConflict`` and the conflicts, and nothing is written (a change that
-    ///   ``ObjectChange/keepsStoredValues`` has no version to check; its object must be in the store). Return
+    ///   ``ObjectChange/keepsStoredValues`` without an expected version has none to check; its object must be in
+    ///   the store). Return
     ///   ``PersistentStoreResult/versions(_:)`` with the version each inserted and updated object now has (a store
     ///   that leaves a row alone when only its link tables changed keeps its version), or
     ///   ``PersistentStoreResult/empty`` when inserts start at version 1 and every update adds 1.
@@ -349,11 +350,12 @@ public struct ObjectChange: Sendable, Hashable {
     /// ``toMany`` and ``toManyChanges``, by name or in slots.
     package var relationships: ToManyValues
     /// The version the context last saw (updates and deletions), or `nil` for an insert and for a change that
-    /// ``keepsStoredValues``.
+    /// ``keepsStoredValues`` of an object the context never loaded.
     public var expectedVersion: Int64?
-    /// The change gives only members added to and removed from to-many relationships (``toManyChanges``), for an
-    /// object the context never loaded: its attributes and to-ones are not given and stay as stored. Membership
-    /// changes commute with other saves, so no version is checked, but the object must still be in the store. Sent
+    /// The change gives only members added to and removed from to-many relationships (``toManyChanges``); the
+    /// object's attributes and to-ones are not given and stay as stored, and its version stays as it is. For an
+    /// object the context never loaded, no version is checked (membership changes commute with other saves), but the
+    /// object must still be in the store; for one it loaded, ``expectedVersion`` is checked as for any update. Sent
     /// only to a store that ``IncrementalStore/acceptsToManyChanges(for:)`` for each relationship named.
     public var keepsStoredValues = false
 
