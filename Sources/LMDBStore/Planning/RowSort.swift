@@ -24,7 +24,8 @@ struct RowSort {
         var word: UInt64 = 0
         /// A string's UTF-8 bytes, borrowed from the row (valid for the transaction's life).
         var text = UnsafeRawBufferPointer(start: nil, count: 0)
-        /// Whether the text is its own canonical composition (no byte at or above 0xCC), so its byte order is its order.
+        /// Whether the text is its own canonical composition (``StringFolding/isOwnComposition(_:)``), so its byte
+        /// order is its order.
         var textIsStable = true
     }
 
@@ -137,7 +138,7 @@ struct RowSort {
             case (.string(let bytes)?, .string):
                 value.rank = 2
                 value.text = bytes
-                value.textIsStable = !bytes.contains { $0 >= 0xCC }
+                value.textIsStable = StringFolding.isOwnComposition(bytes)
             default:
                 throw RowDecodingError(reason: "\(row.entity.fields[field].name) holds a value of another type than its attribute's")
             }

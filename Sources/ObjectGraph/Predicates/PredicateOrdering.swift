@@ -42,8 +42,8 @@ enum PredicateOrdering {
         return x.elementsEqual(y) ? 0 : x.lexicographicallyPrecedes(y) ? -1 : 1
     }
 
-    /// The byte order of two strings that are their own NFC: every scalar below U+0300 (UTF-8 bytes below 0xCC),
-    /// where no character composes or reorders; `nil` for any other pair.
+    /// The byte order of two strings that are their own NFC (``StringFolding/isOwnComposition(_:)``); `nil` for any
+    /// other pair.
     private static func stableOrder(_ lhs: String, _ rhs: String) -> Int? {
         var lhs = lhs, rhs = rhs
         return lhs.withUTF8 { x in
@@ -51,8 +51,8 @@ enum PredicateOrdering {
                 var index = 0
                 let common = min(x.count, y.count)
                 while index < common, x[index] == y[index] { index += 1 }
-                for byte in x where byte >= 0xCC { return nil }
-                for byte in y where byte >= 0xCC { return nil }
+                guard StringFolding.isOwnComposition(UnsafeRawBufferPointer(x)),
+                      StringFolding.isOwnComposition(UnsafeRawBufferPointer(y)) else { return nil }
                 if index == common { return x.count == y.count ? 0 : x.count < y.count ? -1 : 1 }
                 return x[index] < y[index] ? -1 : 1
             }

@@ -30,16 +30,24 @@ package enum StringFolding {
         return String(scalars).precomposedStringWithCanonicalMapping
     }
 
-    /// `text` in canonical composition (NFC), the form index keys and name orders hold strings in. Text whose
-    /// scalars are all below U+0300 (no UTF-8 byte at or above 0xCC: ASCII, Latin-1 and the Latin Extended blocks,
-    /// where no character decomposes differently, composes with a neighbour or reorders) is its own NFC and is
-    /// returned as it is, without Foundation's normalizer and the two string conversions around it.
+    /// `text` in canonical composition (NFC), the form index keys and name orders hold strings in. Text that
+    /// ``isOwnComposition(_:)`` is returned as it is, without Foundation's normalizer and the two string conversions
+    /// around it.
     package static func composed(_ text: String) -> String {
         var text = text
-        let isOwnComposition = text.withUTF8 { bytes in
-            UTF8Text.isASCII(UnsafeRawBufferPointer(bytes)) || !bytes.contains { $0 >= 0xCC }
-        }
-        return isOwnComposition ? text : text.precomposedStringWithCanonicalMapping
+        let isOwn = text.withUTF8 { isOwnComposition(UnsafeRawBufferPointer($0)) }
+        return isOwn ? text : text.precomposedStringWithCanonicalMapping
+    }
+
+    /// Whether the UTF-8 text `bytes` is certainly its own canonical composition (NFC), so that its byte order is
+    /// its order: every scalar is below U+0300 (no byte at or above 0xCC — ASCII, Latin-1 and the Latin Extended
+    /// blocks), where no character decomposes differently, composes with a neighbour or reorders. `false` says only
+    /// that the text has to be normalized to know.
+    @inlinable
+    package static func isOwnComposition(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if UTF8Text.isASCII(bytes) { return true }
+        for byte in bytes where byte >= 0xCC { return false }
+        return true
     }
 
     /// ASCII text folds without Unicode tables: diacritic folding changes nothing, case folding lowers A–Z.
