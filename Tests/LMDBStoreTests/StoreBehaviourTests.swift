@@ -1159,7 +1159,7 @@ extension LoadedFetchTests {
     /// A loaded object whose only change is its members is saved without its values (they stay as stored, and a row
     /// it still reads is not decoded to validate or send them) but still with the version the context read: its
     /// next change of members goes on top of the saved one, and another context's change to its name meanwhile is a
-    /// conflict, as for any update, with nothing written.
+    /// conflict, as for any update, with nothing written — which a merge policy then resolves as for any update.
     @Test func aLoadedObjectSavingOnlyItsMembersStillExpectsTheVersionItRead() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)
@@ -1203,6 +1203,11 @@ extension LoadedFetchTests {
         }
         #expect(stored().labels == [labels[1].objectID], "nothing of the refused save was written")
         #expect(stored().name == "mug")
+        // Merged property by property, the members go on top of the other context's rename.
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        try context.save()
+        #expect(stored().labels == [labels[2].objectID] && stored().name == "mug")
+        #expect(loaded.value(forKey: "name") as? String == "mug" && !loaded.hasChanges)
         #expect(try store.verify().isEmpty)
     }
 
