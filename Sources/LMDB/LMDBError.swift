@@ -65,7 +65,9 @@ public struct LMDBError: Error, RawRepresentable, Hashable, Sendable, CustomStri
     public var description: String {
         var text = ""
         if let message { text += message + " — " }
-        text += "\(name): \(reason)"
+        // LMDB's explanations of its own codes start with the code's name already ("MDB_MAP_FULL: Environment …").
+        let reason = reason
+        text += reason.hasPrefix(name + ":") ? reason : "\(name): \(reason)"
         if let database { text += " (database \"\(database)\")" }
         if let path { text += " [\(path)]" }
         return text

@@ -158,7 +158,9 @@ import Testing
 
     @Test func anErrorsDescriptionNamesTheCodeAndLMDBsReason() {
         let error = LMDBError(.mapFull, path: "/tmp/x.lmdb", database: "rows", message: "while saving")
-        #expect(error.description == "while saving — MDB_MAP_FULL: MDB_MAP_FULL: Environment mapsize limit reached (database \"rows\") [/tmp/x.lmdb]")
+        #expect(error.description == "while saving — MDB_MAP_FULL: Environment mapsize limit reached (database \"rows\") [/tmp/x.lmdb]")
+        // A system error's explanation is the system's, after the code's name.
+        #expect(LMDBError(rawValue: EISDIR).description == "EISDIR: Is a directory")
         #expect(!(LMDBError.notFound ~= error))
         #expect(LMDBError.mapFull ~= error)
     }
