@@ -1087,6 +1087,21 @@ extension LoadedFetchTests {
 
 /// The inverse of a many-to-many is kept by added and removed members, without loading it.
 @Suite(.onEveryEngine) struct ManyToManyDeltaTests {
+    /// Saves labels red, green and blue, and an item "cup" labelled with the one at `position`; their IDs.
+    private static func cupLabelled(_ position: Int, in coordinator: PersistentStoreCoordinator) throws -> (labels: [ManagedObjectID], item: ManagedObjectID) {
+        let setup = ManagedObjectContext(coordinator: coordinator)
+        let labels = try ["red", "green", "blue"].map { name in
+            let label = try setup.insertNewObject(forEntityName: "Label")
+            try label.setValue(name, forKey: "name")
+            return label
+        }
+        let item = try setup.insertNewObject(forEntityName: "Item")
+        try item.setValue("cup", forKey: "name")
+        try item.setValue([labels[position]], forKey: "labels")
+        try setup.save()
+        return (labels.map(\.objectID), item.objectID)
+    }
+
     @Test func anUnloadedManyToManyInverseIsChangedWithoutLoadingIt() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)
@@ -1127,32 +1142,23 @@ extension LoadedFetchTests {
     @Test func aContextSavesTheMembersItChangedNotItsStaleList() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)
-        let setup = ManagedObjectContext(coordinator: coordinator)
-        let labels = try ["red", "green", "blue"].map { name in
-            let label = try setup.insertNewObject(forEntityName: "Label")
-            try label.setValue(name, forKey: "name")
-            return label
-        }
-        let item = try setup.insertNewObject(forEntityName: "Item")
-        try item.setValue("cup", forKey: "name")
-        try item.setValue([labels[2]], forKey: "labels")
-        try setup.save()
+        let (labels, item) = try Self.cupLabelled(2, in: coordinator)
 
         let stale = ManagedObjectContext(coordinator: coordinator)
-        let staleItem = stale.object(with: item.objectID)
-        #expect(staleItem.relatedObjects(forKey: "labels").map(\.objectID) == [labels[2].objectID])
+        let staleItem = stale.object(with: item)
+        #expect(staleItem.relatedObjects(forKey: "labels").map(\.objectID) == [labels[2]])
         let other = ManagedObjectContext(coordinator: coordinator)
-        try other.object(with: item.objectID).setValue([other.object(with: labels[2].objectID), other.object(with: labels[0].objectID)], forKey: "labels")
+        try other.object(with: item).setValue([other.object(with: labels[2]), other.object(with: labels[0])], forKey: "labels")
         try other.save()
 
         // Blue out, green in; red, which the stale context never saw, is not its change.
-        try staleItem.setValue([stale.object(with: labels[1].objectID)], forKey: "labels")
+        try staleItem.setValue([stale.object(with: labels[1])], forKey: "labels")
         try stale.save()
 
         let fresh = ManagedObjectContext(coordinator: coordinator)
-        #expect(Set(fresh.object(with: item.objectID).relatedObjects(forKey: "labels").map(\.objectID)) == [labels[0].objectID, labels[1].objectID])
-        #expect(fresh.object(with: labels[0].objectID).relatedObjects(forKey: "items").map(\.objectID) == [item.objectID])
-        #expect(fresh.object(with: labels[2].objectID).relatedObjects(forKey: "items").isEmpty)
+        #expect(Set(fresh.object(with: item).relatedObjects(forKey: "labels").map(\.objectID)) == [labels[0], labels[1]])
+        #expect(fresh.object(with: labels[0]).relatedObjects(forKey: "items").map(\.objectID) == [item])
+        #expect(fresh.object(with: labels[2]).relatedObjects(forKey: "items").isEmpty)
         #expect(try store.verify().isEmpty)
     }
 
@@ -1163,37 +1169,28 @@ extension LoadedFetchTests {
     @Test func aLoadedObjectSavingOnlyItsMembersStillExpectsTheVersionItRead() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(StoreConformance.model)
-        let setup = ManagedObjectContext(coordinator: coordinator)
-        let labels = try ["red", "green", "blue"].map { name in
-            let label = try setup.insertNewObject(forEntityName: "Label")
-            try label.setValue(name, forKey: "name")
-            return label
-        }
-        let item = try setup.insertNewObject(forEntityName: "Item")
-        try item.setValue("cup", forKey: "name")
-        try item.setValue([labels[0]], forKey: "labels")
-        try setup.save()
+        let (labels, item) = try Self.cupLabelled(0, in: coordinator)
         func stored() -> (name: String?, labels: Set<ManagedObjectID>) {
             let fresh = ManagedObjectContext(coordinator: coordinator)
-            let object = fresh.object(with: item.objectID)
+            let object = fresh.object(with: item)
             return (object.value(forKey: "name") as? String, Set(object.relatedObjects(forKey: "labels").map(\.objectID)))
         }
 
         let context = ManagedObjectContext(coordinator: coordinator)
-        let loaded = context.object(with: item.objectID)
+        let loaded = context.object(with: item)
         #expect(loaded.value(forKey: "name") as? String == "cup")
-        try loaded.setValue([context.object(with: labels[0].objectID), context.object(with: labels[1].objectID)], forKey: "labels")
+        try loaded.setValue([context.object(with: labels[0]), context.object(with: labels[1])], forKey: "labels")
         try context.save()
         #expect(loaded.value(forKey: "name") as? String == "cup")
         #expect(loaded.committedValues(forKeys: ["name"])["name"] as? String == "cup")
-        try loaded.setValue([context.object(with: labels[1].objectID)], forKey: "labels")
+        try loaded.setValue([context.object(with: labels[1])], forKey: "labels")
         try context.save()
-        #expect(stored().labels == [labels[1].objectID], "the second change went on top of the first")
+        #expect(stored().labels == [labels[1]], "the second change went on top of the first")
 
         let other = ManagedObjectContext(coordinator: coordinator)
-        try other.object(with: item.objectID).setValue("mug", forKey: "name")
+        try other.object(with: item).setValue("mug", forKey: "name")
         try other.save()
-        try loaded.setValue([context.object(with: labels[2].objectID)], forKey: "labels")
+        try loaded.setValue([context.object(with: labels[2])], forKey: "labels")
         do {
             try context.save()
             Issue.record("a save of members over another context's rename went through")
@@ -1201,12 +1198,12 @@ extension LoadedFetchTests {
             #expect(error.code == .mergeConflict)
             #expect(error.conflicts.first?.persistedSnapshot?.values.attributeDictionary["name"] == .string("mug"))
         }
-        #expect(stored().labels == [labels[1].objectID], "nothing of the refused save was written")
+        #expect(stored().labels == [labels[1]], "nothing of the refused save was written")
         #expect(stored().name == "mug")
         // Merged property by property, the members go on top of the other context's rename.
         context.mergePolicy = .mergeByPropertyObjectTrump
         try context.save()
-        #expect(stored().labels == [labels[2].objectID] && stored().name == "mug")
+        #expect(stored().labels == [labels[2]] && stored().name == "mug")
         #expect(loaded.value(forKey: "name") as? String == "mug" && !loaded.hasChanges)
         #expect(try store.verify().isEmpty)
     }
