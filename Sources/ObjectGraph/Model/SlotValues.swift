@@ -54,11 +54,6 @@ package protocol StoredRowValues: AnyObject {
     func holdsAttribute(at position: Int, row: Int) -> Bool
 }
 
-extension StoredRowValues {
-    /// Whether ``attribute(at:row:)`` is not `nil` (the value decoded and dropped).
-    package func holdsAttribute(at position: Int, row: Int) -> Bool { attribute(at: position, row: row) != nil }
-}
-
 /// One stored row: its block (``StoredRowValues``) and its place there, as nodes carry it between threads and objects
 /// keep it — rows are immutable, so sharing one is safe.
 package struct SharedRow: @unchecked Sendable {
