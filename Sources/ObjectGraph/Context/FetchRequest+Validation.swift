@@ -5,7 +5,9 @@ extension FetchRequest {
     /// Checks the request against `model`: the entity exists; the window is not negative; every key path of the
     /// predicate, the sort descriptors, the prefetching key paths, the fetched properties, the group-by key paths
     /// and the having predicate names properties the entity has (through relationships, key by key); no sort runs
-    /// through a to-many relationship; no predicate nests deeper than ``FetchPredicate/maximumDepth``.
+    /// through a to-many relationship or ends at objects (a to-one, `SELF`), which have no order; no comparison asks
+    /// whether a key equals a constant of a kind its values never equal (`age == "30"`, `department == 3`); no
+    /// predicate nests deeper than ``FetchPredicate/maximumDepth``.
     ///
     /// - Throws: ``ManagedObjectContextError`` with ``ManagedObjectContextError/Code/unknownName`` naming the key,
     ///   the key path and the entity for an unknown key, or ``ManagedObjectContextError/Code/invalidRequest``
@@ -30,6 +32,12 @@ extension FetchRequest {
             if end.crossesToMany {
                 throw ManagedObjectContextError(.invalidRequest,
                     message: "the sort descriptor \"\(descriptor.keyPath)\" runs through a to-many relationship of \(entityName); a sort needs one value per object")
+            }
+            if end.kind == .toOne || end.kind == .entity {
+                // Objects have no order of their own: sorted by them, the results would come back in no order at all.
+                let instead = end.kind == .toOne ? "one of its attributes (\"\(descriptor.keyPath).…\")" : "an attribute"
+                throw ManagedObjectContextError(.invalidRequest,
+                    message: "the sort descriptor \"\(descriptor.keyPath)\" of \(entityName) ends at \(end.phrase), and objects have no order; sort by \(instead)")
             }
         }
         for keyPath in relationshipKeyPathsForPrefetching {
@@ -71,6 +79,8 @@ private struct KeyPathChecker {
         var kind: Kind
         /// The entity the path is at, while it is at one (the start, or after a relationship).
         var entity: String?
+        /// The attribute's type, when the path ends at an attribute.
+        var attributeType: AttributeType?
         /// Whether the path went through a to-many relationship (or ends at one).
         var crossesToMany = false
 
@@ -83,13 +93,55 @@ private struct KeyPathChecker {
             case .attribute:
                 kind = .attribute
                 entity = nil
+                attributeType = slot.type
             case .toOne, .toMany:
                 kind = slot.kind == .toMany ? .toMany : .toOne
+                attributeType = nil
                 entity = slot.destinationName
                 if slot.kind == .toMany { crossesToMany = true }
             case .fetched:
                 kind = .opaque
                 entity = nil
+                attributeType = nil
+            }
+        }
+
+        /// Whether a value the path yields (an element of it, past a to-many) can equal `value`, by their kinds:
+        /// numbers equal numbers of any kind (Booleans included), objects equal objects, NULL is asked of every
+        /// path, and each other kind equals only its own. `true` where the values decide (a transformable or
+        /// object-ID attribute, a computed value).
+        func canEqual(_ value: PredicateValue) -> Bool {
+            if value.isNull { return true }
+            switch kind {
+            case .entity, .toOne, .toMany:
+                if case .object = value { return true }
+                return false
+            case .opaque:
+                return true
+            case .attribute:
+                switch (attributeType, value) {
+                case (nil, _), (.transformable?, _), (.objectID?, _), (.undefined?, _): return true
+                case (let type?, .integer), (let type?, .double), (let type?, .decimal), (let type?, .boolean):
+                    return type.isNumeric || type == .boolean
+                case (.string?, .string), (.date?, .date), (.binaryData?, .data), (.uuid?, .uuid), (.uri?, .uri): return true
+                default: return false
+                }
+            }
+        }
+
+        /// `name` after "a" or "an".
+        private static func article(_ name: String) -> String {
+            ("AEIOU".contains(name.first ?? "x") ? "an " : "a ") + name
+        }
+
+        /// What the path ends at, for messages: "an Integer 64 attribute", "a to-one relationship to Department".
+        var phrase: String {
+            switch kind {
+            case .entity: entity.map { Self.article($0) + " object" } ?? "an object"
+            case .attribute: attributeType.map { Self.article($0.coreDataName) + " attribute" } ?? "an attribute"
+            case .toOne: "a to-one relationship to \(entity ?? "?")"
+            case .toMany: "a to-many relationship to \(entity ?? "?")"
+            case .opaque: "a computed value"
             }
         }
 
@@ -152,6 +204,7 @@ private struct KeyPathChecker {
         case .comparison(let comparison):
             try check(comparison.lhs, role: role, variables: variables)
             try check(comparison.rhs, role: role, variables: variables)
+            try checkKinds(comparison, role: role, variables: variables)
         case .and(let operands), .or(let operands):
             for operand in operands { try check(operand, role: role, variables: variables) }
         case .not(let operand):
@@ -195,6 +248,56 @@ private struct KeyPathChecker {
             try check(condition, role: role, variables: variables)
             try check(whenTrue, role: role, variables: variables)
             try check(whenFalse, role: role, variables: variables)
+        }
+    }
+
+    /// Refuses a comparison that asks whether a key path's values equal a constant of a kind they never equal —
+    /// `age == "30"`, `department == 3`, `ANY tags == "swift"`, `name IN {1, 2}` — which would otherwise find nothing
+    /// (or, with `!=`, everything) without a word. Orderings (`<`, `BETWEEN`) and string operators of unlike kinds
+    /// are refused when they are evaluated.
+    ///
+    /// - Throws: ``ManagedObjectContextError/Code/invalidRequest`` naming the key path, what it holds and the
+    ///   constant's kind.
+    private func checkKinds(_ comparison: ComparisonNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) {
+        // The key path and the constants its values are compared with, one by one.
+        let path: ExpressionNode, constants: [PredicateValue]
+        switch (comparison.op, comparison.lhs, comparison.rhs) {
+        case (.equal, _, .constant(let value)), (.notEqual, _, .constant(let value)):
+            if case .array = value { return }  // compared whole (a to-many against a list): the elements decide
+            (path, constants) = (comparison.lhs, [value])
+        case (.equal, .constant(let value), _), (.notEqual, .constant(let value), _):
+            if case .array = value { return }
+            (path, constants) = (comparison.rhs, [value])
+        case (.in, _, .constant(.array(let elements))):
+            (path, constants) = (comparison.lhs, elements)
+        case (.in, .constant(let value), _):
+            // `%@ IN toMany`: the constant against each member (`"a" IN name` is a substring test, left to evaluation).
+            guard let end = try end(of: comparison.rhs, role: role, variables: variables), end.crossesToMany || end.kind == .toMany else { return }
+            (path, constants) = (comparison.rhs, [value])
+        case (.contains, _, .constant(let value)):
+            // `toMany CONTAINS %@`: the constant against each member (`name CONTAINS "a"` is a substring test).
+            guard let end = try end(of: comparison.lhs, role: role, variables: variables), end.crossesToMany || end.kind == .toMany else { return }
+            (path, constants) = (comparison.lhs, [value])
+        default:
+            return
+        }
+        guard let end = try end(of: path, role: role, variables: variables),
+              let mismatch = constants.first(where: { !end.canEqual($0) }) else { return }
+        let name = if case .keyPath(let keyPath) = path { "\"\(keyPath)\"" } else if case .member(_, let keyPath) = path { "\"\(keyPath)\"" } else { "SELF" }
+        let held = end.crossesToMany && end.kind != .toMany ? "\(end.phrase), reached through a to-many relationship" : end.phrase
+        throw ManagedObjectContextError(.invalidRequest,
+            message: "\(role) compares \(name) (\(held)) with \(mismatch.kindPhrase), which it never equals (in `\(comparison.format)`); "
+                + "compare it with a value of its own kind")
+    }
+
+    /// Where the values of a comparison's operand come from, when it is a key path of the fetched entity, `SELF`,
+    /// or a key path of a SUBQUERY's variable; `nil` for any other operand.
+    private func end(of node: ExpressionNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) -> End? {
+        switch node {
+        case .keyPath(let path): try resolve(path, role: role)
+        case .evaluatedObject: End(kind: .entity, entity: entityName)
+        case .member(.variable(let name), let path): try variables[name].map { entity throws(ManagedObjectContextError) in try resolve(path, from: entity, role: role) }
+        default: nil
         }
     }
 

@@ -112,4 +112,74 @@ import Testing
             try context.fetch(FetchRequest(entityName: "Book", predicate: try FetchPredicate(format: "title < 5")))
         }
     }
+
+    /// Objects have no order: a sort by a to-one or by `SELF` would hand the results back in no order at all, so it is
+    /// refused and names what to sort by; a sort by the to-one's attribute runs.
+    @Test func sortingByObjectsIsRefused() throws {
+        let (context, _, _) = try seeded()
+        for (entity, keyPath, mentions) in [("Book", "author", "ends at a to-one relationship to Author, and objects have no order; sort by one of its attributes (\"author.…\")"),
+                                            ("Author", "SELF", "ends at an Author object, and objects have no order; sort by an attribute")] {
+            let request = FetchRequest(entityName: entity, sortDescriptors: [FetchSortDescriptor(keyPath: keyPath)])
+            do {
+                _ = try context.fetch(request)
+                Issue.record("a sort by \(keyPath) was run")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .invalidRequest)
+                #expect(error.message.contains(mentions), "\(error.message)")
+            }
+        }
+        let byAuthorName = FetchRequest(entityName: "Book", sortDescriptors: [FetchSortDescriptor(keyPath: "author.name"), FetchSortDescriptor(keyPath: "pages")])
+        #expect(titles(try context.fetch(byAuthorName)) == ["Inversions", "Excession", "Consider Phlebas", "Matter", "Surface Detail"])
+    }
+
+    /// A comparison whose constant no value of the key ever equals would find nothing (or, with `!=`, everything)
+    /// without a word: the request is refused, naming the key, what it holds and the constant's kind.
+    @Test func comparingAKeyWithAConstantItNeverEqualsIsRefused() throws {
+        let (context, _, _) = try seeded()
+        let author = try context.fetch(FetchRequest(entityName: "Author"))[0]
+        let refused: [(entity: String, format: String, arguments: [any PredicateArgument], mentions: String)] = [
+            ("Book", "pages == '471'", [], "\"pages\" (an Integer 16 attribute) with a string"),
+            ("Book", "title != 5", [], "\"title\" (a String attribute) with an integer"),
+            ("Book", "author == 3", [], "\"author\" (a to-one relationship to Author) with an integer"),
+            ("Book", "author == 'Iain'", [], "a to-one relationship to Author"),
+            ("Book", "tags == 'sf'", [], "\"tags\" (a to-many relationship to Tag) with a string"),
+            ("Book", "ANY tags == %@", ["sf"], "a to-many relationship to Tag"),
+            ("Book", "%@ IN tags", [7], "a to-many relationship to Tag"),
+            ("Book", "tags CONTAINS 'sf'", [], "a to-many relationship to Tag"),
+            ("Book", "pages IN {471, '451'}", [], "with a string"),
+            ("Book", "title == %@", [author], "with an object"),
+            ("Book", "ANY tags.label == 3", [], "a String attribute, reached through a to-many relationship"),
+            ("Author", "born == 0", [], "\"born\" (a Date attribute) with an integer"),
+            ("Author", "SELF == 2", [], "(an Author object) with an integer"),
+            ("Author", "SUBQUERY(books, $b, $b.pages == 'many').@count > 0", [], "\"pages\" (an Integer 16 attribute) with a string"),
+        ]
+        for (entity, format, arguments, mentions) in refused {
+            let request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format, argumentArray: arguments))
+            do {
+                _ = try context.count(for: request)
+                Issue.record("\(format) was run")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .invalidRequest, "\(format)")
+                #expect(error.message.contains(mentions), "\(format): \(error.message)")
+            }
+        }
+        // Comparisons whose kinds can be equal still run: numbers of any kind (Booleans too), objects and their IDs,
+        // NULL, a list compared whole, substrings, and keys the values decide.
+        let allowed: [(entity: String, format: String, arguments: [any PredicateArgument], count: Int)] = [
+            ("Book", "pages == 471.0", [], 1),
+            ("Book", "pages IN {471, 451.0}", [], 2),
+            ("Book", "author == %@", [author], 5),
+            ("Book", "author == %@", [author.objectID], 5),
+            ("Book", "author != nil AND rating == nil", [], 5),
+            ("Book", "ANY tags == nil", [], 0),
+            ("Book", "title CONTAINS 'e' AND 'Matter' IN title", [], 1),
+            ("Book", "price == 0", [], 0),
+            ("Author", "SELF IN %@", [[author]], 1),
+            ("Author", "books.@count == 5", [], 1),
+        ]
+        for (entity, format, arguments, count) in allowed {
+            let request = FetchRequest(entityName: entity, predicate: try FetchPredicate(format: format, argumentArray: arguments))
+            #expect(try context.count(for: request) == count, "\(format)")
+        }
+    }
 }
