@@ -202,9 +202,9 @@ private struct KeyPathChecker {
         switch node {
         case .constant: break
         case .comparison(let comparison):
-            try check(comparison.lhs, role: role, variables: variables)
-            try check(comparison.rhs, role: role, variables: variables)
-            try checkKinds(comparison, role: role, variables: variables)
+            let lhs = try check(comparison.lhs, role: role, variables: variables)
+            let rhs = try check(comparison.rhs, role: role, variables: variables)
+            try checkKinds(comparison, lhs: lhs, rhs: rhs, role: role)
         case .and(let operands), .or(let operands):
             for operand in operands { try check(operand, role: role, variables: variables) }
         case .not(let operand):
@@ -212,15 +212,20 @@ private struct KeyPathChecker {
         }
     }
 
-    func check(_ node: ExpressionNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) {
+    /// Checks every key path of an expression; returns where the expression's values come from when it is a key path
+    /// (of the fetched entity, or of a SUBQUERY's variable) or `SELF`, `nil` for any other expression.
+    @discardableResult
+    func check(_ node: ExpressionNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) -> End? {
         switch node {
-        case .constant, .evaluatedObject, .variable:
+        case .constant, .variable:
             break
+        case .evaluatedObject:
+            return End(kind: .entity, entity: entityName)
         case .keyPath(let path):
-            _ = try resolve(path, role: role)
+            return try resolve(path, role: role)
         case .member(let base, let path):
             if case .variable(let name) = base, let entity = variables[name] {
-                _ = try resolve(path, from: entity, role: role)
+                return try resolve(path, from: entity, role: role)
             } else {
                 try check(base, role: role, variables: variables)
             }
@@ -249,6 +254,7 @@ private struct KeyPathChecker {
             try check(whenTrue, role: role, variables: variables)
             try check(whenFalse, role: role, variables: variables)
         }
+        return nil
     }
 
     /// Refuses a comparison that asks whether a key path's values equal a constant of a kind they never equal —
@@ -258,47 +264,48 @@ private struct KeyPathChecker {
     ///
     /// - Throws: ``ManagedObjectContextError/Code/invalidRequest`` naming the key path, what it holds and the
     ///   constant's kind.
-    private func checkKinds(_ comparison: ComparisonNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) {
-        // The key path and the constants its values are compared with, one by one.
-        let path: ExpressionNode, constants: [PredicateValue]
+    private func checkKinds(_ comparison: ComparisonNode, lhs: End?, rhs: End?, role: String) throws(ManagedObjectContextError) {
+        // The key path, and the constant its values are compared with (each of its elements, for `IN` a list).
+        let end: End, constant: PredicateValue, path: ExpressionNode
+        var eachElement = false
         switch (comparison.op, comparison.lhs, comparison.rhs) {
         case (.equal, _, .constant(let value)), (.notEqual, _, .constant(let value)):
-            if case .array = value { return }  // compared whole (a to-many against a list): the elements decide
-            (path, constants) = (comparison.lhs, [value])
+            guard let lhs else { return }
+            (end, constant, path) = (lhs, value, comparison.lhs)
         case (.equal, .constant(let value), _), (.notEqual, .constant(let value), _):
-            if case .array = value { return }
-            (path, constants) = (comparison.rhs, [value])
-        case (.in, _, .constant(.array(let elements))):
-            (path, constants) = (comparison.lhs, elements)
+            guard let rhs else { return }
+            (end, constant, path) = (rhs, value, comparison.rhs)
+        case (.in, _, .constant(let value)):
+            guard let lhs else { return }
+            (end, constant, path, eachElement) = (lhs, value, comparison.lhs, true)
         case (.in, .constant(let value), _):
             // `%@ IN toMany`: the constant against each member (`"a" IN name` is a substring test, left to evaluation).
-            guard let end = try end(of: comparison.rhs, role: role, variables: variables), end.crossesToMany || end.kind == .toMany else { return }
-            (path, constants) = (comparison.rhs, [value])
+            guard let rhs, rhs.crossesToMany else { return }
+            (end, constant, path) = (rhs, value, comparison.rhs)
         case (.contains, _, .constant(let value)):
             // `toMany CONTAINS %@`: the constant against each member (`name CONTAINS "a"` is a substring test).
-            guard let end = try end(of: comparison.lhs, role: role, variables: variables), end.crossesToMany || end.kind == .toMany else { return }
-            (path, constants) = (comparison.lhs, [value])
+            guard let lhs, lhs.crossesToMany else { return }
+            (end, constant, path) = (lhs, value, comparison.lhs)
         default:
             return
         }
-        guard let end = try end(of: path, role: role, variables: variables),
-              let mismatch = constants.first(where: { !end.canEqual($0) }) else { return }
-        let name = if case .keyPath(let keyPath) = path { "\"\(keyPath)\"" } else if case .member(_, let keyPath) = path { "\"\(keyPath)\"" } else { "SELF" }
+        let mismatch: PredicateValue?
+        switch constant {
+        case .array(let elements) where eachElement: mismatch = elements.first { !end.canEqual($0) }
+        case .array, .dictionary: return  // compared whole (a to-many against a list), or as `IN` decides: the elements decide
+        default:
+            // (`x IN "text"` is a substring test.) `PredicateValue` takes `nil` as NULL: the `Optional`'s none is spelt.
+            mismatch = eachElement || end.canEqual(constant) ? Optional.none : constant
+        }
+        guard let mismatch else { return }
+        let name = switch path {
+        case .keyPath(let keyPath), .member(_, let keyPath): "\"\(keyPath)\""
+        default: "SELF"
+        }
         let held = end.crossesToMany && end.kind != .toMany ? "\(end.phrase), reached through a to-many relationship" : end.phrase
         throw ManagedObjectContextError(.invalidRequest,
             message: "\(role) compares \(name) (\(held)) with \(mismatch.kindPhrase), which it never equals (in `\(comparison.format)`); "
                 + "compare it with a value of its own kind")
-    }
-
-    /// Where the values of a comparison's operand come from, when it is a key path of the fetched entity, `SELF`,
-    /// or a key path of a SUBQUERY's variable; `nil` for any other operand.
-    private func end(of node: ExpressionNode, role: String, variables: [String: String]) throws(ManagedObjectContextError) -> End? {
-        switch node {
-        case .keyPath(let path): try resolve(path, role: role)
-        case .evaluatedObject: End(kind: .entity, entity: entityName)
-        case .member(.variable(let name), let path): try variables[name].map { entity throws(ManagedObjectContextError) in try resolve(path, from: entity, role: role) }
-        default: nil
-        }
     }
 
     /// The entity a SUBQUERY's variable stands for: the destination of the relationship its collection ends at.
