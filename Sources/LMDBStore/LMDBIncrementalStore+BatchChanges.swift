@@ -239,7 +239,7 @@ private struct BatchDeletion {
     struct ToManyRule {
         let name: String
         /// Where the members are read: the relationship's link table, or its inverse's to-one index.
-        let members: Database
+        let members: IndexTable
         /// The relationship's own link table, whose entries of the deleted row go with it (`nil`: read from the
         /// inverse's index).
         let own: ToManyTable?
@@ -275,7 +275,7 @@ private struct BatchDeletion {
                 toOnes.append(ToOneRule(name: relationship.name, field: field, rule: relationship.deleteRule, otherSide: otherSide(of: relationship)))
             case .toMany:
                 guard let source = state.toManyTables[Int(tag)][relationship.name] else { continue }
-                let own = source.isLink ? ToManyTable(database: source.table, isOrdered: relationship.isOrdered) : nil
+                let own = source.isLink ? ToManyTable(database: source.table.database, isOrdered: relationship.isOrdered) : nil
                 toManys.append(ToManyRule(name: relationship.name, members: source.table, own: own, rule: relationship.deleteRule,
                                           otherSide: otherSide(of: relationship)))
             default:
@@ -362,7 +362,7 @@ private struct BatchDeletion {
                 if cleared[related] == nil { clearedOrder.append(related) }
                 cleared[related, default: []].append(name)
             case .link(let name, let isOrdered):
-                guard let table = state.toManyTables[Int(related.tag)][name]?.table else { return }
+                guard let table = state.toManyTables[Int(related.tag)][name]?.table.database else { return }
                 let links = ToManyTable(database: table, isOrdered: isOrdered), member = StoredRow.Reference(entityTag: owner.tag, key: owner.key)
                 if isOrdered {
                     try links.removeMember(member, from: related.key, in: transaction)

@@ -18,18 +18,9 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         // The entries of every row of the table are counted, so the request must cover the whole table.
         guard entity.name == entity.root, layout.entities.values.allSatisfy({ $0.root != entity.root || run.family.contains($0.tag) }),
               layout.declaringEntity(of: name, in: entity.name) == entity.name else { return nil }
-        let index = database(StoreLayout.toOneDatabase(entity: entity.name, relationship: name), in: state)
-        let rows = database(StoreLayout.rowsDatabase(root: entity.root), in: state)
-        var groups: [(key: UInt64, count: Int)] = []
-        try index.withCursor(in: transaction) { cursor in
-            // One step per destination: LMDB counts the rows pointing at it.
-            var entry = try cursor.first()
-            while let current = entry {
-                groups.append((try index.rowKey(in: current), try cursor.duplicateCount()))
-                entry = try cursor.nextKey()
-            }
-        }
-        let unset = try rows.entryCount(in: transaction) - groups.reduce(0) { $0 + $1.count }
+        // One step per destination: the engine counts the rows pointing at it.
+        let groups = try state.toOneTable(StoreLayout.toOneDatabase(entity: entity.name, relationship: name)).destinations(in: transaction)
+        let unset = try state.rows(of: entity).entryCount(in: transaction) - groups.reduce(0) { $0 + $1.count }
         func result(_ value: PredicateValue, _ count: Int) -> [String: PredicateValue] {
             var result: [String: PredicateValue] = [name: value]
             for property in properties { result[property.name] = property.function == nil ? value : .integer(Int64(count)) }
@@ -61,30 +52,26 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
         let ascending = index.elements[0].isAscending
         var ranges = [KeyRange.all]
         if request.predicate != nil {
-            guard plan.filter == nil, let range = run.indexRange, range.database == indexName else { return nil }
+            guard plan.filter == nil, let range = run.indexRange, range.table == indexName else { return nil }
             ranges = range.ranges
         }
         var results: [[String: PredicateValue]] = []
         var undecodable = false
         var inverted: [UInt8] = []
-        try database(indexName, in: run.state).withCursor(in: run.transaction) { cursor in
-            for range in ranges where !undecodable {
-                try cursor.forEachKey(in: range) { entry, count in
-                    let decoded: AttributeValue??
-                    if ascending {
-                        decoded = TupleEncoding.decodeElement(entry.key, as: attribute.type)
-                    } else {
-                        inverted = entry.key.map { ~$0 }
-                        decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: attribute.type) }
-                    }
-                    guard let value = decoded else { undecodable = true; return false }
-                    let group = value.map(PredicateValue.init) ?? .null
-                    var result: [String: PredicateValue] = [:]
-                    for property in properties { result[property.name] = property.function == nil ? group : .integer(Int64(count)) }
-                    results.append(result)
-                    return true
-                }
+        try run.state.indexTable(indexName).forEachKey(in: ranges, in: run.transaction) { entry, count in
+            let decoded: AttributeValue??
+            if ascending {
+                decoded = TupleEncoding.decodeElement(entry.key, as: attribute.type)
+            } else {
+                inverted = entry.key.map { ~$0 }
+                decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: attribute.type) }
             }
+            guard let value = decoded else { undecodable = true; return false }
+            let group = value.map(PredicateValue.init) ?? .null
+            var result: [String: PredicateValue] = [:]
+            for property in properties { result[property.name] = property.function == nil ? group : .integer(Int64(count)) }
+            results.append(result)
+            return true
         }
         return undecodable ? nil : results
     }

@@ -186,11 +186,7 @@ extension LMDBIncrementalStore {
     /// The entries of `index`'s ranges, counted up to `limit` — a step per distinct value, LMDB counting each
     /// value's rows.
     func countEntries(in index: QueryPlan.IndexRange, upTo limit: Int = .max, state: OpenState, transaction: any KeyValueTransaction) throws -> Int {
-        var count = 0
-        try database(index.database, in: state).withCursor(in: transaction) { cursor in
-            for range in index.ranges where count < limit { count += try cursor.count(in: range, upTo: limit - count) }
-        }
-        return count
+        try state.indexTable(index.table).count(in: index.ranges, upTo: limit, in: transaction)
     }
 
     /// Whether an entry's row matches `predicate`, decided from the entry alone (`elements` read back from its key

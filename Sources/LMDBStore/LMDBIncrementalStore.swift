@@ -177,7 +177,12 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         /// Each entity's link tables (``StoreLayout/EntityLayout/linkTables``' order) and the tables its to-many
         /// relationships are read from, by entity tag.
         let linkTables: [[ToManyTable]]
-        let toManyTables: [[String: (isLink: Bool, table: Database)]]
+        let toManyTables: [[String: (isLink: Bool, table: IndexTable)]]
+        /// The handle of every table of row references (fetch indexes, to-one inverses, to-many members), by name,
+        /// each knowing its values' size: what plan nodes read through.
+        private let indexTables: [String: IndexTable]
+        /// The row tables by name.
+        private let rowTablesByName: [String: RowTable]
         /// The key counters, and the log of recent saves.
         let sequences: SequenceTable
         let changeLog: ChangeLog
@@ -195,20 +200,36 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             var rowTables = [RowTable?](repeating: nil, count: count)
             var entityMaintainers = [EntityMaintainers?](repeating: nil, count: count)
             var linkTables = [[ToManyTable]](repeating: [], count: count)
-            var toManyTables = [[String: (isLink: Bool, table: Database)]](repeating: [:], count: count)
+            var toManyTables = [[String: (isLink: Bool, table: IndexTable)]](repeating: [:], count: count)
             func table(_ name: String) -> Database {
                 guard let table = databases[name] else { preconditionFailure("the layout names a database \(name) that was not opened") }
                 return table
             }
+            var indexTables: [String: IndexTable] = [:], rowTablesByName: [String: RowTable] = [:]
+            for (name, kind) in layout.tables {
+                switch kind {
+                case .fetchIndex, .toOneIndex, .toMany: indexTables[name] = IndexTable(database: table(name))
+                case .rows: rowTablesByName[name] = RowTable(database: table(name))
+                case .metadata, .sequences, .changeLog, .uniqueness: break
+                }
+            }
+            for entity in layout.entities.values {
+                // A covering index's values go on with the attributes it stores.
+                for (name, widths) in zip(entity.indexTables, entity.indexStoredWidths) where !widths.isEmpty {
+                    indexTables[name] = IndexTable(database: table(name), valueSize: widths.reduce(IndexEntries.referenceSize, +))
+                }
+            }
+            self.indexTables = indexTables
+            self.rowTablesByName = rowTablesByName
             var entitiesByNamespace: [ObjectIdentifier: StoreLayout.EntityLayout] = [:]
             for (tag, name) in layout.entityNamesByTag {
                 let namespace = ObjectIDNamespace.shared(entityName: name, storeIdentifier: storeIdentifier)
                 namespaces[Int(tag)] = namespace
                 guard let entity = layout.entity(name) else { continue }
-                rowTables[Int(tag)] = RowTable(database: table(StoreLayout.rowsDatabase(root: entity.root)))
+                rowTables[Int(tag)] = rowTablesByName[StoreLayout.rowsDatabase(root: entity.root)]
                 entityMaintainers[Int(tag)] = EntityMaintainers(entity) { table($0) }
                 linkTables[Int(tag)] = zip(entity.linkTables, entity.linkChecks).map { ToManyTable(database: table($0), isOrdered: $1.isOrdered) }
-                toManyTables[Int(tag)] = entity.toManyTables.mapValues { ($0.isLink, table($0.table)) }
+                toManyTables[Int(tag)] = entity.toManyTables.mapValues { ($0.isLink, indexTables[$0.table] ?? IndexTable(database: table($0.table))) }
                 entitiesByNamespace[ObjectIdentifier(namespace)] = entity
             }
             identities = RowIdentities(storeIdentifier: storeIdentifier, namespaces: namespaces)
@@ -233,6 +254,21 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                 preconditionFailure("the layout's secondary tables of \(entity.name) were not opened")
             }
             return maintainers
+        }
+
+        /// The table of row references named `name` (a fetch index's, a to-one's inverse, a to-many's members).
+        func indexTable(_ name: String) -> IndexTable {
+            guard let table = indexTables[name] else { preconditionFailure("the layout names no table of references \(name)") }
+            return table
+        }
+
+        /// The inverse of a to-one relationship, `toone/…` named `name`.
+        func toOneTable(_ name: String) -> ToOneTable { ToOneTable(index: indexTable(name)) }
+
+        /// The row table named `name` (`rows/<Root>`).
+        func rowTable(_ name: String) -> RowTable {
+            guard let table = rowTablesByName[name] else { preconditionFailure("the layout names no row table \(name)") }
+            return table
         }
 
         /// The row table holding `entity`'s rows.

@@ -195,7 +195,7 @@ let longName = String(repeating: "L", count: 600)
         let layout = StoreLayout(model: model)
         let section = ManagedObjectID(entityName: "Section", storeIdentifier: "S", referenceObject: .integer(2))
         var probed: [String] = []
-        let statistics = PlanStatistics(entries: { _ in 100_000 }, probe: { range, limit in probed.append(range.database); return limit })
+        let statistics = PlanStatistics(entries: { _ in 100_000 }, probe: { range, limit in probed.append(range.table); return limit })
         func plan(_ format: String, _ arguments: [any PredicateArgument], sort: String, limit: Int, type: FetchRequestResultType = .managedObject) throws -> String {
             let request = FetchRequest(entityName: "Package", predicate: try FetchPredicate(format: format, argumentArray: arguments),
                                        sortDescriptors: [FetchSortDescriptor(keyPath: sort, ascending: false)]).with {

@@ -20,7 +20,7 @@ enum EntryBytes {
     /// The reference at the start of the value at `start` in a run of index values (each at least 10 bytes: the
     /// caller checked their width).
     @inline(__always)
-    fileprivate static func reference(inRun values: UnsafeRawBufferPointer, at start: Int) -> StoredRow.Reference {
+    static func reference(inRun values: UnsafeRawBufferPointer, at start: Int) -> StoredRow.Reference {
         StoredRow.Reference(entityTag: UInt16(values[start + 8]) << 8 | UInt16(values[start + 9]),
                             key: UInt64(bigEndian: values.loadUnaligned(fromByteOffset: start, as: UInt64.self)))
     }
@@ -42,29 +42,6 @@ enum EntryBytes {
 }
 
 extension Database {
-    /// The reference an entry of this `index/…`, `toone/…` or `link/…` table holds.
-    ///
-    /// - Throws: ``ManagedObjectContextError`` naming the table when the value is not 10 bytes.
-    @inline(__always)
-    func reference(in entry: CursorEntry) throws(ManagedObjectContextError) -> StoredRow.Reference {
-        guard let reference = EntryBytes.reference(entry.value) else {
-            throw EntryBytes.damaged(name ?? "?", "value", count: entry.value.count, expected: 10)
-        }
-        return reference
-    }
-
-    /// The reference an entry of a covering index holds: the first 10 bytes of its value, which goes on with the
-    /// attributes it stores (`size` bytes in all).
-    ///
-    /// - Throws: ``ManagedObjectContextError`` naming the table when the value is not `size` bytes.
-    func coveringReference(in entry: CursorEntry, size: Int) throws(ManagedObjectContextError) -> StoredRow.Reference {
-        guard entry.value.count == size,
-              let reference = EntryBytes.reference(UnsafeRawBufferPointer(rebasing: entry.value.prefix(IndexEntries.referenceSize))) else {
-            throw EntryBytes.damaged(name ?? "?", "value", count: entry.value.count, expected: size)
-        }
-        return reference
-    }
-
     /// The row key an entry of this rows, to-one or change-log table is stored under.
     ///
     /// - Throws: ``ManagedObjectContextError`` naming the table when the key is not 8 bytes.
@@ -90,24 +67,6 @@ extension Database {
             }
             return value
         }
-    }
-
-    /// The references this `members/…`, `link/…` or `toone/…` table holds under the row key `owner` (an ordered
-    /// `link/…` table's keys begin with it): a to-many's members, or the rows pointing at a destination, in key
-    /// order, a page of values at a time.
-    ///
-    /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference, or LMDB's error.
-    func references(under owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
-        var references: [StoredRow.Reference] = []
-        try withCursor(in: transaction) { cursor in
-            try cursor.forEachReferenceRun(in: .prefix(LMDBIncrementalStore.keyBytes(owner)), valueSize: IndexEntries.referenceSize, of: name) {
-                run, valuesOfKey in
-                if references.isEmpty { references.reserveCapacity(valuesOfKey) }
-                references.append(contentsOf: run)
-                return true
-            }
-        }
-        return references
     }
 }
 

@@ -95,7 +95,7 @@ struct CostEstimator {
         let counted = statistics.probe(range, cap)
         let estimate = counted < cap
             ? Double(counted)
-            : max(Double(cap), Double(statistics.entries(range.database)) * (range.isEquality ? 0.1 : 0.33))
+            : max(Double(cap), Double(statistics.entries(range.table)) * (range.isEquality ? 0.1 : 0.33))
         if counted < cap || !streams { smallest = min(smallest ?? estimate, estimate) }
         return (estimate, counted < cap)
     }
@@ -173,7 +173,7 @@ struct CostEstimator {
             (destinations, counted) = (max(1, scanned * 0.1), false)
             found = scanned * Self.scannedRow
         }
-        let fanout = Double(statistics.entries(join.toOneDatabase)) / Double(max(1, statistics.entries(join.destinationTable)))
+        let fanout = Double(statistics.entries(join.toOneTable)) / Double(max(1, statistics.entries(join.destinationTable)))
         let pointing = destinations * fanout
         var candidate = QueryPlanner.Candidate(source: join, rank: rank, entries: pointing, counted: counted, covered: covered)
         // Answered exactly, counts and IDs need only the to-one table's entries; otherwise each row is read and checked.

@@ -237,7 +237,7 @@ final class PlanRun {
 
     /// The error for an entry of `index` whose sort values do not decode.
     private func undecodableSortValues(_ index: QueryPlan.IndexRange) -> ManagedObjectContextError {
-        ManagedObjectContextError(.storeUnusable, message: "the store file is damaged: an entry of the table \"\(index.database)\" does not hold the values it is sorted by (verify() lists every problem)")
+        ManagedObjectContextError(.storeUnusable, message: "the store file is damaged: an entry of the table \"\(index.table)\" does not hold the values it is sorted by (verify() lists every problem)")
     }
 
     /// The object IDs of ``candidates()``'s window.

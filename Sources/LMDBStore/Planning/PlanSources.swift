@@ -40,7 +40,8 @@ extension QueryPlan {
     /// ``direction``; as a child of another node (a union's, an intersection's, a join's destinations), forward.
     /// Prints as `IndexRange(Employee.byAge [30, 40))`.
     struct IndexRange: PlanSource {
-        let database: String
+        /// The table's name; its handle (``IndexTable``) is the open store's.
+        let table: String
         let label: String
         let keyPath: String
         /// Disjoint ranges in ascending key order (several for `IN` and ORed equalities).
@@ -92,19 +93,8 @@ extension QueryPlan {
         /// `direction`; forward, a key's values come a page at a time), of any entity, until it returns false.
         func forEachEntry(in run: PlanRun, direction: ScanDirection = .forward,
                           _ body: (_ key: UInt64, _ tag: UInt16, _ entry: CursorEntry) throws -> Bool) throws {
-            let table = run.store.database(database, in: run.state)
-            let covering = !stored.isEmpty, valueSize = self.valueSize
-            try table.withCursor(in: run.transaction) { cursor in
-                var going = true
-                for range in direction == .forward ? ranges : ranges.reversed() where going {
-                    try cursor.forEachValue(in: range, direction: direction) { entry in
-                        // Each value: the row key, then its entity tag (then a covering index's stored values).
-                        let row: StoredRow.Reference
-                        if covering { row = try table.coveringReference(in: entry, size: valueSize) } else { row = try table.reference(in: entry) }
-                        going = try body(row.key, row.entityTag, entry)
-                        return going
-                    }
-                }
+            try run.state.indexTable(table).forEachEntry(in: ranges, direction: direction, in: run.transaction) { row, entry in
+                try body(row.key, row.entityTag, entry)
             }
         }
 
@@ -112,12 +102,11 @@ extension QueryPlan {
         /// the key holds — the ranges in turn, forward, a page at a time where the engine hands them so
         /// (``KeyValueCursor/forEachReferenceRun(in:valueSize:of:_:)``) — until it returns false.
         func forEachReferenceRun(in run: PlanRun, _ body: (_ run: ReferenceRun, _ valuesOfKey: Int) throws -> Bool) throws {
-            let table = run.store.database(database, in: run.state)
-            let size = valueSize
+            let table = run.state.indexTable(self.table)
             try table.withCursor(in: run.transaction) { cursor in
                 var going = true
                 for range in ranges where going {
-                    try cursor.forEachReferenceRun(in: range, valueSize: size, of: table.name) { references, valuesOfKey in
+                    try table.forEachReferenceRun(in: range, on: cursor) { references, valuesOfKey in
                         going = try body(references, valuesOfKey)
                         return going
                     }
@@ -190,7 +179,8 @@ extension QueryPlan {
         }
 
         let destinations: Destinations
-        let toOneDatabase: String
+        /// The relationship's `toone/…` table.
+        let toOneTable: String
         let label: String
 
         var yieldsKeyOrder: Bool { false }
@@ -205,13 +195,13 @@ extension QueryPlan {
         /// The table the destinations' count is taken from (their index, or their rows).
         var destinationTable: String {
             switch destinations {
-            case .range(let range): range.database
-            case .scan(let scan): scan.rowsDatabase
+            case .range(let range): range.table
+            case .scan(let scan): scan.rowsTable
             }
         }
 
         func forEachCandidate(in run: PlanRun, _ body: (Candidate, CursorEntry?) throws -> Bool) throws {
-            let toOne = run.store.database(toOneDatabase, in: run.state)
+            let toOne = run.state.toOneTable(toOneTable)
             let family = run.family
             func forEachDestination(_ visit: (UInt64) throws -> Bool) throws {
                 switch destinations {
@@ -221,17 +211,10 @@ extension QueryPlan {
             }
             try toOne.withCursor(in: run.transaction) { pointers in
                 try forEachDestination { destination in
-                    // Every row pointing at this destination: the values of its key in the to-one table.
-                    var going = true
-                    let key = LMDBIncrementalStore.keyBytes(destination)
-                    try pointers.forEachReferenceRun(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key)), valueSize: IndexEntries.referenceSize,
-                                                     of: toOne.name) { sources, _ in
-                        for source in sources where going && family.contains(source.entityTag) {
-                            going = try body(Candidate(key: source.key, tag: source.entityTag), nil)
-                        }
-                        return going
+                    // Every row pointing at this destination.
+                    try toOne.forEachPointer(to: destination, on: pointers) { source in
+                        family.contains(source.entityTag) ? try body(Candidate(key: source.key, tag: source.entityTag), nil) : true
                     }
-                    return going
                 }
             }
         }
@@ -244,7 +227,7 @@ extension QueryPlan {
         let entityName: String
         /// The root of the destination's hierarchy, and the table of its rows.
         let root: String
-        let rowsDatabase: String
+        let rowsTable: String
         /// The comparison, on the destination's attribute.
         let predicate: FetchPredicate
         /// The destination entity's tags (and its sub-entities').
@@ -254,7 +237,7 @@ extension QueryPlan {
 
         /// Calls `visit` with the key of each matching destination row until it returns false.
         func forEachMatch(in run: PlanRun, _ visit: (UInt64) throws -> Bool) throws {
-            let rows = RowTable(database: run.store.database(rowsDatabase, in: run.state))
+            let rows = run.state.rowTable(rowsTable)
             try rows.withCursor(in: run.transaction) { cursor in
                 try cursor.forEach { entry in
                     let key = try rows.rowKey(in: entry)
@@ -282,7 +265,7 @@ extension QueryPlan {
     struct ToManyJoin: GatheringSource {
         enum Owners {
             /// `link/<Destination>/<inverse>`: a prefix of destination key, values of owner key + tag.
-            case link(database: String)
+            case link(table: String)
             /// The inverse to-one, read from each destination row of this root table.
             case toOneField(name: String, rows: String)
         }
@@ -305,17 +288,13 @@ extension QueryPlan {
                 switch self.owners {
                 case .link(let name):
                     // The inverse's members of this destination: its owners, with their entity tags.
-                    let links = store.database(name, in: run.state)
-                    try links.withCursor(in: run.transaction) { cursor in
-                        try cursor.forEachValue(in: KeyRange.prefix(LMDBIncrementalStore.keyBytes(destinationKey))) { entry in
-                            let owner = try links.reference(in: entry)
-                            if family.contains(owner.entityTag) { owners.append(Candidate(key: owner.key, tag: owner.entityTag)) }
-                            return true
-                        }
+                    try run.state.indexTable(name).forEachEntry(in: [.prefix(LMDBIncrementalStore.keyBytes(destinationKey))], in: run.transaction) { owner, _ in
+                        if family.contains(owner.entityTag) { owners.append(Candidate(key: owner.key, tag: owner.entityTag)) }
+                        return true
                     }
                 case .toOneField(let name, let rowsName):
                     let naming = "with key \(destinationKey) in \(rowsName)"
-                    guard let row = try store.encodedRow(key: destinationKey, in: RowTable(database: store.database(rowsName, in: run.state)),
+                    guard let row = try store.encodedRow(key: destinationKey, in: run.state.rowTable(rowsName),
                                                          transaction: run.transaction, naming: naming),
                           let field = row.entity.fieldIndex[name] else { return true }
                     do {

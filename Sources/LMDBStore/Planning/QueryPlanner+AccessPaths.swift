@@ -50,7 +50,7 @@ extension QueryPlanner {
         guard let best else { return nil }
         let chosen = best.terms.first { $0.op == .in }.map { [$0] } ?? best.terms
         guard let range = range(for: chosen) else { return nil }
-        var indexRange = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
+        var indexRange = QueryPlan.IndexRange(table: StoreLayout.indexDatabase(entity: best.owner, index: best.index.name),
                                               label: "\(best.owner).\(best.index.name)", keyPath: best.terms[0].keyPath,
                                               ranges: range.ranges, bounds: range.text)
         indexRange.isEquality = chosen.contains { $0.op == .equal || $0.op == .in }
@@ -123,7 +123,7 @@ extension QueryPlanner {
             guard constrained >= 2 || streams else { continue }
             let score = constrained * 2 + (constrained > position ? 0 : 1) + (streams ? 1 : 0)
             if best == nil || score > best!.score {
-                var indexRange = QueryPlan.IndexRange(database: StoreLayout.indexDatabase(entity: owner, index: index.name),
+                var indexRange = QueryPlan.IndexRange(table: StoreLayout.indexDatabase(entity: owner, index: index.name),
                                                       label: "\(owner).\(index.name)", keyPath: index.elements[0].propertyName,
                                                       ranges: [range], bounds: "[" + bounds + "]")
                 indexRange.isEquality = constrained == position
@@ -234,7 +234,7 @@ extension QueryPlanner {
                 let bytes = LMDBIncrementalStore.keyBytes(key)
                 return KeyRange(lower: .inclusive(bytes), upper: .inclusive(bytes))
             }
-            var range = QueryPlan.IndexRange(database: StoreLayout.toOneDatabase(entity: owner, relationship: relationship.name), label: label,
+            var range = QueryPlan.IndexRange(table: StoreLayout.toOneDatabase(entity: owner, relationship: relationship.name), label: label,
                                              keyPath: relationship.name, ranges: ranges, bounds: bounds, isEquality: true)
             range.holdsOneKey = ranges.count == 1
             // Its entries count rows of the declaring entity and its sub-entities: exact when those are the fetched ones.
@@ -248,7 +248,7 @@ extension QueryPlanner {
         guard let inverse = model.inverse(of: relationship), inverse.isToMany,
               let destination = layout.entity(relationship.destinationEntityName) else { return nil }
         // Under each object's key (then a position, in an ordered `link/…` table) its inverse's members: a key prefix.
-        let range = QueryPlan.IndexRange(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name),
+        let range = QueryPlan.IndexRange(table: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name),
                                                                             relationship: inverse),
                                          label: label, keyPath: relationship.name, ranges: keys.map { KeyRange.prefix(LMDBIncrementalStore.keyBytes($0)) },
                                          bounds: bounds, isEquality: true)
@@ -268,14 +268,14 @@ extension QueryPlanner {
             let label = "\(entity).\(found.relationship.name)"
             switch found.destinations {
             case .range(let range):
-                return QueryPlan.Join(destinations: .range(range), toOneDatabase: toOne, label: label)
+                return QueryPlan.Join(destinations: .range(range), toOneTable: toOne, label: label)
             case .scan(let predicate):
                 let destination = found.destination
                 let family = layout.tags(of: Set(model.entityAndDescendants(of: destination.name).compactMap { layout.entity($0)?.tag }))
                 let scan = QueryPlan.DestinationScan(entityName: destination.name, root: destination.root,
-                                                     rowsDatabase: StoreLayout.rowsDatabase(root: destination.root),
+                                                     rowsTable: StoreLayout.rowsDatabase(root: destination.root),
                                                      predicate: predicate, family: family)
-                return QueryPlan.Join(destinations: .scan(scan), toOneDatabase: toOne, label: label)
+                return QueryPlan.Join(destinations: .scan(scan), toOneTable: toOne, label: label)
             }
         }
         return nil
@@ -290,7 +290,7 @@ extension QueryPlanner {
                   found.relationship.isToMany, let inverse = model.inverse(of: found.relationship) else { continue }
             let destination = found.destination
             let owners: QueryPlan.ToManyJoin.Owners = inverse.isToMany
-                ? .link(database: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name), relationship: inverse))
+                ? .link(table: StoreLayout.linkDatabase(entity: layout.declaringEntity(of: inverse.name, in: destination.name), relationship: inverse))
                 : .toOneField(name: inverse.name, rows: StoreLayout.rowsDatabase(root: destination.root))
             return QueryPlan.ToManyJoin(destination: found.range, owners: owners, label: "\(entity).\(found.relationship.name)")
         }

@@ -89,6 +89,151 @@ struct RowTable {
     }
 }
 
+/// A table of row references under ordered keys: a fetch index (`index/…`), a to-one's inverse (`toone/…`, under the
+/// destination's row key: the rows pointing at it) or a to-many's members (`members/…`, and an ordered one's `link/…`,
+/// under the owner's row key). Each value is a reference — the row key, then the entity tag — that a covering index
+/// follows with the attributes it stores. Every read checks a value's size before it reads a reference from it: the
+/// bytes come straight from the map, and a damaged file must give an error naming the table, never a read past their
+/// end.
+///
+/// The layout resolves one handle per table when the store opens (``LMDBIncrementalStore/OpenState/indexTable(_:)``);
+/// plan nodes name the table and read through its handle.
+struct IndexTable {
+    let database: Database
+    /// Each value's size: a reference (``IndexEntries/referenceSize``), then a covering index's stored attributes at
+    /// their full widths.
+    let valueSize: Int
+
+    init(database: Database, valueSize: Int = IndexEntries.referenceSize) {
+        precondition(valueSize >= IndexEntries.referenceSize, "an index value holds at least a row reference")
+        self.database = database
+        self.valueSize = valueSize
+    }
+
+    /// The table's name, for messages.
+    var name: String { database.name ?? "?" }
+
+    /// The reference an entry holds.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table when the value is not ``valueSize`` bytes.
+    @inline(__always)
+    func reference(in entry: CursorEntry) throws(ManagedObjectContextError) -> StoredRow.Reference {
+        // Every value size is at least a reference's, so the check of the whole value's size covers the read.
+        guard entry.value.count == valueSize else { throw EntryBytes.damaged(name, "value", count: entry.value.count, expected: valueSize) }
+        return EntryBytes.reference(inRun: entry.value, at: 0)
+    }
+
+    /// Runs `body` with a cursor on the table.
+    @inline(__always)
+    func withCursor<Result>(in transaction: any KeyValueTransaction, _ body: (any KeyValueCursor) throws -> Result) throws -> Result {
+        try database.withCursor(in: transaction, body)
+    }
+
+    /// Calls `body` with the reference and entry of each entry in `ranges` (in turn, each walked `direction`;
+    /// forward, a key's values come a page at a time) until it returns false.
+    @inline(__always)
+    func forEachEntry(in ranges: [KeyRange], direction: ScanDirection = .forward, in transaction: any KeyValueTransaction,
+                      _ body: (StoredRow.Reference, CursorEntry) throws -> Bool) throws {
+        try withCursor(in: transaction) { cursor in
+            var going = true
+            for range in direction == .forward ? ranges : ranges.reversed() where going {
+                try cursor.forEachValue(in: range, direction: direction) { entry in
+                    going = try body(try reference(in: entry), entry)
+                    return going
+                }
+            }
+        }
+    }
+
+    /// Calls `body` with the references in `range`, a run of one key's values at a time, and how many values the key
+    /// holds — forward, a page at a time where the engine hands them so — until it returns false. The cursor is the
+    /// caller's, so that many ranges (a join's destinations, one after another) share it.
+    @inline(__always)
+    func forEachReferenceRun(in range: KeyRange, on cursor: any KeyValueCursor,
+                             _ body: (_ run: ReferenceRun, _ valuesOfKey: Int) throws -> Bool) throws {
+        try cursor.forEachReferenceRun(in: range, valueSize: valueSize, of: name, body)
+    }
+
+    /// The references under the row key `owner` (an ordered `link/…` table's keys begin with it): a to-many's
+    /// members, or the rows pointing at a destination, in key order, a page of values at a time.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference, or the engine's error.
+    func references(under owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
+        var references: [StoredRow.Reference] = []
+        try withCursor(in: transaction) { cursor in
+            try forEachReferenceRun(in: .prefix(LMDBIncrementalStore.keyBytes(owner)), on: cursor) { run, valuesOfKey in
+                if references.isEmpty { references.reserveCapacity(valuesOfKey) }
+                references.append(contentsOf: run)
+                return true
+            }
+        }
+        return references
+    }
+
+    /// The number of entries in `ranges`, counted up to `limit`: a step per key, the engine counting its values.
+    func count(in ranges: [KeyRange], upTo limit: Int = .max, in transaction: any KeyValueTransaction) throws -> Int {
+        var count = 0
+        try withCursor(in: transaction) { cursor in
+            for range in ranges where count < limit { count += try cursor.count(in: range, upTo: limit - count) }
+        }
+        return count
+    }
+
+    /// Calls `body` with each key in `ranges` (its first entry) and the number of values it holds, until it returns
+    /// false: a group-by over the index, one step per distinct value.
+    func forEachKey(in ranges: [KeyRange], in transaction: any KeyValueTransaction, _ body: (CursorEntry, Int) throws -> Bool) throws {
+        try withCursor(in: transaction) { cursor in
+            var going = true
+            for range in ranges where going {
+                try cursor.forEachKey(in: range) { entry, count in
+                    going = try body(entry, count)
+                    return going
+                }
+            }
+        }
+    }
+}
+
+/// A to-one relationship's inverse, `toone/<Entity>/<relationship>`: under each destination's row key, the references
+/// of the rows pointing at it. What joins through a to-one and counts per destination read.
+struct ToOneTable {
+    let index: IndexTable
+
+    init(index: IndexTable) { self.index = index }
+
+    /// Runs `body` with a cursor on the table, for ``forEachPointer(to:on:_:)``.
+    @inline(__always)
+    func withCursor<Result>(in transaction: any KeyValueTransaction, _ body: (any KeyValueCursor) throws -> Result) throws -> Result {
+        try index.withCursor(in: transaction, body)
+    }
+
+    /// Calls `body` with the reference of each row pointing at the row `destination`, in key order, until it returns
+    /// false; returns whether it did not.
+    @inline(__always)
+    func forEachPointer(to destination: UInt64, on cursor: any KeyValueCursor, _ body: (StoredRow.Reference) throws -> Bool) throws -> Bool {
+        var going = true
+        let key = LMDBIncrementalStore.keyBytes(destination)
+        try index.forEachReferenceRun(in: KeyRange(lower: .inclusive(key), upper: .inclusive(key)), on: cursor) { pointers, _ in
+            for pointer in pointers where going { going = try body(pointer) }
+            return going
+        }
+        return going
+    }
+
+    /// Each destination some row points at, in key order, with how many rows point at it: one step per destination.
+    ///
+    /// - Throws: ``ManagedObjectContextError`` naming the table when a key is not a row key, or the engine's error.
+    func destinations(in transaction: any KeyValueTransaction) throws -> [(key: UInt64, count: Int)] {
+        var destinations: [(key: UInt64, count: Int)] = []
+        try index.forEachKey(in: [.all], in: transaction) { entry, count in
+            guard let key = EntryBytes.integer(entry.key) else { throw EntryBytes.damaged(index.name, "key", count: entry.key.count, expected: 8) }
+            destinations.append((key, count))
+            return true
+        }
+        return destinations
+    }
+}
+
 /// A to-many relationship's own table: an unordered one's `members/…` (the owner's key → each member's reference, as
 /// sorted duplicate values) or an ordered one's `link/…` (the owner's key and the member's position → its reference).
 struct ToManyTable {
@@ -165,7 +310,7 @@ struct ToManyTable {
     ///
     /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference.
     func members(of owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
-        try database.references(under: owner, in: transaction)
+        try IndexTable(database: database).references(under: owner, in: transaction)
     }
 }
 
