@@ -76,8 +76,6 @@ extension QueryPlan {
 
         var yieldsKeyOrder: Bool { holdsOneKey && direction == .forward && !resortsLongKeys && !resortsRuns }
 
-        /// The size of each entry's value: the row's reference, then the stored attributes at their full widths.
-        var valueSize: Int { stored.reduce(IndexEntries.referenceSize) { $0 + IndexEntries.storedWidth($1.type) } }
         var indexRange: IndexRange? { self }
 
         var description: String { "IndexRange(\(label) \(bounds)\(direction == .reverse ? " reverse" : ""))" }
@@ -100,7 +98,7 @@ extension QueryPlan {
 
         /// Calls `body` with the entries' row references, a run of one key's values at a time, and how many values
         /// the key holds — the ranges in turn, forward, a page at a time where the engine hands them so
-        /// (``KeyValueCursor/forEachReferenceRun(in:valueSize:of:_:)``) — until it returns false.
+        /// (``IndexTable/forEachReferenceRun(in:on:_:)``) — until it returns false.
         func forEachReferenceRun(in run: PlanRun, _ body: (_ run: ReferenceRun, _ valuesOfKey: Int) throws -> Bool) throws {
             let table = run.state.indexTable(self.table)
             try table.withCursor(in: run.transaction) { cursor in
