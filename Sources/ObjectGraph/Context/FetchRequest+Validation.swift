@@ -292,7 +292,8 @@ private struct KeyPathChecker {
         let mismatch: PredicateValue
         switch constant {
         case .array(let elements) where eachElement:
-            // Kinds read in place: a `SELF IN %@` of 50 000 objects copies none of them.
+            // Each element's kind read where it lies, not from a copy handed to a getter (a `SELF IN %@` may hold
+            // 50 000 objects).
             let index = elements.withUnsafeBufferPointer { elements -> Int? in
                 guard let base = elements.baseAddress else { return nil }
                 return elements.indices.first { !accepted.contains(PredicateValue.kind(at: base + $0)) }
@@ -302,7 +303,8 @@ private struct KeyPathChecker {
         case .array, .dictionary:
             return  // compared whole (a to-many against a list), or as `IN` decides: the elements decide
         default:
-            // `x IN "text"` is a substring test.
+            // One value, compared whole; an `IN` whose right side is not a list (`"a" IN name`: a substring test) is
+            // left to evaluation.
             guard !eachElement, !accepted.contains(constant.valueKind) else { return }
             mismatch = constant
         }
