@@ -229,7 +229,11 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
                 rowTables[Int(tag)] = rowTablesByName[StoreLayout.rowsDatabase(root: entity.root)]
                 entityMaintainers[Int(tag)] = EntityMaintainers(entity) { table($0) }
                 linkTables[Int(tag)] = zip(entity.linkTables, entity.linkChecks).map { ToManyTable(database: table($0), isOrdered: $1.isOrdered) }
-                toManyTables[Int(tag)] = entity.toManyTables.mapValues { ($0.isLink, indexTables[$0.table] ?? IndexTable(database: table($0.table))) }
+                toManyTables[Int(tag)] = entity.toManyTables.mapValues { source in
+                    // A link or members table, or the inverse's to-one table: each a table of references, opened above.
+                    guard let table = indexTables[source.table] else { preconditionFailure("the layout names no table of references \(source.table)") }
+                    return (source.isLink, table)
+                }
                 entitiesByNamespace[ObjectIdentifier(namespace)] = entity
             }
             identities = RowIdentities(storeIdentifier: storeIdentifier, namespaces: namespaces)

@@ -170,7 +170,10 @@ import Testing
         #expect(hits() == before + 2)
         var prefetching = checked
         prefetching.relationshipKeyPathsForPrefetching = ["age"]
-        #expect { try ids(prefetching) } throws: { ($0 as? ManagedObjectContextError)?.code == .invalidRequest }
+        #expect { try ids(prefetching) } throws: { error in
+            guard let error = error as? ManagedObjectContextError else { return false }
+            return error.code == .invalidRequest && error.message.contains("\"age\" of Person ends at an Integer 32 attribute, not a relationship")
+        }
         var batched = checked
         batched.fetchBatchSize = -1
         #expect { try ids(batched) } throws: { ($0 as? ManagedObjectContextError)?.code == .invalidRequest }

@@ -199,8 +199,6 @@ struct IndexTable {
 struct ToOneTable {
     let index: IndexTable
 
-    init(index: IndexTable) { self.index = index }
-
     /// Runs `body` with a cursor on the table, for ``forEachPointer(to:on:_:)``.
     @inline(__always)
     func withCursor<Result>(in transaction: any KeyValueTransaction, _ body: (any KeyValueCursor) throws -> Result) throws -> Result {

@@ -44,7 +44,7 @@ extension FetchRequest {
             let end = try checker.resolve(keyPath, role: "a prefetching key path")
             guard end.isRelationship else {
                 throw ManagedObjectContextError(.invalidRequest,
-                    message: "the prefetching key path \"\(keyPath)\" of \(entityName) ends at \(end.description), not a relationship")
+                    message: "the prefetching key path \"\(keyPath)\" of \(entityName) ends at \(end.phrase), not a relationship")
             }
         }
         guard resultType == .dictionary else { return }
@@ -141,17 +141,7 @@ private struct KeyPathChecker {
             case .toMany: "a to-many relationship to \(entity ?? "?")"
             case .opaque: "a computed value"
             }
-        }
-
-        var description: String {
-            switch kind {
-            case .entity: "the entity itself"
-            case .attribute: "an attribute"
-            case .toOne, .toMany: "a relationship"
-            case .opaque: "a computed value"
-            }
-        }
-    }
+        }    }
 
     /// Follows `path` key by key from `start` (the fetched entity by default). Past an attribute, a fetched property
     /// or a collection operator (`@count`, `@sum`, …) the values decide, and evaluation reports what does not fit.
