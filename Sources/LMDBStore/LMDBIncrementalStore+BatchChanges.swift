@@ -80,8 +80,8 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
         }
         let run = PlanRun(try prepared(request, state: state, transaction: transaction, reusable: false), for: request, entity: entity,
                           store: self, state: state, transaction: transaction)
-        var found = run.answersFromCandidates ? Array(request.window(try run.candidates()))
-            : request.window(try run.views()).map { Candidate(key: UInt64(bitPattern: $0.key), tag: $0.row.entityTag) }
+        var found = run.answersFromCandidates ? Array(try run.candidates())
+            : try run.views().map { Candidate(key: UInt64(bitPattern: $0.key), tag: $0.row.entityTag) }
         found.sort { $0.key < $1.key }
         return found
     }

@@ -5,11 +5,22 @@ import ObjectGraph
 extension LMDBIncrementalStore {
     /// How the store would run `request`, as text: `IndexRange(Employee.byAge [30, 40)) → Filter(…) → Limit(20)`
     /// or `Scan(Employee) → Filter(…)`. The plan is chosen with the store's current contents, as a fetch would.
+    ///
+    /// A dictionary fetch prints the plan of the rows it reads followed by its ``QueryPlan/Aggregate`` node — or, when
+    /// the store leaves its results to the context, `Aggregate(from objects, in the context)`.
     public func explain(_ request: FetchRequest) -> String {
-        guard let state = try? open,
-              let text = try? state.environment.read({ transaction in try plan(request, state: state, transaction: transaction).description })
-        else { return QueryPlanner.plan(request, layout: layout, model: model).description }
-        return text
+        let planned = request.resultType == .dictionary ? DictionaryResults.rowRequest(for: request) : request
+        let plan: QueryPlan
+        if let state = try? open, let made = try? state.environment.read({ transaction in try self.plan(planned, state: state, transaction: transaction) }) {
+            plan = made
+        } else {
+            plan = QueryPlanner.plan(planned, layout: layout, model: model)
+        }
+        guard request.resultType == .dictionary else { return plan.description }
+        guard QueryPlan.Aggregate.answers(request, layout: layout, model: model), let entity = layout.entity(request.entityName) else {
+            return plan.description + " → Aggregate(from objects, in the context)"
+        }
+        return QueryPlan.Aggregate(request, plan: plan, entity: entity, family: PlanRun.family(of: planned, in: self), store: self).description(after: plan)
     }
 
     /// The ``QueryPlanner``'s plan for `request`, costed with bounded probes of the candidate ranges and LMDB's
@@ -71,7 +82,7 @@ extension LMDBIncrementalStore {
             probe: { index, limit in (try? self.countEntries(in: index, upTo: limit, state: state, transaction: transaction)) ?? 0 })
         let plan = QueryPlanner.plan(request, layout: layout, model: model, statistics: statistics, analysis: analysis)
         // A plan whose filter holds objects (the rest of a `SELF IN` conjunction) is not kept: it would keep them.
-        guard let planKey, QueryPlanner.isCacheable(plan.filter) else {
+        guard let planKey, QueryPlanner.isCacheable(plan.filter.predicate) else {
             return PreparedPlan(plan, entityName: request.entityName, predicate: request.predicate, storeIdentifier: state.storeIdentifier,
                                 snapshot: snapshot, isChecked: checking)
         }
@@ -98,7 +109,7 @@ extension LMDBIncrementalStore {
             case .managedObject where run.answersFromCandidates:
                 return request.returnsObjectsAsFaults ? .objectIDs(try run.objectIDs()) : .nodes(try run.nodes())
             default:
-                let matches = try run.views()
+                let window = try run.views()
                 var writer = rowWriter(run.state)
                 func made(_ view: RowView) throws -> IncrementalStoreNode {
                     do throws(RowDecodingError) {
@@ -107,7 +118,6 @@ extension LMDBIncrementalStore {
                         throw run.corruptedRow(view.key, error)
                     }
                 }
-                let window = request.window(matches)
                 if request.resultType == .managedObject && request.returnsObjectsAsFaults && request.includesPropertyValues
                     && (2...ReadAhead.capacity).contains(window.count) {
                     // Faults whose rows were just read (to sort or check them): kept for when they fire. A row with

@@ -64,6 +64,31 @@ import Testing
         }
     }
 
+    /// The plan is the pipeline that runs, and prints each node that does something: a count ends in `Count` and
+    /// never sorts (the order does not change a count), a window prints its offset and limit, and the counts agree
+    /// with the in-memory store's for every window.
+    @Test func countsEndInACountNodeThatNeverSorts() throws {
+        let (_, lmdb, store, memory) = try stores()
+        let byName = [FetchSortDescriptor(keyPath: "name")]
+        let cases: [(FetchRequest, String)] = [
+            (try request("age >= 50", sort: byName, limit: 7), "IndexRange(Person.byAge [50, +inf)) → Limit(7) → Count"),
+            (try request("age >= 50 AND name BEGINSWITH 'P1'", sort: byName).with { $0.fetchOffset = 3 },
+             "Intersection(IndexRange(Person.byAge [50, +inf)), IndexRange(Person.byName [\"P1\", \"P1\"…))) → Filter(age >= 50 AND name BEGINSWITH \"P1\") → Offset(3) → Count"),
+            (try request("name ENDSWITH '7'", sort: byName, limit: 40).with { $0.fetchOffset = 10 },
+             "Scan(Person) → Filter(name ENDSWITH \"7\") → Offset(10) → Limit(40) → Count"),
+            (try request("age == 30 OR score >= 99"), "Union(IndexRange(Person.byAge [30, 30]), IndexRange(Person.byScore [99.0, +inf))) → Count"),
+        ]
+        for (request, expected) in cases {
+            let counted = request.with { $0.resultType = .count }
+            assertPlan(store, counted, expected)
+            // The same request fetching objects still sorts.
+            if !request.sortDescriptors.isEmpty { #expect(store.explain(request).contains("Sort(name"), "\(store.explain(request))") }
+            let theirs = try ManagedObjectContext(coordinator: memory).count(for: request)
+            #expect(try ManagedObjectContext(coordinator: lmdb).count(for: request) == theirs, "\(expected)")
+            #expect(theirs > 0, "\(expected) counts something")
+        }
+    }
+
     /// A request shape's candidate paths are worked out once; which one wins is costed on every fetch, so the plan
     /// follows the data. A predicate holding a few objects is kept under their IDs, never the objects themselves.
     @Test func cachedShapesAreCostedAgainstTheCurrentData() throws {

@@ -132,6 +132,11 @@ import Testing
         #expect(mine.count == 5 && Set(mine) == Set(theirs), "four departments and the employees without one")
     }
 
+    /// Whether the store's plan for `request` counts its groups from index keys alone (and every key gave its value).
+    func countedFromKeys(_ request: FetchRequest, _ store: LMDBIncrementalStore) throws -> Bool {
+        try store.withRun(of: DictionaryResults.rowRequest(for: request)) { try QueryPlan.Aggregate(request, run: $0).countsFromKeys(in: $0) } != nil
+    }
+
     @Test func countsPerToOneComeFromItsIndexAlone() throws {
         let (lmdb, memory, folder) = try stores()
         let counts = request {
@@ -139,7 +144,8 @@ import Testing
             $0.propertiesToFetch = [.keyPath("department", as: "team"), .aggregate(.count, of: "SELF", as: "n")]
         }
         let (_, store) = try folder.coordinator(model)
-        #expect(try store.withRun(of: DictionaryResults.rowRequest(for: counts)) { try store.groupCountsFromToOneIndex(counts, properties: counts.propertiesToFetch, run: $0) } != nil)
+        #expect(try countedFromKeys(counts, store))
+        #expect(store.explain(counts) == "Aggregate(count by department, from toone/Employee/department's keys)")
         let mine = try comparable(lmdb.fetchDictionaries(counts), lmdb)
         let theirs = try comparable(memory.fetchDictionaries(counts), memory)
         #expect(mine.count == 5 && Set(mine) == Set(theirs), "four departments and the employees without one")
@@ -155,9 +161,7 @@ import Testing
         for other in [counts.with { $0.predicate = try! FetchPredicate(format: "age > 30") }, counts.with { $0.entityName = "Manager" },
                       counts.with { $0.includesSubentities = false },
                       counts.with { $0.propertiesToFetch.append(.aggregate(.sum, of: "age", as: "years")) }] {
-            #expect(try store.withRun(of: DictionaryResults.rowRequest(for: other)) {
-                try store.groupCountsFromToOneIndex(other, properties: other.propertiesToFetch, run: $0)
-            } == nil)
+            #expect(try !countedFromKeys(other, store), "\(other)")
             let mine = try comparable(lmdb.fetchDictionaries(other), lmdb)
             #expect(Set(mine) == Set(try comparable(memory.fetchDictionaries(other), memory)), "\(other)")
         }
@@ -166,11 +170,7 @@ import Testing
     @Test func countsPerIndexedAttributeComeFromItsIndexAlone() throws {
         let (lmdb, memory, folder) = try stores()
         let (_, store) = try folder.coordinator(model)
-        func counted(_ request: FetchRequest) throws -> Bool {
-            try store.withRun(of: DictionaryResults.rowRequest(for: request)) {
-                try store.groupCountsFromAttributeIndex(request, properties: request.propertiesToFetch, run: $0)
-            } != nil
-        }
+        func counted(_ request: FetchRequest) throws -> Bool { try countedFromKeys(request, store) }
         let byAge = request {
             $0.propertiesToGroupBy = ["age"]
             $0.propertiesToFetch = [.keyPath("age"), .aggregate(.count, of: "SELF", as: "n")]
@@ -182,6 +182,9 @@ import Testing
             byAge.with { $0.havingPredicate = try! FetchPredicate(format: "n > 8"); $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age", ascending: false)]; $0.fetchLimit = 4 },
             request { $0.propertiesToGroupBy = ["name"]; $0.propertiesToFetch = [.keyPath("name"), .aggregate(.count, of: "*", as: "n")] },
         ]
+        // The plan prints what runs: the index's keys alone, and the rows should a key not give its value back.
+        #expect(store.explain(byAge) == "Aggregate(count by age, from Employee.byAge's keys; else from the rows)")
+        #expect(store.explain(shapes[1]) == "Aggregate(count by age, from Employee.byAge's keys [30, 45); else from the rows)")
         for shape in shapes {
             #expect(try counted(shape), "\(shape)")
             let mine = try lmdb.fetchDictionaries(shape), theirs = try memory.fetchDictionaries(shape)
@@ -195,6 +198,7 @@ import Testing
                       byAge.with { $0.propertiesToFetch.append(.aggregate(.sum, of: "salary", as: "total")) },
                       byAge.with { $0.entityName = "Manager" }, byAge.with { $0.includesSubentities = false }] {
             #expect(try !counted(other), "\(other)")
+            #expect(store.explain(other).hasSuffix(" → Aggregate"), "\(store.explain(other))")
             #expect(Set(try lmdb.fetchDictionaries(other)) == Set(try memory.fetchDictionaries(other)), "\(other)")
         }
         // A name too long for the key is cut in the index: the counts come from the rows instead, and agree.
@@ -236,6 +240,8 @@ import Testing
         ]
         let expected = try shapes.map { try memory.fetchDictionaries($0) }
         let (_, store) = try folder.coordinator(model)
+        #expect(store.explain(shapes[1]) == "IndexRange(Employee.byAge (25, +inf)) → Filter(age > 25 AND age != 40) on index entries → Aggregate(on index entries; else from the rows)")
+        for shape in shapes { #expect(store.explain(shape).hasSuffix(" → Aggregate(on index entries; else from the rows)"), "\(store.explain(shape))") }
         try breakEveryRow(of: "Employee", in: store)
         for (shape, theirs) in zip(shapes, expected) {
             let mine = try lmdb.fetchDictionaries(shape)
@@ -248,7 +254,7 @@ import Testing
     }
 
     @Test func keyPathsThroughRelationshipsAreLeftToTheContext() throws {
-        let (lmdb, memory, _) = try stores()
+        let (lmdb, memory, folder) = try stores()
         let byName = request {
             $0.propertiesToGroupBy = ["department.name"]
             $0.propertiesToFetch = [.keyPath("department.name"), .aggregate(.count, of: "SELF", as: "n")]
@@ -256,6 +262,7 @@ import Testing
         }
         let mine = try lmdb.fetchDictionaries(byName)
         #expect(lmdb.lastDictionaryFetchStrategy.contains("in memory"))
+        #expect(try folder.coordinator(model).1.explain(byName) == "Scan(Employee) → Aggregate(from objects, in the context)")
         #expect(mine == (try memory.fetchDictionaries(byName)) && mine.count == 5)
         #expect(mine.map { $0["n"] ?? .null }.reduce(0) { total, n in if case .integer(let count) = n { total + count } else { total } } == 400)
     }

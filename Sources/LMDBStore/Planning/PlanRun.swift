@@ -39,14 +39,14 @@ final class PreparedPlan: @unchecked Sendable {
     /// The plan's filter compiled to run on a row's bytes (`nil` when there is none).
     func filter(_ store: LMDBIncrementalStore) -> RowFilter? {
         if let known = compiled.withLock({ $0.filter }) { return known }
-        let made = plan.filter.flatMap { compile($0, store) }
+        let made = plan.filter.predicate.flatMap { compile($0, store) }
         compiled.withLock { if $0.filter == nil { $0.filter = .some(made) } }
         return made
     }
 
     /// See ``PlanRun/answeredCheck``.
     func answeredCheck(_ store: LMDBIncrementalStore) -> RowFilter? {
-        guard plan.filter == nil else { return nil }
+        guard plan.filter.predicate == nil else { return nil }
         if let known = compiled.withLock({ $0.answered }) { return known }
         let made = predicate.flatMap { compile($0, store) }
         compiled.withLock { if $0.answered == nil { $0.answered = .some(made) } }
@@ -59,15 +59,15 @@ final class PreparedPlan: @unchecked Sendable {
 }
 
 /// One fetch running a ``QueryPlan`` in one read transaction: the store's open state, the request and the fetched
-/// entities, worked out once. The plan's source node yields ``Candidate``s (``PlanSource``); the steps after it —
-/// the filter on index entries, the filter on rows, the order, the window — run here, each rule in one place, by
-/// what the result needs (a count, IDs, rows):
+/// entities, worked out once, and the plan's row checks. The plan's nodes run themselves on it — the source yields
+/// ``Candidate``s (``PlanSource``), then ``QueryPlan/Filter``, ``QueryPlan/Sort``, ``QueryPlan/Window`` and
+/// ``QueryPlan/Count`` — each asked by what the result needs:
 ///
-/// - a plan whose predicate the source or the index entries settle reads no row for counts and object IDs
-///   (``count()``, ``candidates()``); otherwise each candidate's row is read once and checked (``views()``);
-/// - results without a usable order come in row-key order: candidates the source does not yield so are sorted by
-///   key before their rows are read (``putInKeyOrder(_:)``), so one cursor moves forward through the row table;
-/// - a source that yields the requested order stops once offset + limit results are found.
+/// - a count: ``count()``;
+/// - object IDs and loaded objects from candidates when the filter is settled without rows and the order without
+///   the rows (``answersFromCandidates``): ``objectIDs()``, ``nodes()``, ``candidates()`` — no row read but the
+///   window's;
+/// - otherwise the matching rows, each read once, checked, sorted and windowed: ``views()``.
 final class PlanRun {
     let store: LMDBIncrementalStore
     let state: LMDBIncrementalStore.OpenState
@@ -112,15 +112,20 @@ final class PlanRun {
         self.request = request
         self.entity = entity
         rows = state.rows(of: entity)
-        family = store.layout.tags(of: Set((request.includesSubentities ? store.model.entityAndDescendants(of: request.entityName)
-                                                                          : [request.entityName]).compactMap { store.layout.entity($0)?.tag }))
+        family = Self.family(of: request, in: store)
         inTable = store.layout.tags(sharingTableOf: entity)
         indexRange = plan.indexRange
-        entryCheck = indexRange.flatMap { index in index.entryElements.flatMap { elements in plan.filter.map { (elements, index.stored, $0) } } }
+        entryCheck = indexRange.flatMap { index in index.entryElements.flatMap { elements in plan.filter.predicate.map { (elements, index.stored, $0) } } }
         checksEntries = entryCheck != nil
         readsRows = plan.source.readsRows
         yieldsKeyOrder = plan.source.yieldsKeyOrder
         self.isRead = isRead
+    }
+
+    /// The tags of the entities `request` fetches: its entity, and its sub-entities when it includes them.
+    static func family(of request: FetchRequest, in store: LMDBIncrementalStore) -> TagSet {
+        store.layout.tags(of: Set((request.includesSubentities ? store.model.entityAndDescendants(of: request.entityName)
+                                                               : [request.entityName]).compactMap { store.layout.entity($0)?.tag }))
     }
 
     deinit {
@@ -140,329 +145,35 @@ final class PlanRun {
 
     // MARK: - Results
 
-    /// Whether the rows need not be read to know which candidates match: the key lookup, the index ranges or the
-    /// index entries settle the predicate (an entry that cannot tell reads its row, ``entryOrRowMatches(_:)``).
-    var settledWithoutRows: Bool {
-        plan.filter == nil || checksEntries
-    }
+    /// Whether counts, object IDs and loaded objects come from candidates, no row read but those of the window
+    /// (``QueryPlan/Sort/ordersCandidates(in:)``).
+    var answersFromCandidates: Bool { plan.sort.ordersCandidates(in: self) }
 
-    /// Whether counts, object IDs and loaded objects come from candidates (``candidates()``), no row read but those
-    /// of the window: the predicate is settled without rows, and the candidates can be put in the requested order —
-    /// none asked for, or the index yields it (and no cut text key needs the rows to order a run).
-    var answersFromCandidates: Bool {
-        settledWithoutRows && (request.sortDescriptors.isEmpty
-                               || (plan.streamsInSortOrder && indexRange?.resortsLongKeys != true && indexRange?.resortsRuns != true)
-                               || indexRange?.sortsOnEntries == true)
-    }
-
-    /// The number of rows that match, windowed — from the candidates when the rows need not be read (counted up to
-    /// offset + limit), LMDB counting each key's entries when the index range alone answers.
+    /// The number of rows that match, windowed (``QueryPlan/Count``; a plan made for another result type counts
+    /// the same way).
     func count() throws -> Int {
-        guard settledWithoutRows else { return request.window(try views()).count }
-        var count = 0
-        let wanted = request.windowEnd ?? .max
-        if plan.filter == nil, let index = indexRange {
-            count = try store.countEntries(in: index, upTo: wanted, state: state, transaction: transaction)
-        } else if let gathered = try gatheredCandidates() {
-            count = gathered.count
-        } else if wanted > 0 {
-            try forEachCandidate { candidate, entry in
-                if try entryOrRowMatches(candidate, entry) { count += 1 }
-                return count < wanted
-            }
-        }
-        return request.window(0..<count).count
+        try (plan.count ?? QueryPlan.Count()).execute(in: self)
     }
 
-    /// The matching candidates in the requested order, before the window (``answersFromCandidates`` must hold):
-    /// a walk that yields that order stops after offset + limit of them.
-    func candidates() throws -> [Candidate] {
-        // A union, an intersection or a to-many join gathers its rows before it yields them (and has no entries to
-        // check): taken as they are.
-        if let gathered = try gatheredCandidates() { return gathered }
-        if let index = indexRange, index.sortsOnEntries, !plan.streamsInSortOrder { return try sortedOnEntries(index) }
-        var found: [Candidate] = []
-        if let index = indexRange, index.direction == .reverse || index.resortsLongKeys || index.resortsRuns {
-            found = try collectInIndexOrder(index) { candidate, entry in try entryOrRowMatches(candidate, entry) ? candidate : nil }
-        } else {
-            let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
-            guard wanted > 0 else { return [] }
-            try forEachCandidate { candidate, entry in
-                if try entryOrRowMatches(candidate, entry) { found.append(candidate) }
-                return found.count < wanted
-            }
-        }
-        if !plan.streamsInSortOrder { putInKeyOrder(&found) }
-        return found
-    }
-
-    /// The matching candidates of `index` sorted by the values its entries hold (``QueryPlan/IndexRange/sortsOnEntries``),
-    /// before the window: each match's sort values read from its entry's bytes as ``RowSort`` reads them from a row
-    /// (``EntrySortPlaces``) into a bounded heap of offset + limit (all of them without a limit), ties by row key. A
-    /// sort value an entry does not give back is a damaged entry: an error naming the table, never a wrong order.
-    private func sortedOnEntries(_ index: QueryPlan.IndexRange) throws -> [Candidate] {
-        guard let sort = RowSort(request.sortDescriptors, family: family, layout: store.layout),
-              let places = EntrySortPlaces(sort, descriptors: request.sortDescriptors, range: index) else {
-            return try sortedOnEntryValues(index)
-        }
-        var top = TopRows<Void>(sort, capacity: request.windowEnd ?? .max)
-        try forEachCandidate { candidate, entry in
-            guard let entry else { return true }
-            if checksEntries, try !entryOrRowMatches(candidate, entry) { return true }
-            try top.offer(candidate, ()) { values throws(ManagedObjectContextError) in
-                guard places.values(of: entry, into: &values) else { throw undecodableSortValues(index) }
-            }
-            return true
-        }
-        return top.sorted().map(\.candidate)
-    }
-
-    /// ``sortedOnEntries(_:)`` for sorts ``RowSort`` does not take (a UUID key): each match's values decoded by name
-    /// and sorted as ``FetchSortDescriptor`` sorts them.
-    private func sortedOnEntryValues(_ index: QueryPlan.IndexRange) throws -> [Candidate] {
-        let names = Set(request.sortDescriptors.map(\.keyPath))
-        guard let elements = QueryPlanner.entryElements(index, reading: names, entity: request.entityName, model: store.model) else {
-            preconditionFailure("a plan sorts on entries that do not hold its sort keys")
-        }
-        var found: [SortedEntry] = []
-        try forEachCandidate { candidate, entry in
-            guard let entry, try entryOrRowMatches(candidate, entry) else { return true }
-            guard let values = store.entryValues(entry, elements: elements, stored: index.stored) else { throw undecodableSortValues(index) }
-            found.append(SortedEntry(candidate: candidate, values: values))
-            return true
-        }
-        putInKeyOrder(&found)
-        return FetchSortDescriptor.sorted(found, using: request.sortDescriptors, prefix: request.windowEnd).map(\.candidate)
-    }
-
-    /// The error for an entry of `index` whose sort values do not decode.
-    private func undecodableSortValues(_ index: QueryPlan.IndexRange) -> ManagedObjectContextError {
-        ManagedObjectContextError(.storeUnusable, message: "the store file is damaged: an entry of the table \"\(index.table)\" does not hold the values it is sorted by (verify() lists every problem)")
-    }
-
-    /// The object IDs of ``candidates()``'s window.
+    /// The object IDs of the window (``answersFromCandidates`` must hold).
     func objectIDs() throws -> [ManagedObjectID] {
-        if plan.filter == nil, request.sortDescriptors.isEmpty, let index = indexRange, index.yieldsKeyOrder {
-            return try objectIDsInIndexOrder(index)
-        }
-        return try request.window(candidates()).map { objectID($0) }
+        try plan.window.objectIDs(in: self)
     }
 
-    /// The object IDs of the window when an index range alone answers the predicate and yields row-key order (one
-    /// key's rows: `age == 30`): nothing to check, order or window but the count, so the IDs are made straight from
-    /// the entries' references, a page of them at a time — each page's IDs written into a scratch buffer (IDs are
-    /// plain data) and appended at once, so the array is checked for room once a page, not once an ID.
-    private func objectIDsInIndexOrder(_ index: QueryPlan.IndexRange) throws -> [ManagedObjectID] {
-        let offset = request.fetchOffset, wanted = request.fetchLimit > 0 ? offset + request.fetchLimit : Int.max
-        guard wanted > 0 else { return [] }
-        let family = self.family, identities = state.identities
-        var ids: [ManagedObjectID] = []
-        var matched = 0
-        var scratch = UnsafeMutableBufferPointer<ManagedObjectID>(start: nil, count: 0)
-        defer { scratch.deallocate() }
-        try index.forEachReferenceRun(in: self) { references, valuesOfKey in
-            // Sized once for the first key's values (the one key of an equality), not grown by doubling.
-            if ids.capacity == 0 { ids.reserveCapacity(Swift.max(0, Swift.min(wanted, valuesOfKey) - offset)) }
-            if scratch.count < references.count {
-                scratch.deallocate()
-                scratch = .allocate(capacity: references.count)
-            }
-            var made = 0
-            var going = true
-            for reference in references where family.contains(reference.entityTag) {
-                if matched >= offset {
-                    (scratch.baseAddress.unsafelyUnwrapped + made).initialize(to: identities.objectID(entityTag: reference.entityTag, key: reference.key))
-                    made += 1
-                }
-                matched += 1
-                if matched == wanted {
-                    going = false
-                    break
-                }
-            }
-            ids.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<made]))
-            return going
-        }
-        return ids
-    }
-
-    /// The nodes of ``candidates()``'s window: each row read with one cursor and decoded once, and checked against
-    /// the predicate its source answered (``answeredCheck``).
+    /// The nodes of the window, each row read once (``answersFromCandidates`` must hold).
     func nodes() throws -> [IncrementalStoreNode] {
-        let window = request.window(try candidates())
-        var nodes: [IncrementalStoreNode] = []
-        nodes.reserveCapacity(window.count)
-        let layout = store.layout
-        var writer = store.rowWriter(state)
-        let answered = answeredCheck
-        try rows.withCursor(in: transaction) { cursor in
-            for candidate in window {
-                guard let entry = try withUnsafeBytes(of: candidate.key.bigEndian, { try cursor.seek(exactly: $0) }) else { continue }
-                let row: EncodedRow
-                do throws(RowDecodingError) {
-                    row = try EncodedRow(entry.value, layout: layout, checkingFields: false)
-                } catch {
-                    throw corruptedRow(candidate.key, error)
-                }
-                if answered?.matches(row) == false {
-                    throw store.entryWithoutMatchingRow(objectID(candidate), source: plan.source.description)
-                }
-                do throws(RowDecodingError) {
-                    nodes.append(try store.node(objectID(candidate), row, copyingInto: &writer))
-                } catch {
-                    throw corruptedRow(candidate.key, error)
-                }
-            }
-        }
-        return nodes
+        try plan.window.nodes(in: self)
     }
 
-    /// The rows that match, each read once and checked against what the source leaves of the predicate (its simple
-    /// comparisons settled on the row's bytes, the evaluator deciding the rest), in the requested order — sorted
-    /// (top-K with a limit) unless the index yields it. Not windowed. The views borrow the rows from the map: they
-    /// must not outlive the transaction.
-    func views() throws -> [RowView] {
-        let check = RowCheck(self)
-        if plan.streamsInSortOrder, let index = indexRange {
-            // The index yields the requested order — or that of its first key, each run of ties then sorted by the
-            // rest: rows read as their entries come, runs of cut text keys (or of ties) put in order by the rows'
-            // values, the walk stopped once the window is full. The rows are read with one cursor, not a lookup each.
-            return try rows.withCursor(in: transaction) { cursor in
-                try collectInIndexOrder(index, resort: { FetchSortDescriptor.sorted($0, using: request.sortDescriptors) }) { candidate, entry in
-                    entryMayMatch(entry) ? try check.view(of: candidate, cursor: cursor) : nil
-                }
-            }
-        }
-        let sorts = !request.sortDescriptors.isEmpty && !plan.streamsInSortOrder
-        if sorts, let wanted = request.windowEnd, let sort = RowSort(request.sortDescriptors, family: family, layout: store.layout) {
-            // The first offset + limit by a sort the row bytes settle: one field per row read into a bounded heap, a
-            // view made only of the rows kept.
-            var top = TopRows<EncodedRow>(sort, capacity: wanted)
-            try forEachMatch(check, consumingAll: true) { candidate, row, _ in
-                do throws(RowDecodingError) {
-                    try top.offer(candidate, row) { values throws(RowDecodingError) in try sort.values(of: row, into: &values) }
-                } catch {
-                    throw corruptedRow(candidate.key, error)
-                }
-                return true
-            }
-            return top.sorted().map { check.view(of: $0.candidate, $0.kept) }
-        }
-        var matches: [RowView] = []
-        let wanted = yieldsResultOrder ? request.windowEnd ?? .max : .max
-        try forEachMatch(check, consumingAll: wanted == .max) { candidate, row, view in
-            matches.append(view ?? check.view(of: candidate, row))
-            return matches.count < wanted
-        }
-        putInKeyOrder(&matches)
-        if sorts {
-            // With a limit only the first offset + limit matter: a bounded heap finds them (top-K).
-            let sorted = FetchSortDescriptor.sorted(matches, using: request.sortDescriptors, prefix: request.windowEnd)
-            // A sort value that could not be decoded (in any row, kept or not) is a corrupted store, not a NULL.
-            if let failed = matches.first(where: { $0.failure != nil }), let failure = failed.failure {
-                throw corruptedRow(failed.key, failure)
-            }
-            matches = sorted
-        }
-        return matches
+    /// The window of the matching candidates, in order (``answersFromCandidates`` must hold).
+    func candidates() throws -> ArraySlice<Candidate> {
+        try plan.window.candidates(in: self)
     }
 
-    /// Calls `body` with each candidate whose row matches, its row, and the view the evaluator checked it through
-    /// (`nil` when the row's bytes settled it), until `body` returns false: rows read as the candidates come when
-    /// the source yields key order or reads the rows itself; otherwise the candidates' keys gathered and sorted first,
-    /// then their rows read with one cursor moving forward — most lookups land on the leaf page of the one before,
-    /// which LMDB searches without descending from the root. A scan of a large table whose matches `body` takes all
-    /// of (`consumingAll`) is read in parts on several threads (``scannedInParallel(_:)``), then handed on in order.
-    @inline(__always)
-    private func forEachMatch(_ check: RowCheck, consumingAll: Bool, _ body: (Candidate, EncodedRow, RowView?) throws -> Bool) throws {
-        if consumingAll, let parts = try scannedInParallel(check) {
-            for part in parts {
-                for match in part { guard try body(match.candidate, match.row, match.view) else { return } }
-            }
-            return
-        }
-        if yieldsKeyOrder || readsRows {
-            try rows.withCursor(in: transaction) { cursor in
-                try forEachCandidate { candidate, entry in
-                    guard entryMayMatch(entry), let (row, view) = try check.match(candidate, row: rowEntry(entry), cursor: cursor) else { return true }
-                    return try body(candidate, row, view)
-                }
-            }
-            return
-        }
-        var candidates: [Candidate] = []
-        try forEachCandidate { candidate, entry in
-            if entryMayMatch(entry) { candidates.append(candidate) }
-            return true
-        }
-        putInKeyOrder(&candidates)
-        try rows.withCursor(in: transaction) { cursor in
-            for candidate in candidates {
-                guard let (row, view) = try check.match(candidate, cursor: cursor) else { continue }
-                guard try body(candidate, row, view) else { return }
-            }
-        }
-    }
-
-    // MARK: - Order
-
-    /// Whether the source yields the results' final order, so a walk may stop once the window is full: the sort's
-    /// (streamed from an index), or — with no sort — row-key order.
-    var yieldsResultOrder: Bool {
-        plan.streamsInSortOrder || (request.sortDescriptors.isEmpty && yieldsKeyOrder)
-    }
-
-    /// Puts `items` in row-key order: results without a usable order come so, as a scan gives them. Already
-    /// ordered lists (one key's entries, IDs of one entity) are left as they are.
-    func putInKeyOrder<Item: RowKeyed>(_ items: inout [Item]) {
-        if zip(items, items.dropFirst()).contains(where: { $0.rowKey > $1.rowKey }) { items.sort { $0.rowKey < $1.rowKey } }
-    }
-
-    // MARK: - Sources
-
-    /// Calls `body` with each candidate the plan's source yields, with the entry it was read from, until `body`
-    /// returns false (``PlanSource/forEachCandidate(in:_:)``).
-    @inline(__always)
-    func forEachCandidate(_ body: (Candidate, CursorEntry?) throws -> Bool) throws {
-        try plan.source.forEachCandidate(in: self, body)
-    }
-
-    /// The candidates of a source that gathers them all before it yields any, in key order, each once; `nil` for
-    /// another source (``PlanSource/gatheredCandidates(in:)``).
-    func gatheredCandidates() throws -> [Candidate]? {
-        try plan.source.gatheredCandidates(in: self)
-    }
-
-    /// What `take` makes of the candidates of `index`, walked in its direction, in the plan's order. Entries
-    /// come in runs — of equal keys, or, where text streams in sort order, of keys sharing the prefix a value too
-    /// long for a key is cut to (such values follow one another by digest, so `resort` puts the run in value
-    /// order). Walking backwards, a run comes in descending key order and is reversed first, so ties stay in key
-    /// order. With the order streamed, the walk stops once offset + limit items are taken — between runs, where runs
-    /// matter.
-    func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, resort: ([Item]) -> [Item] = { $0 },
-                                   _ take: (Candidate, CursorEntry) throws -> Item?) throws -> [Item] {
-        let wanted = plan.streamsInSortOrder ? request.windowEnd ?? Int.max : Int.max
-        let reverse = index.direction == .reverse
-        let cutPrefix = index.resortsLongKeys ? IndexEntries.cutElementPrefix : Int.max
-        let byRun = reverse || index.resortsLongKeys || index.resortsRuns
-        // A struct, not variables a nested function captures: those are checked for exclusive access at run time
-        // on every entry.
-        var runs = EntryRuns<Item>()
-        try index.forEachEntry(in: self, direction: index.direction) { key, tag, entry in
-            if byRun {
-                // Borrowed from the map, as the entry is: valid until the read transaction ends.
-                let runKey = UnsafeRawBufferPointer(rebasing: entry.key.prefix(cutPrefix))
-                if !EntryBytes.same(runs.key, runKey) {
-                    runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, by: resort)
-                    if runs.items.count >= wanted { return false }
-                    runs.key = runKey
-                }
-            }
-            if family.contains(tag), let item = try take(Candidate(key: key, tag: tag), entry) { runs.items.append(item) }
-            return byRun || runs.items.count < wanted
-        }
-        if byRun { runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, by: resort) }
-        return runs.items
+    /// The window of the rows that match, in order, each read once and checked. The views borrow the rows from the
+    /// map: they must not outlive the transaction.
+    func views() throws -> ArraySlice<RowView> {
+        try plan.window.views(in: self)
     }
 
     /// `keys` in key order, each key once.
@@ -481,36 +192,6 @@ final class PlanRun {
     @inline(__always)
     func rowEntry(_ entry: CursorEntry?) -> UnsafeRawBufferPointer? {
         readsRows ? entry?.value : nil
-    }
-
-    /// Whether a candidate's row may match: false when its index entry already shows it does not (so its row is not
-    /// read); the row decides the rest.
-    @inline(__always)
-    func entryMayMatch(_ entry: CursorEntry?) -> Bool {
-        guard checksEntries, let entryCheck, let entry else { return true }
-        return store.entryMatches(entry, elements: entryCheck.elements, stored: entryCheck.stored, predicate: entryCheck.predicate) != false
-    }
-
-    /// Whether the candidate matches when the rows need not be read (``settledWithoutRows``): always, unless the
-    /// index entries check the predicate — from the entry when its key can tell, else from the row.
-    @inline(__always)
-    func entryOrRowMatches(_ candidate: Candidate, _ entry: CursorEntry?) throws -> Bool {
-        guard checksEntries, let entry else { return true }
-        return try entryOrRowMatches(candidate, entry)
-    }
-
-    /// ``entryOrRowMatches(_:_:)`` for an entry the plan checks.
-    @inline(never)
-    private func entryOrRowMatches(_ candidate: Candidate, _ entry: CursorEntry) throws -> Bool {
-        guard let (elements, stored, predicate) = entryCheck else { return true }
-        if let decided = store.entryMatches(entry, elements: elements, stored: stored, predicate: predicate) { return decided }
-        guard let bytes = try borrowedRow(candidate.key) else { return false }
-        let row: EncodedRow
-        do { row = try EncodedRow(bytes, layout: store.layout, checkingFields: false) } catch { throw corruptedRow(candidate.key, error) }
-        let view = RowView(store: store, state: state, transaction: transaction, id: objectID(candidate), row: row)
-        let matched = try predicate.evaluate(with: view)
-        if let failure = view.failure { throw corruptedRow(candidate.key, failure) }
-        return matched
     }
 
     // MARK: - Rows
@@ -571,7 +252,7 @@ struct RowCheck {
     init(_ run: PlanRun, transaction: (any KeyValueTransaction)? = nil) {
         // The plan's filter: what the source leaves of the predicate (nothing when index ranges answer it exactly,
         // as counts and IDs trust them; the rest of a key lookup's conjunction; else the whole predicate).
-        predicate = run.plan.filter
+        predicate = run.plan.filter.predicate
         checksRows = predicate != nil
         filter = run.filter
         answered = run.answeredCheck
@@ -630,37 +311,9 @@ struct RowCheck {
     }
 }
 
-/// The items ``PlanRun/collectInIndexOrder(_:resort:_:)`` has taken, and the run of index entries the last ones
-/// came from.
-private struct EntryRuns<Item> {
-    var items: [Item] = []
-    /// The key (or cut key prefix) of the current run, borrowed from the map.
-    var key = UnsafeRawBufferPointer(start: nil, count: 0)
-    /// Where the current run's items start.
-    var start = 0
-
-    /// Ends the current run: its items reversed when the walk went backwards (so ties stay in key order), then, when
-    /// `resorting` (the run shares a cut key), put in order by `resort`.
-    mutating func close(reversing: Bool, resorting: Bool, by resort: ([Item]) -> [Item]) {
-        if reversing { items[start...].reverse() }
-        if resorting, items.count - start > 1 { items.replaceSubrange(start..., with: resort(Array(items[start...]))) }
-        start = items.count
-    }
-}
-
 /// Something with a row key, which ``PlanRun/putInKeyOrder(_:)`` orders.
 protocol RowKeyed {
     var rowKey: UInt64 { get }
-}
-
-/// A candidate with the values its index entry holds, sorted by them (``PlanRun/sortedOnEntries(_:)``).
-private struct SortedEntry: KeyValueReadable, RowKeyed {
-    let candidate: Candidate
-    let values: [String: PredicateValue]
-
-    var rowKey: UInt64 { candidate.key }
-
-    func predicateValue(forKey key: String) -> PredicateValue { values[key] ?? .null }
 }
 
 extension Candidate: RowKeyed {

@@ -2,46 +2,52 @@ import Foundation
 import LMDB
 import ObjectGraph
 
-/// How a fetch reads the store, as chosen by ``QueryPlanner``: a tree of nodes, run by ``PlanRun``.
+/// How a fetch reads the store, as chosen by ``QueryPlanner``: a pipeline of nodes, each of which runs itself and
+/// prints itself, run in one read transaction by ``PlanRun``.
 ///
-/// The **source** is the node that yields candidate rows (``PlanSource``): a key lookup, an index range (which may
-/// check the filter on its entries), a union or an intersection of ranges, a join through a to-one or a to-many,
-/// a scan, or nothing. Each source node runs itself and prints itself; nodes with children (a union's ranges, a
-/// join's destination range) run those. After the source come the **steps** on the rows it yields, each present
-/// only when the source leaves it something to do: the **filter** (the predicate still checked on each row), the
-/// **sort** (top-K with a limit; absent when the source streams in sort order, and run by run when it streams the
-/// order of the first sort key only) and the **window** (offset, limit).
+/// - The **source** (``PlanSource``) yields candidate rows: a key lookup, an index range (which may check the filter
+///   on its entries), a union or an intersection of ranges, a join through a to-one or a to-many, a scan, or
+///   nothing. Nodes with children (a union's ranges, a join's destination range) run those.
+/// - The **filter** (``Filter``) keeps the candidates that match what the source leaves of the predicate — on index
+///   entries where they hold every value it reads, else on the rows, which it reads (in row-key order when the
+///   source does not yield it).
+/// - The **sort** (``Sort``) puts the matches in the requested order: top-K with a limit, on index entries where
+///   they hold the sort keys, run by run where the source streams the first sort key's order, nothing where it
+///   streams the whole order — and in row-key order when no order is asked for.
+/// - The **window** (``Window``) keeps offset + limit of them, and stops the nodes below once it has them when they
+///   come in the final order.
+/// - A count fetch ends in a **count** (``Count``), which counts what the filter keeps (LMDB counting index keys'
+///   entries where the source alone answers) and never sorts.
 ///
-/// `description` prints the tree as the pipeline it runs, left to right:
+/// Each rule lives in its node: a new way to find rows is a new source, and the nodes above work with it unchanged.
+/// `description` prints the pipeline left to right, each node that does something:
 /// `IndexRange(Employee.byAge [30, 40)) → Filter(name BEGINSWITH "A") → Sort(salary descending) → Limit(20)`.
 struct QueryPlan: CustomStringConvertible {
     /// The node yielding the candidate rows.
     var source: any PlanSource
-    /// What is still checked on each row the source yields (`nil`: nothing — the source answers the predicate, or
-    /// there is none). For an index range with ``IndexRange/entryElements``, checked on each entry first.
-    var filter: FetchPredicate?
-    /// The source yields the requested order (an index walked in the sort's direction, or no sort and a source in
-    /// row-key order), so no sort step runs and the fetch stops after offset + limit matches.
-    var streamsInSortOrder = false
-    var sort: [FetchSortDescriptor]
-    var limit: Int
-    var offset: Int
+    var filter: Filter
+    var sort: Sort
+    var window: Window
+    /// The plan's last node when it answers a count fetch (which then neither sorts nor reads its window's rows).
+    var count: Count?
+
+    init(source: any PlanSource, for request: FetchRequest) {
+        self.source = source
+        filter = Filter(predicate: request.predicate)
+        sort = Sort(descriptors: request.resultType == .count ? [] : request.sortDescriptors)
+        window = Window(offset: max(0, request.fetchOffset), limit: max(0, request.fetchLimit))
+        count = request.resultType == .count ? Count() : nil
+    }
 
     /// The source when it is one index range.
     var indexRange: IndexRange? { source.indexRange }
 
     var description: String {
         var steps = [source.description]
-        if let filter {
-            steps.append("Filter(\(filter.predicateFormat))" + (indexRange?.entryElements != nil ? " on index entries" : ""))
-        }
-        if !sort.isEmpty && !streamsInSortOrder {
-            steps.append("Sort(\(sort.map(\.description).joined(separator: ", ")))" + (indexRange?.sortsOnEntries == true ? " on index entries" : ""))
-        } else if indexRange?.resortsRuns == true, let first = sort.first {
-            steps.append("Sort(\(sort.map(\.description).joined(separator: ", "))) of each run of equal \(first.keyPath)")
-        }
-        if offset > 0 { steps.append("Offset(\(offset))") }
-        if limit > 0 { steps.append("Limit(\(limit))") }
+        if let filter = filter.description(after: source) { steps.append(filter) }
+        if let sort = sort.description(after: source) { steps.append(sort) }
+        steps += window.steps
+        if count != nil { steps.append("Count") }
         return steps.joined(separator: " → ")
     }
 }
@@ -49,7 +55,7 @@ struct QueryPlan: CustomStringConvertible {
 /// A plan's source: the node that yields the candidate rows — row key and entity tag, of the fetched entities only —
 /// and knows how they come. A new way to find rows is a new source: a type conforming to this protocol, a candidate
 /// for it in the planner (`QueryPlanner+AccessPaths.swift`) and its cost (`PlanCost.swift`); the steps after it
-/// (filter, sort, window) and every result type work with it unchanged.
+/// (``QueryPlan/Filter``, ``QueryPlan/Sort``, ``QueryPlan/Window``, ``QueryPlan/Count``) work with it unchanged.
 protocol PlanSource: CustomStringConvertible {
     /// Whether candidates come in ascending row-key order, each once (so results with no sort need no sorting, and
     /// their rows are read by one cursor moving forward).

@@ -189,28 +189,27 @@ enum QueryPlanner {
     /// the cheapest chosen.
     static func plan(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel,
                      statistics: PlanStatistics = .unknown, analysis given: Analysis? = nil) -> QueryPlan {
-        var plan = QueryPlan(source: QueryPlan.Scan(entityName: request.entityName), filter: request.predicate,
-                             sort: request.sortDescriptors, limit: request.fetchLimit, offset: request.fetchOffset)
+        var plan = QueryPlan(source: QueryPlan.Scan(entityName: request.entityName), for: request)
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName),
               let analysis = given ?? analyze(request, layout: layout, model: model) else { return plan }
         if analysis.matchesNothing {
             plan.source = QueryPlan.Empty(entityName: request.entityName)
-            plan.filter = nil
+            plan.filter.predicate = nil
             return plan
         }
         if let keys = analysis.keys {
             plan.source = QueryPlan.KeyLookup(entityName: request.entityName, objectIDs: keys.ids)
             // The lookup alone answers `SELF == x` / `SELF IN xs`: nothing is left to check on the rows.
-            if keys.answersAll { plan.filter = nil } else if let residual = analysis.keysResidual { plan.filter = residual }
+            if keys.answersAll { plan.filter.predicate = nil } else if let residual = analysis.keysResidual { plan.filter.predicate = residual }
             return plan
         }
         var estimator = CostEstimator(request: request, statistics: statistics, rows: statistics.entries(StoreLayout.rowsDatabase(root: entity.root)))
         estimator.residual = estimator.relationshipReads(toOnes: analysis.relationshipReads.toOnes, toManyTables: analysis.relationshipReads.toManyTables)
         func chosen(_ best: Candidate) -> QueryPlan {
             plan.source = best.source
-            plan.streamsInSortOrder = best.streams
+            plan.sort.isStreamed = best.streams
             // Ranges that answer the predicate exactly leave nothing to check.
-            if best.covered { plan.filter = nil }
+            if best.covered { plan.filter.predicate = nil }
             if var range = best.source.indexRange {
                 range.direction = best.direction
                 if best.streams, let element = range.elements.first,
