@@ -10,10 +10,10 @@ extension LMDBIncrementalStore: DictionaryFetchingStore {
     /// to-many values — returns `nil`, and the context computes the results from objects.
     public func executeDictionaryFetch(_ request: FetchRequest) throws -> [[String: PredicateValue]]? {
         try request.validate(for: model)
-        guard QueryPlan.Aggregate.answers(request, layout: layout, model: model) else { return nil }
+        guard let properties = QueryPlan.Aggregate.properties(answering: request, layout: layout, model: model) else { return nil }
         // Planned once, for every way the results may be computed.
         return try withRun(of: DictionaryResults.rowRequest(for: request)) { run in
-            try QueryPlan.Aggregate(request, run: run).execute(in: run)
+            try QueryPlan.Aggregate(request, properties: properties, run: run).execute(in: run)
         }
     }
 }

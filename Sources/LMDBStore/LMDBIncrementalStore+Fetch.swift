@@ -17,10 +17,12 @@ extension LMDBIncrementalStore {
             plan = QueryPlanner.plan(planned, layout: layout, model: model)
         }
         guard request.resultType == .dictionary else { return plan.description }
-        guard QueryPlan.Aggregate.answers(request, layout: layout, model: model), let entity = layout.entity(request.entityName) else {
+        guard let properties = QueryPlan.Aggregate.properties(answering: request, layout: layout, model: model),
+              let entity = layout.entity(request.entityName) else {
             return plan.description + " → Aggregate(from objects, in the context)"
         }
-        return QueryPlan.Aggregate(request, plan: plan, entity: entity, family: PlanRun.family(of: planned, in: self), store: self).description(after: plan)
+        return QueryPlan.Aggregate(request, properties: properties, plan: plan, entity: entity, family: PlanRun.family(of: planned, in: self),
+                                   store: self).description(after: plan)
     }
 
     /// The ``QueryPlanner``'s plan for `request`, costed with bounded probes of the candidate ranges and LMDB's

@@ -134,7 +134,7 @@ import Testing
 
     /// Whether the store's plan for `request` counts its groups from index keys alone (and every key gave its value).
     func countedFromKeys(_ request: FetchRequest, _ store: LMDBIncrementalStore) throws -> Bool {
-        try store.withRun(of: DictionaryResults.rowRequest(for: request)) { try QueryPlan.Aggregate(request, run: $0).countsFromKeys(in: $0) } != nil
+        try store.withRun(of: DictionaryResults.rowRequest(for: request)) { try QueryPlan.Aggregate(request, properties: request.propertiesToFetch, run: $0).countsFromKeys(in: $0) } != nil
     }
 
     @Test func countsPerToOneComeFromItsIndexAlone() throws {

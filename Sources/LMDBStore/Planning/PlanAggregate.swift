@@ -23,7 +23,7 @@ extension QueryPlan {
     struct Aggregate {
         enum Method {
             case toOneCounts(relationship: String, destination: StoreLayout.EntityLayout, table: String)
-            case attributeIndexCounts(attribute: AttributeDescription, table: String, label: String, ranges: [KeyRange], ascending: Bool)
+            case attributeIndexCounts(attribute: String, type: AttributeType, table: String, owner: String, index: String, ranges: [KeyRange], ascending: Bool)
             case entries(index: IndexRange, elements: [EntryElement])
             case rows
         }
@@ -33,25 +33,27 @@ extension QueryPlan {
         let properties: [FetchedProperty]
         let method: Method
 
-        /// Whether the store computes `request`'s results itself: every fetched, grouped and aggregated key is a
-        /// plain attribute or to-one relationship of the entity (`SELF` or `*` for counts).
-        static func answers(_ request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel) -> Bool {
-            guard let entity = layout.entity(request.entityName) else { return false }
-            for property in DictionaryResults.properties(for: request, model: model) where !property.countsObjects {
-                guard entity.fieldIndex[property.keyPath] != nil else { return false }
+        /// What `request`'s results hold (``DictionaryResults/properties(for:model:)``) when the store computes them
+        /// itself — every fetched, grouped and aggregated key is a plain attribute or to-one relationship of the
+        /// entity (`SELF` or `*` for counts); `nil` when it leaves them to the context.
+        static func properties(answering request: FetchRequest, layout: StoreLayout, model: ManagedObjectModel) -> [FetchedProperty]? {
+            guard let entity = layout.entity(request.entityName) else { return nil }
+            let properties = DictionaryResults.properties(for: request, model: model)
+            for property in properties where !property.countsObjects {
+                guard entity.fieldIndex[property.keyPath] != nil else { return nil }
             }
-            return request.propertiesToGroupBy.allSatisfy { entity.fieldIndex[$0] != nil }
+            return request.propertiesToGroupBy.allSatisfy { entity.fieldIndex[$0] != nil } ? properties : nil
         }
 
-        /// The aggregation of `request` run on `run`, the run of its rows' plan.
-        init(_ request: FetchRequest, run: PlanRun) {
-            self.init(request, plan: run.plan, entity: run.entity, family: run.family, store: run.store)
+        /// The aggregation of `request`, whose results hold `properties`, run on `run`, the run of its rows' plan.
+        init(_ request: FetchRequest, properties: [FetchedProperty], run: PlanRun) {
+            self.init(request, properties: properties, plan: run.plan, entity: run.entity, family: run.family, store: run.store)
         }
 
-        /// The aggregation of `request` after `plan`, the plan of its rows.
-        init(_ request: FetchRequest, plan: QueryPlan, entity: StoreLayout.EntityLayout, family: TagSet, store: LMDBIncrementalStore) {
+        /// The aggregation of `request`, whose results hold `properties`, after `plan`, the plan of its rows.
+        init(_ request: FetchRequest, properties: [FetchedProperty], plan: QueryPlan, entity: StoreLayout.EntityLayout, family: TagSet,
+             store: LMDBIncrementalStore) {
             self.request = request
-            let properties = DictionaryResults.properties(for: request, model: store.model)
             self.properties = properties
             method = Self.toOneCounts(request, properties, entity: entity, family: family, store: store)
                 ?? Self.attributeIndexCounts(request, properties, plan: plan, entity: entity, store: store)
@@ -65,9 +67,9 @@ extension QueryPlan {
             switch method {
             case .toOneCounts(let relationship, _, let table):
                 return "Aggregate(count by \(relationship), from \(table)'s keys)"
-            case .attributeIndexCounts(let attribute, _, let label, _, _):
+            case .attributeIndexCounts(let attribute, _, _, let owner, let index, _, _):
                 let range = plan.filter.predicate == nil ? plan.indexRange.map { " \($0.bounds)" } ?? "" : ""
-                return "Aggregate(count by \(attribute.name), from \(label)'s keys\(request.predicate == nil ? "" : range); else from the rows)"
+                return "Aggregate(count by \(attribute), from \(owner).\(index)'s keys\(request.predicate == nil ? "" : range); else from the rows)"
             case .entries:
                 return plan.description + " → Aggregate(on index entries; else from the rows)"
             case .rows:
@@ -93,8 +95,8 @@ extension QueryPlan {
             switch method {
             case .toOneCounts(let relationship, let destination, let table):
                 return try toOneCounts(relationship, destination: destination, table: table, in: run)
-            case .attributeIndexCounts(let attribute, let table, _, let ranges, let ascending):
-                return try attributeIndexCounts(attribute, table: table, ranges: ranges, ascending: ascending, in: run)
+            case .attributeIndexCounts(_, let type, let table, _, _, let ranges, let ascending):
+                return try attributeIndexCounts(type, table: table, ranges: ranges, ascending: ascending, in: run)
             case .entries, .rows:
                 return nil
             }
@@ -139,7 +141,7 @@ extension QueryPlan {
                 guard plan.filter.predicate == nil, let range = plan.indexRange, range.table == table else { return nil }
                 ranges = range.ranges
             }
-            return .attributeIndexCounts(attribute: attribute, table: table, label: "\(owner).\(index.name)", ranges: ranges,
+            return .attributeIndexCounts(attribute: name, type: attribute.type, table: table, owner: owner, index: index.name, ranges: ranges,
                                          ascending: index.elements[0].isAscending)
         }
 
@@ -176,18 +178,20 @@ extension QueryPlan {
 
         /// `count` per value of an attribute's own index over `ranges`, groups in index order (NULL first for an
         /// ascending index), LMDB counting each value's rows; `nil` when a value in the index cannot be decoded.
-        private func attributeIndexCounts(_ attribute: AttributeDescription, table: String, ranges: [KeyRange], ascending: Bool,
+        private func attributeIndexCounts(_ type: AttributeType, table: String, ranges: [KeyRange], ascending: Bool,
                                           in run: PlanRun) throws -> [[String: PredicateValue]]? {
+            // A local, not `self.properties` from the closure: that would hold the whole node per group.
+            let properties = self.properties
             var results: [[String: PredicateValue]] = []
             var undecodable = false
             var inverted: [UInt8] = []
             try run.state.indexTable(table).forEachKey(in: ranges, in: run.transaction) { entry, count in
                 let decoded: AttributeValue??
                 if ascending {
-                    decoded = TupleEncoding.decodeElement(entry.key, as: attribute.type)
+                    decoded = TupleEncoding.decodeElement(entry.key, as: type)
                 } else {
                     inverted = entry.key.map { ~$0 }
-                    decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: attribute.type) }
+                    decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: type) }
                 }
                 guard let value = decoded else { undecodable = true; return false }
                 let group = value.map(PredicateValue.init) ?? .null
