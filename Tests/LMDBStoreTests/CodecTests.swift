@@ -366,8 +366,8 @@ extension RowCodecTests {
                                                    entity: entity, modelHash: 1)
         referenceInAttribute[RowCodec.headerSize] = UInt8(i >> 8)
         referenceInAttribute[RowCodec.headerSize + 1] = UInt8(i & 0xFF)
-        for (bad, reason) in [(valueInToOne, "the row's field next holds a value, which Thing.next cannot"),
-                              (referenceInAttribute, "the row's field i holds a reference, which Thing.i cannot")] {
+        for (bad, reason) in [(valueInToOne, "the row's field next holds an integer, which Thing.next cannot hold (it is a to-one relationship)"),
+                              (referenceInAttribute, "the row's field i holds a reference, which Thing.i cannot hold (its type is Integer 64)")] {
             let sealed = Self.resealed(bad)
             let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
             #expect(error?.reason == reason)
@@ -403,8 +403,12 @@ extension RowCodecTests {
         }
         let cases: [(String, [UInt8], String)] = [
             ("unknown type", damaged { $0[types + i] = 99 }, "i has the unknown value type 99"),
-            ("value in a to-one", damaged { $0[types + next] = RowCodec.ValueType.integer }, "the row's field next holds a value, which Thing.next cannot"),
-            ("reference in an attribute", damaged { $0[types + i] = RowCodec.ValueType.reference }, "the row's field i holds a reference, which Thing.i cannot"),
+            ("value in a to-one", damaged { $0[types + next] = RowCodec.ValueType.integer }, "the row's field next holds an integer, which Thing.next cannot hold (it is a to-one relationship)"),
+            ("reference in an attribute", damaged { $0[types + i] = RowCodec.ValueType.reference }, "the row's field i holds a reference, which Thing.i cannot hold (its type is Integer 64)"),
+            ("integer in a string attribute", damaged { $0[types + s] = RowCodec.ValueType.integer },
+             "the row's field s holds an integer, which Thing.s cannot hold (its type is String)"),
+            ("date in an integer attribute", damaged { $0[types + i] = RowCodec.ValueType.date },
+             "the row's field i holds a date, which Thing.i cannot hold (its type is Integer 64)"),
             ("offset off its value", damaged { $0[offsets + 2 * s + 1] &+= 1 }, "the row's field table does not point at the value of s"),
             ("more fields than the entity", damaged { $0[20] = 0x7F }, "the row has \(0x7F00 | slots) fields; Thing has \(entity.fields.count)"),
             ("unknown flags", damaged { $0[1] = 0x80 }, "the row has flags 128, which this LMDBStore does not know"),
@@ -414,6 +418,18 @@ extension RowCodecTests {
             let error = #expect(throws: RowDecodingError.self, "\(what)") { try bad.withUnsafeBytes { try EncodedRow($0, layout: layout) } }
             #expect(error?.reason == reason, "\(what)")
             #expect(throws: RowDecodingError.self, "\(what)") { try bad.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } }
+        }
+        // A value of another type than its attribute's, opened without checking the fields (as a scan does): each
+        // lazy read of the field refuses it, naming the field — never an integer handed out as a string's value.
+        let integerInString = damaged { $0[types + s] = RowCodec.ValueType.integer }
+        try integerInString.withUnsafeBytes { bytes in
+            let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
+            let reads: [() throws -> Void] = [{ _ = try row.field(s) }, { _ = try row.rawField(s) }, { _ = try row.attributeValue(s) }, { _ = try row.holdsField(s) }]
+            for read in reads {
+                let error = #expect(throws: RowDecodingError.self) { try read() }
+                #expect(error?.reason == "the row's field s holds an integer, which Thing.s cannot hold (its type is String)")
+            }
+            #expect(try row.field(i) == .attribute(.integer(3)), "the fields the damage does not reach still read")
         }
         // An offset past the end: opened without checking the fields (as a scan does), the field's read refuses it.
         let past = damaged { $0[offsets + 2 * s] = 0xFF }

@@ -109,7 +109,8 @@ import Testing
     @Test func aFieldOfTheWrongTypeIsAnErrorNamingTheRow() throws {
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(model)
-        try insertRows(into: coordinator, (0..<20).map { ["entity": "Item", "count": Int64($0), "label": "n\($0)"] })
+        // Counts 0…4, four rows each: the row of key 7 (count 1) ties with three others.
+        try insertRows(into: coordinator, (0..<20).map { ["entity": "Item", "count": Int64($0 / 4), "label": "n\($0)"] })
         let victim = ManagedObjectID(entityName: "Item", storeIdentifier: store.identifier, referenceObject: .integer(7))
         let field = store.layout.entity("Item")!.fieldIndex["label"]!
         try damageRow(of: victim, in: "Item", of: store) { row in
@@ -122,11 +123,21 @@ import Testing
         }
         var request = FetchRequest(entityName: "Item", sortDescriptors: [FetchSortDescriptor(keyPath: "label", ascending: false)])
         request.fetchLimit = 3
-        do {
-            _ = try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(request)
-            Issue.record("a row holding an integer in a text field was sorted")
-        } catch let error as ManagedObjectContextError {
-            #expect(error.code == .storeUnusable && error.message.contains("key 7") && error.message.contains("label holds"), "\(error)")
+        // Sorted on the rows, and — streamed from the index on `count` — each run of rows tied on `count` sorted by
+        // `label`, on the rows' bytes and (case-insensitively) on their values: every way names the row.
+        var ties = request
+        ties.predicate = try FetchPredicate(format: "count >= 1")
+        ties.sortDescriptors = [FetchSortDescriptor(keyPath: "count"), FetchSortDescriptor(keyPath: "label")]
+        var folded = ties
+        folded.sortDescriptors[1] = FetchSortDescriptor(keyPath: "label", comparison: .caseInsensitive)
+        #expect(store.explain(ties).contains("of each run of equal count") && store.explain(folded).contains("of each run of equal count"))
+        for request in [request, ties, folded] {
+            do {
+                _ = try ManagedObjectContext(coordinator: coordinator).fetchObjectIDs(request)
+                Issue.record("a row holding an integer in a text field was sorted: \(store.explain(request))")
+            } catch let error as ManagedObjectContextError {
+                #expect(error.code == .storeUnusable && error.message.contains("key 7") && error.message.contains("label holds"), "\(error)")
+            }
         }
     }
 }

@@ -105,7 +105,7 @@ struct EncodedRow {
     /// holding a decimal or a URI (they are parsed by the full check) and for anything unexpected.
     private func valuesAreSound() -> Bool {
         typealias ValueType = RowCodec.ValueType
-        let references = entity.referenceFields
+        let allowed = entity.fieldValueTypes
         let count = body.count
         var offset = valuesOffset
         // A varint's end at `start`, or nil past the row's end or beyond ten bytes.
@@ -123,7 +123,7 @@ struct EncodedRow {
         for id in 0..<fieldCount {
             let type = body[RowCodec.headerSize + id]
             if type == ValueType.null { continue }
-            guard (type == ValueType.reference) == references[id], valuesOffset + valueStart(id) == offset else { return false }
+            guard ValueType.fits(type, allowed[id]), valuesOffset + valueStart(id) == offset else { return false }
             switch type {
             case ValueType.integer:
                 guard let end = varintEnd(offset)?.end else { return false }
@@ -179,6 +179,7 @@ struct EncodedRow {
             guard id < fieldCount else { return nil }
             let type = body[RowCodec.headerSize + id]
             guard type != RowCodec.ValueType.null else { return nil }
+            guard RowCodec.ValueType.fits(type, entity.fieldValueTypeBits[id]) else { throw wrongType(id, type) }
             let start = valuesOffset + valueStart(id)
             guard start <= body.count else { throw RowDecodingError(reason: "\(entity.fields[id].name)'s value starts past the row's end") }
             return (type, ByteReader(bytes: body, offset: start))
@@ -193,7 +194,10 @@ struct EncodedRow {
             let fieldID = Int(try reader.uint16())
             let type = try reader.byte()
             guard fieldID < fields else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(fields)") }
-            if fieldID == id { return (type, reader) }
+            if fieldID == id {
+                guard RowCodec.ValueType.fits(type, entity.fieldValueTypeBits[id]) else { throw wrongType(id, type) }
+                return (type, reader)
+            }
             guard try Self.step(over: type, &reader) else {
                 throw RowDecodingError(reason: "\(entity.fields[fieldID].name) has the unknown value type \(type)")
             }
@@ -292,13 +296,13 @@ struct EncodedRow {
     @inline(__always)
     private func forEachField(_ read: (Int, UInt8, inout ByteReader) throws(RowDecodingError) -> Void) throws(RowDecodingError) {
         // Held here: read through the unowned entity in the loop, the array would be retained and released per field.
-        let references = entity.referenceFields
+        let allowed = entity.fieldValueTypes
         if valuesOffset != 0 {
             var reader = ByteReader(bytes: body, offset: valuesOffset)
             for id in 0..<fieldCount {
                 let type = body[RowCodec.headerSize + id]
                 guard type != RowCodec.ValueType.null else { continue }
-                try checkKind(id, type, references)
+                try checkKind(id, type, allowed)
                 guard valuesOffset + valueStart(id) == reader.offset else {
                     throw RowDecodingError(reason: "the row's field table does not point at the value of \(entity.fields[id].name)")
                 }
@@ -317,19 +321,26 @@ struct EncodedRow {
             // alone and another in the whole row.
             guard id > previous else { throw RowDecodingError(reason: "the row holds field \(id) after field \(previous); fields must ascend") }
             previous = id
-            try checkKind(id, type, references)
+            try checkKind(id, type, allowed)
             try read(id, type, &reader)
         }
         guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
     }
 
-    /// Refuses a reference in an attribute's field or a value in a to-one's.
+    /// Refuses a value of a type its field's property is never written as: a reference in an attribute's field, a
+    /// value in a to-one's, an integer in a string attribute's (`allowed`: ``StoreLayout/EntityLayout/fieldValueTypes``).
     @inline(__always)
-    private func checkKind(_ id: Int, _ type: UInt8, _ references: [Bool]) throws(RowDecodingError) {
-        guard (type == RowCodec.ValueType.reference) == references[id] else {
-            let name = entity.fields[id].name
-            throw RowDecodingError(reason: "the row's field \(name) holds \(type == RowCodec.ValueType.reference ? "a reference" : "a value"), which \(entity.name).\(name) cannot")
-        }
+    private func checkKind(_ id: Int, _ type: UInt8, _ allowed: [UInt32]) throws(RowDecodingError) {
+        guard RowCodec.ValueType.fits(type, allowed[id]) else { throw wrongType(id, type) }
+    }
+
+    /// The error for field `id` holding a value of `type`, which its property is never written as.
+    @inline(never)
+    private func wrongType(_ id: Int, _ type: UInt8) -> RowDecodingError {
+        let field = entity.fields[id]
+        guard type >= 1, type <= RowCodec.ValueType.reference else { return RowDecodingError(reason: "\(field.name) has the unknown value type \(type)") }
+        let what = field.attributeType.map { "its type is \($0.coreDataName)" } ?? "it is a to-one relationship"
+        return RowDecodingError(reason: "the row's field \(field.name) holds \(RowCodec.ValueType.phrase(type)), which \(entity.name).\(field.name) cannot hold (\(what))")
     }
 
     private static func read(_ type: UInt8, field: @autoclosure () -> String, _ reader: inout ByteReader) throws(RowDecodingError) -> RowField {

@@ -68,6 +68,51 @@ enum RowCodec {
         static let uuid: UInt8 = 10
         static let uri: UInt8 = 11
         static let reference: UInt8 = 12
+
+        /// The value types a field may hold, as bits (`1 << type`): a reference for a to-one (`nil`), else the types
+        /// values of the attribute's type are written as (integers of every width as integers, a transformable's
+        /// bytes as data, an object ID as its URI; none for an undefined, transient-only, type).
+        static func allowed(for type: AttributeType?) -> UInt32 {
+            func bits(_ types: UInt8...) -> UInt32 { types.reduce(0) { $0 | 1 << UInt32($1) } }
+            guard let type else { return bits(reference) }
+            switch type {
+            case .integer16, .integer32, .integer64: return bits(integer)
+            case .decimal: return bits(decimal)
+            case .double: return bits(double)
+            case .float: return bits(float)
+            case .string: return bits(string)
+            case .boolean: return bits(falseValue, trueValue)
+            case .date: return bits(date)
+            case .binaryData, .transformable: return bits(data)
+            case .uuid: return bits(uuid)
+            case .uri, .objectID: return bits(uri)
+            case .undefined: return 0
+            }
+        }
+
+        /// What a value of `type` is, for an error: "an integer", "a reference".
+        static func phrase(_ type: UInt8) -> String {
+            switch type {
+            case integer: "an integer"
+            case double: "a double"
+            case float: "a float"
+            case decimal: "a decimal"
+            case string: "a string"
+            case falseValue, trueValue: "a Boolean"
+            case date: "a date"
+            case data: "binary data"
+            case uuid: "a UUID"
+            case uri: "a URI"
+            case reference: "a reference"
+            default: "a value of the unknown type \(type)"
+            }
+        }
+
+        /// Whether `allowed` (``allowed(for:)``) takes `type`.
+        @inline(__always)
+        static func fits(_ type: UInt8, _ allowed: UInt32) -> Bool {
+            type < 32 && allowed & 1 << UInt32(type) != 0
+        }
     }
 
     /// The row in row format 2: header, the type and offset of each field up to the last one that holds a value

@@ -90,6 +90,12 @@ struct StoreLayout: Sendable {
         /// Whether each field holds a to-one's reference (else an attribute's value), by field number: what a decoder
         /// checks per field without copying the field's description.
         let referenceFields: [Bool]
+        /// The row value types each field may hold, by field number, as bits (`1 << type`): a reference for a
+        /// to-one, the types its attribute's values are written as for an attribute (``RowCodec/ValueType``).
+        let fieldValueTypes: [UInt32]
+        /// ``fieldValueTypes`` in memory the layout owns, for the reads of one field at a time: reached through a row's
+        /// unowned entity, an array would be retained and released on every read. Written once, in `init`.
+        nonisolated(unsafe) let fieldValueTypeBits: UnsafeBufferPointer<UInt32>
         /// Each field's attribute type (`nil` for a to-one) and, for to-ones, its position in
         /// ``toOneRelationships`` (-1 for attributes), by field number.
         let attributeTypes: [AttributeType?]
@@ -108,6 +114,10 @@ struct StoreLayout: Sendable {
             row.reserveCapacity(fields.count)
             for _ in 0..<fields.count { row.append(nil) }
             return row
+        }
+
+        deinit {
+            fieldValueTypeBits.deallocate()
         }
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
@@ -163,6 +173,10 @@ struct StoreLayout: Sendable {
             linkSlots = linkRelationships.map { handle.slot(named: $0.name)! }
             slotPositions = fields.map { handle.slot(named: $0.name)?.position ?? -1 }
             referenceFields = fields.map { $0.attributeType == nil }
+            fieldValueTypes = fields.map { RowCodec.ValueType.allowed(for: $0.attributeType) }
+            let bits = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: fieldValueTypes.count)
+            _ = bits.initialize(from: fieldValueTypes)
+            fieldValueTypeBits = UnsafeBufferPointer(bits)
             attributeTypes = fields.map(\.attributeType)
             toOneOfField = fields.map { field in toOneRelationships.firstIndex { $0.name == field.name } ?? -1 }
             var fieldOfAttribute: [Int] = [], fieldOfToOne: [Int] = []

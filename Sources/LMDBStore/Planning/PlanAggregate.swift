@@ -209,7 +209,7 @@ extension QueryPlan {
             let plan = run.plan, store = run.store
             let predicate = plan.filter.predicate, sort = plan.sort.descriptors
             var undecidable = false
-            var entries = try plan.sort.collectInIndexOrder(index, in: run, upTo: plan.window.end, resort: { FetchSortDescriptor.sorted($0, using: sort) }) { candidate, entry -> EntryValues? in
+            var entries = try plan.sort.collectInIndexOrder(index, in: run, upTo: plan.window.end, resort: { FetchSortDescriptor.sorted($0, using: sort, prefix: $1) }) { candidate, entry -> EntryValues? in
                 guard !undecidable else { return nil }
                 guard let values = store.entryValues(entry, elements: elements, stored: index.stored) else { undecidable = true; return nil }
                 if let predicate {

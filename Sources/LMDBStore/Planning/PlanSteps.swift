@@ -218,8 +218,11 @@ extension QueryPlan {
                 // the rest: rows read as their entries come, runs of cut text keys (or of ties) put in order by the
                 // rows' values, the walk stopped once the window is full. The rows are read with one cursor, not a
                 // lookup each.
+                let sort = RowSort(descriptors, family: run.family, layout: run.store.layout)
                 return try run.rows.withCursor(in: run.transaction) { cursor in
-                    try collectInIndexOrder(index, in: run, upTo: wanted, resort: { FetchSortDescriptor.sorted($0, using: descriptors) }) { candidate, entry in
+                    try collectInIndexOrder(index, in: run, upTo: wanted, resort: { views, keeping in
+                        try Self.sorted(views, keeping: keeping, by: sort, descriptors: descriptors, in: run)
+                    }) { candidate, entry in
                         Filter.entryMayMatch(entry, in: run) ? try check.view(of: candidate, cursor: cursor) : nil
                     }
                 }
@@ -256,6 +259,30 @@ extension QueryPlan {
                 matches = sorted
             }
             return matches
+        }
+
+        /// The first `keeping` (all of them when `nil`) of a run of views in the order of `descriptors`: by their
+        /// rows' bytes into a bounded heap when ``RowSort`` takes the sort (one value per row read, a comparison of
+        /// words or bytes), else by their values. A run of rows tied on the first sort key (`age == 60` of `age, name`)
+        /// may hold thousands; the window wants a few of them.
+        private static func sorted(_ views: [RowView], keeping: Int?, by sort: RowSort?, descriptors: [FetchSortDescriptor],
+                                   in run: PlanRun) throws -> [RowView] {
+            guard let sort else {
+                let sorted = FetchSortDescriptor.sorted(views, using: descriptors, prefix: keeping)
+                // A sort value that could not be decoded is a corrupted store, not a NULL.
+                if let failed = views.first(where: { $0.failure != nil }), let failure = failed.failure { throw run.corruptedRow(failed.key, failure) }
+                return sorted
+            }
+            var top = TopRows<RowView>(sort, capacity: keeping ?? views.count)
+            for view in views {
+                let candidate = Candidate(key: UInt64(bitPattern: view.key), tag: view.row.entityTag)
+                do throws(RowDecodingError) {
+                    try top.offer(candidate, view) { values throws(RowDecodingError) in try sort.values(of: view.row, into: &values) }
+                } catch {
+                    throw run.corruptedRow(candidate.key, error)
+                }
+            }
+            return top.sorted().map(\.kept)
         }
 
         /// The matching candidates of `index` sorted by the values its entries hold (``IndexRange/sortsOnEntries``),
@@ -309,7 +336,8 @@ extension QueryPlan {
         /// follow one another by digest, so `resort` puts the run in value order). Walking backwards, a run comes in
         /// descending key order and is reversed first, so ties stay in key order. The walk stops between runs, where
         /// runs matter.
-        func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, in run: PlanRun, upTo wanted: Int, resort: ([Item]) -> [Item] = { $0 },
+        func collectInIndexOrder<Item>(_ index: QueryPlan.IndexRange, in run: PlanRun, upTo wanted: Int,
+                                       resort: ([Item], _ keeping: Int?) throws -> [Item] = { items, _ in items },
                                        _ take: (Candidate, CursorEntry) throws -> Item?) throws -> [Item] {
             let stop = isStreamed ? wanted : Int.max
             let reverse = index.direction == .reverse
@@ -324,7 +352,7 @@ extension QueryPlan {
                     // Borrowed from the map, as the entry is: valid until the read transaction ends.
                     let runKey = UnsafeRawBufferPointer(rebasing: entry.key.prefix(cutPrefix))
                     if !EntryBytes.same(runs.key, runKey) {
-                        runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, by: resort)
+                        try runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, upTo: stop, by: resort)
                         if runs.items.count >= stop { return false }
                         runs.key = runKey
                     }
@@ -332,7 +360,7 @@ extension QueryPlan {
                 if family.contains(tag), let item = try take(Candidate(key: key, tag: tag), entry) { runs.items.append(item) }
                 return byRun || runs.items.count < stop
             }
-            if byRun { runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, by: resort) }
+            if byRun { try runs.close(reversing: reverse, resorting: index.resortsRuns || runs.key.count >= cutPrefix, upTo: stop, by: resort) }
             return runs.items
         }
 
@@ -482,10 +510,13 @@ private struct EntryRuns<Item> {
     var start = 0
 
     /// Ends the current run: its items reversed when the walk went backwards (so ties stay in key order), then, when
-    /// `resorting` (the run shares a cut key), put in order by `resort`.
-    mutating func close(reversing: Bool, resorting: Bool, by resort: ([Item]) -> [Item]) {
+    /// `resorting` (the run shares a cut key, or ties on the first sort key), put in order by `resort` — which keeps
+    /// only as many as the walk still wants (`stop`: offset + limit when the order is streamed, else `Int.max`).
+    mutating func close(reversing: Bool, resorting: Bool, upTo stop: Int, by resort: ([Item], Int?) throws -> [Item]) throws {
         if reversing { items[start...].reverse() }
-        if resorting, items.count - start > 1 { items.replaceSubrange(start..., with: resort(Array(items[start...]))) }
+        if resorting, items.count - start > 1 {
+            items.replaceSubrange(start..., with: try resort(Array(items[start...]), stop == .max ? nil : max(0, stop - start)))
+        }
         start = items.count
     }
 }
