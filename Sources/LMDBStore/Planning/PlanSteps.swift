@@ -218,10 +218,12 @@ extension QueryPlan {
                 // the rest: rows read as their entries come, runs of cut text keys (or of ties) put in order by the
                 // rows' values, the walk stopped once the window is full. The rows are read with one cursor, not a
                 // lookup each.
-                let sort = RowSort(descriptors, family: run.family, layout: run.store.layout)
+                // Made when a run first needs sorting: most walks (a unique sort key) sort none.
+                var rowSort: RowSort?? = nil
                 return try run.rows.withCursor(in: run.transaction) { cursor in
                     try collectInIndexOrder(index, in: run, upTo: wanted, resort: { views, keeping in
-                        try Self.sorted(views, keeping: keeping, by: sort, descriptors: descriptors, in: run)
+                        if rowSort == nil { rowSort = .some(RowSort(descriptors, family: run.family, layout: run.store.layout)) }
+                        return try Self.sorted(views, keeping: keeping, by: rowSort ?? nil, descriptors: descriptors, in: run)
                     }) { candidate, entry in
                         Filter.entryMayMatch(entry, in: run) ? try check.view(of: candidate, cursor: cursor) : nil
                     }
