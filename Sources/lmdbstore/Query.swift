@@ -22,8 +22,8 @@ struct Query: ParsableCommand {
     @Argument(help: "A predicate in NSPredicate's format language.")
     var predicate: String?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Sort keys, comma-separated; a leading '-' sorts descending.", valueName: "key,-key"))
-    var sort: String?
+    @Option(parsing: .unconditionalSingleValue, help: ArgumentHelp("Sort keys, comma-separated or repeated; a leading '-' sorts descending.", valueName: "key,-key"))
+    var sort: [String] = []
 
     @Option(help: "Return at most this many rows.")
     var limit: Int?
@@ -34,11 +34,11 @@ struct Query: ParsableCommand {
     @Flag(help: "Print the number of matching objects only.")
     var count = false
 
-    @Option(help: ArgumentHelp("The key paths to show, comma-separated (default: every attribute and to-one).", valueName: "a,b.c"))
-    var keys: String?
+    @Option(help: ArgumentHelp("The key paths to show, comma-separated or repeated (default: every attribute and to-one).", valueName: "a,b.c"))
+    var keys: [String] = []
 
-    @Option(name: .customLong("group-by"), help: ArgumentHelp("Group by these key paths, comma-separated, with each group's count.", valueName: "a,b"))
-    var groupBy: String?
+    @Option(name: .customLong("group-by"), help: ArgumentHelp("Group by these key paths, comma-separated or repeated, with each group's count.", valueName: "a,b"))
+    var groupBy: [String] = []
 
     @Flag(help: "Print the plan the store would run instead of running it.")
     var explain = false
@@ -50,7 +50,7 @@ struct Query: ParsableCommand {
         try OutputFormat.check(format, command: "query", .table, .jsonl, .csv)
         if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more, not \(limit)") }
         if let offset, offset < 0 { throw ValidationError("--offset must be 0 or more, not \(offset)") }
-        if count && groupBy != nil { throw ValidationError("--count and --group-by cannot be used together: --group-by counts each group") }
+        if count && !groupBy.isEmpty { throw ValidationError("--count and --group-by cannot be used together: --group-by counts each group") }
     }
 
     func run() throws {
@@ -93,8 +93,9 @@ struct Query: ParsableCommand {
         writeRows(rows, columns: columns, format: format ?? (outputIsTerminal ? .table : .jsonl))
     }
 
-    /// The comma-separated items of `text`, trimmed, empty ones left out.
-    func list(_ text: String?) -> [String] {
-        (text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    /// The comma-separated items of each of `texts` (an option given once or repeated: `--sort age --sort name`
+    /// sorts by both, as `--sort age,name` does), in order, trimmed, empty ones left out.
+    func list(_ texts: [String]) -> [String] {
+        texts.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 }

@@ -130,6 +130,10 @@ import Testing
         #expect(rows.status == 0, "\(rows.errors)")
         // Ages 28 and 29 are n % 10 == 8, 9; team 0 is n % 3 == 0: p9 (29), p18 (28).
         #expect(rows.lines == [#"{"name":"p9","age":29}"#, #"{"name":"p18","age":28}"#], "\(rows.output)")
+        // Repeated options add to each other, as a comma does (the last one alone used to win, silently).
+        let repeated = try tool("query", path, "Person", "age >= 28 AND team.title == 'team 0'", "--sort", "-age", "--sort", "name",
+                                "--keys", "name", "--keys", "age")
+        #expect(repeated.lines == rows.lines, "\(repeated.output)\(repeated.errors)")
 
         let window = try tool("query", path, "Person", "--sort", "name", "--limit", "2", "--offset", "1", "--format", "csv", "--keys", "name,team")
         #expect(window.lines.count == 3 && window.lines[0] == "name,team" && window.lines[1].hasPrefix("p1,x-coredata://")
@@ -143,7 +147,7 @@ import Testing
         #expect(everything.lines.first?.split(separator: " ") == ["title"] && everything.lines.last == "(3 rows)", "\(everything.output)")
 
         let plan = try tool("query", path, "Person", "name == 'p3'", "--explain")
-        #expect(plan.status == 0 && plan.output.contains("Person.byName"), "\(plan.output)")
+        #expect(plan.status == 0 && plan.output.contains("Person.byName") && plan.output.contains("→ Aggregate"), "\(plan.output)")
     }
 
     @Test func badArgumentsAndTyposSayWhatIsWrong() throws {
