@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func theStoreComputesWhatTheContextComputes() throws {
-        let (lmdb, memory, _) = try stores()
+        let (lmdb, memory, folder) = try stores()
         let ordered: [FetchRequest] = try [
             request {
                 $0.propertiesToGroupBy = ["age"]
@@ -88,12 +88,22 @@ import Testing
                 $0.predicate = try FetchPredicate(format: "age >= 30 AND age < 45")
                 $0.propertiesToFetch = [.keyPath("name"), .keyPath("age"), .keyPath("department", as: "team")]
                 $0.sortDescriptors = [FetchSortDescriptor(keyPath: "name"), FetchSortDescriptor(keyPath: "age"), FetchSortDescriptor(keyPath: "salary")]
+                $0.fetchOffset = 7
                 $0.fetchLimit = 30
             },
             request {
                 $0.propertiesToFetch = [.keyPath("age")]
                 $0.returnsDistinctResults = true
                 $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age")]
+                $0.fetchOffset = 2
+                $0.fetchLimit = 5
+            },
+            request {
+                $0.predicate = try FetchPredicate(format: "age >= 30 AND age < 45")
+                $0.propertiesToFetch = [.keyPath("age")]
+                $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age", ascending: false)]
+                $0.fetchOffset = 3
+                $0.fetchLimit = 12
             },
             request {
                 $0.predicate = try FetchPredicate(format: "salary > 1000")
@@ -115,6 +125,19 @@ import Testing
                 $0.sortDescriptors = [FetchSortDescriptor(keyPath: "top")]
             },
         ]
+        // One result a row: the rows' plan carries the window and stops there; distinct or grouped results are
+        // windowed after they are made.
+        let (_, store) = try folder.coordinator(model)
+        #expect(store.explain(ordered[1]).hasSuffix("→ Offset(7) → Limit(30) → Aggregate"), "\(store.explain(ordered[1]))")
+        #expect(store.explain(ordered[3]).hasSuffix("reverse) → Offset(3) → Limit(12) → Aggregate(on index entries; else from the rows)"),
+                "\(store.explain(ordered[3]))")
+        #expect(!store.explain(ordered[2]).contains("Limit"), "\(store.explain(ordered[2]))")
+        // The window counted once: the names of the objects the same fetch returns, offset 7, limit 30.
+        var objects = ordered[1]
+        objects.resultType = .managedObject
+        let names = try memory.fetch(objects).map { PredicateValue.string($0.value(forKey: "name") as! String) }
+        let windowed = try lmdb.fetchDictionaries(ordered[1]).map { $0["name"] ?? .null }
+        #expect(names.count == 30 && windowed == names)
         for request in ordered {
             let mine = try comparable(lmdb.fetchDictionaries(request), lmdb)
             #expect(lmdb.lastDictionaryFetchStrategy == "computed by the LMDB store", "\(request)")

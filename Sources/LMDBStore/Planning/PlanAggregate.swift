@@ -3,8 +3,8 @@ import ObjectGraph
 
 extension QueryPlan {
     /// A dictionary fetch's last node: the results the request asks for (fetched values, groups, aggregates), made
-    /// from the plan of the rows it reads (``DictionaryResults/rowRequest(for:)``: its predicate and order, no
-    /// window). The cheapest of four methods, chosen from the request's shape and the plan:
+    /// from the plan of the rows it reads (``DictionaryResults/rowRequest(for:)``: its predicate and order, and its
+    /// window when each row makes one result). The cheapest of four methods, chosen from the request's shape and the plan:
     ///
     /// - **counts per to-one destination** over the whole table (`count` grouped by a to-one, no predicate): one
     ///   key per destination in the relationship's `toone/…` table, whose entries LMDB counts; the rows without a
@@ -222,14 +222,18 @@ extension QueryPlan {
             if !plan.sort.isStreamed {
                 // In row-key order, as rows come; then sorted as asked.
                 Sort.putInKeyOrder(&entries)
-                if !sort.isEmpty { entries = FetchSortDescriptor.sorted(entries, using: sort) }
+                if !sort.isEmpty { entries = FetchSortDescriptor.sorted(entries, using: sort, prefix: plan.window.end == .max ? nil : plan.window.end) }
             }
-            return try DictionaryResults.make(from: entries, for: request, model: store.model) { key, entry in entry.values[key] ?? .null }
+            // The plan's window: the request's when each entry makes one result, else none.
+            return try DictionaryResults.make(from: plan.window.apply(to: entries), for: request, model: store.model) { key, entry in
+                entry.values[key] ?? .null
+            }
         }
 
-        /// The results made from the matching rows, in the plan's order (its row request has no window).
+        /// The results made from the matching rows, in the plan's order and window (the request's window when each
+        /// row makes one result, ``DictionaryResults/windowsRows(_:)``; else none).
         private func fromRows(in run: PlanRun) throws -> [[String: PredicateValue]] {
-            let rows = try run.plan.sort.views(in: run, upTo: .max)
+            let rows = try run.views()
             let results = try DictionaryResults.make(from: rows, for: request, model: run.store.model) { key, row in row.resultValue(forKey: key) }
             if let failed = rows.first(where: { $0.failure != nil }), let failure = failed.failure {
                 throw run.corruptedRow(failed.key, failure)

@@ -44,15 +44,25 @@ extension ManagedObjectContext {
 /// Dictionary results (Core Data's `.dictionaryResultType`) from the rows a request matches, whoever reads them:
 /// the context from managed objects, or a store from its own rows.
 package enum DictionaryResults {
-    /// The request that finds the rows: all of them (the window applies to the results), unsorted when grouped
-    /// (groups are sorted instead).
+    /// The request that finds the rows, unsorted when grouped (groups are sorted instead). It carries the request's
+    /// window when each row makes one result in the rows' order (``windowsRows(_:)``), so that a store stops after
+    /// offset + limit rows; otherwise it finds all of them and the window applies to the results.
     package static func rowRequest(for request: FetchRequest) -> FetchRequest {
         var rows = request
         rows.resultType = .managedObject
-        rows.fetchLimit = 0
-        rows.fetchOffset = 0
+        if !windowsRows(request) {
+            rows.fetchLimit = 0
+            rows.fetchOffset = 0
+        }
         if !request.propertiesToGroupBy.isEmpty { rows.sortDescriptors = [] }
         return rows
+    }
+
+    /// Whether each matching row makes one result, in the rows' order — no grouping, no aggregate, no distinctness —
+    /// so the request's window is the rows' window (``rowRequest(for:)`` carries it, and ``finish(_:for:havingApplied:)``
+    /// does not apply it again).
+    package static func windowsRows(_ request: FetchRequest) -> Bool {
+        request.propertiesToGroupBy.isEmpty && !request.returnsDistinctResults && !request.propertiesToFetch.contains { $0.function != nil }
     }
 
     /// What each result holds: the request's properties, or every persistent attribute.
@@ -67,8 +77,8 @@ package enum DictionaryResults {
     /// The results for `rows` (matching `request`'s predicate, in its order unless grouped): one per row, or one
     /// per group of ``FetchRequest/propertiesToGroupBy`` filtered by ``FetchRequest/havingPredicate``; then made
     /// distinct, sorted (groups) and windowed. `value` reads a key path of a row, with related objects as their IDs.
-    package static func make<Row>(
-        from rows: [Row], for request: FetchRequest, model: ManagedObjectModel, value: (String, Row) throws -> PredicateValue
+    package static func make<Rows: Sequence>(
+        from rows: Rows, for request: FetchRequest, model: ManagedObjectModel, value: (String, Rows.Element) throws -> PredicateValue
     ) throws -> [[String: PredicateValue]] {
         let properties = properties(for: request, model: model)
         let grouped = !request.propertiesToGroupBy.isEmpty
@@ -77,7 +87,7 @@ package enum DictionaryResults {
         var results: [[String: PredicateValue]] = []
         if grouped || aggregates {
             var order: [[PredicateValue]] = []
-            var groups: [[PredicateValue]: [Row]] = [:]
+            var groups: [[PredicateValue]: [Rows.Element]] = [:]
             for object in rows {
                 var key: [PredicateValue] = []
                 for path in request.propertiesToGroupBy { key.append(try value(path, object)) }
@@ -110,7 +120,8 @@ package enum DictionaryResults {
     }
 
     /// Applies the rest of `request` to results made per row or per group: the having predicate (unless the caller
-    /// filtered the groups already), distinctness, the sort of groups and the window.
+    /// filtered the groups already), distinctness, the sort of groups and the window (unless the rows were windowed:
+    /// ``windowsRows(_:)``).
     package static func finish(_ results: [[String: PredicateValue]], for request: FetchRequest, havingApplied: Bool) throws -> [[String: PredicateValue]] {
         var results = results
         let grouped = !request.propertiesToGroupBy.isEmpty
@@ -132,7 +143,7 @@ package enum DictionaryResults {
                 return a.offset < b.offset
             }.map(\.element)
         }
-        return Array(request.window(results))
+        return windowsRows(request) ? results : Array(request.window(results))
     }
 
     private static func aggregate<Row>(
