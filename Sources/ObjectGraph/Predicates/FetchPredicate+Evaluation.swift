@@ -241,12 +241,36 @@ struct PredicateEvaluator {
         }
     }
 
+    /// Whether `path` has a dot, and whether it has a collection operator (an `@`), from one pass over its bytes.
+    @inline(__always)
+    private static func shape(of path: String) -> (dots: Bool, operators: Bool) {
+        func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (Bool, Bool) {
+            var dots = false, operators = false
+            for byte in bytes {
+                if byte == UInt8(ascii: ".") { dots = true } else if byte == UInt8(ascii: "@") { operators = true }
+            }
+            return (dots, operators)
+        }
+        return path.utf8.withContiguousStorageIfAvailable(scan) ?? Array(path.utf8).withUnsafeBufferPointer(scan)
+    }
+
     /// Follows a dotted key path with collection operators (`@count`, `@sum`, `@avg`, `@min`, `@max`,
     /// `@distinctUnionOfObjects`, `@unionOfObjects`). Through a collection, a key yields every element's value.
     private func keyPath(_ path: String, from start: PredicateValue, _ node: ExpressionNode) throws(PredicateEvaluationError) -> PredicateValue {
-        // Most key paths are one plain key: read it without splitting the path.
-        if !path.utf8.contains(UInt8(ascii: ".")) && path.utf8.first != UInt8(ascii: "@") {
-            return try member(start, path, node)
+        // Most key paths are one plain key: read it without splitting the path. Plain keys through relationships
+        // (`department.name`) are followed key by key, the path cut at its dots as bytes — a split by `Character`
+        // cost about 5 K instructions a row, in a filter or a sort evaluated on every row.
+        let (dots, operators) = Self.shape(of: path)
+        if !operators {
+            guard dots else { return try member(start, path, node) }
+            var current = start
+            var rest = Substring(path)
+            // Empty keys (`a..b`) are passed over, as a split leaves them out.
+            while let dot = rest.utf8.firstIndex(of: UInt8(ascii: ".")) {
+                if dot != rest.startIndex { current = try member(current, String(rest[..<dot]), node) }
+                rest = rest[rest.utf8.index(after: dot)...]
+            }
+            return rest.isEmpty ? current : try member(current, String(rest), node)
         }
         let components = path.split(separator: ".").map(String.init)
         var current = start

@@ -178,6 +178,20 @@ import Testing
         #expect(try FetchPredicate(format: "children[FIRST] == %@", PredicateValue.object(PredicateObject(child))).evaluate(with: tree))
     }
 
+    /// Key paths of plain keys through to-ones (`department.boss.name`) read key by key, a NULL on the way giving
+    /// NULL; the same through a to-many gives each member's value; in a sort, an empty key between two dots is
+    /// passed over, as before.
+    @Test func dottedKeyPathsReadKeyByKey() throws {
+        let object: [String: PredicateValue] = ["department": ["name": "R&D", "boss": ["name": "Ada"]], "team": .null,
+                                                "projects": [["code": "x"], ["code": "y"]]]
+        #expect(try holds("department.name == 'R&D' AND department.boss.name == 'Ada'", object))
+        #expect(try holds("department.boss.age == nil AND team.name == nil AND missing.key.deeper == nil", object))
+        #expect(try holds("projects.code == {'x', 'y'} AND ANY projects.code == 'y'", object))
+        #expect(FetchSortDescriptor(keyPath: "department.boss.name").sortValue(of: object) == "Ada")
+        #expect(FetchSortDescriptor(keyPath: "department..name").sortValue(of: object) == "R&D")
+        #expect(FetchSortDescriptor(keyPath: "department.boss.name.").sortValue(of: object) == "Ada")
+    }
+
     @Test func expressionsEvaluateOnTheirOwn() throws {
         let expression = try PredicateExpression(format: "salary * 12 + bonus")
         #expect(try expression.value(for: ["salary": 100, "bonus": 5]) == .integer(1205))
