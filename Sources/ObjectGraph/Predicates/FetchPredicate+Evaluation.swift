@@ -158,10 +158,17 @@ struct PredicateEvaluator {
             // A to-many key path on the left means ANY of its values, as Core Data's SQL store reads it.
             if case .array = rhs, comparison.op != .in && comparison.op != .between {} else { modifier = .any }
         }
+        var membership: PredicateMembership?
+        if comparison.op == .in, let memberships, case .constant(.array(let elements)) = comparison.rhs {
+            membership = memberships.membership(of: elements, options: comparison.options)
+        }
+        // One value compared with another (most comparisons): no closure made, nor a copy of the evaluator.
+        if modifier == .direct, membership == nil {
+            return try self.compare(lhs, comparison.op, rhs, options: comparison.options, comparison)
+        }
         let evaluator = self
         let compare: (PredicateValue) throws(PredicateEvaluationError) -> Bool
-        if comparison.op == .in, let memberships, case .constant(.array(let elements)) = comparison.rhs,
-           let membership = memberships.membership(of: elements, options: comparison.options) {
+        if let membership {
             // `x IN {constants}` of many elements: one lookup (the same answer as comparing with each).
             compare = { element in membership.contains(element) }
         } else {
