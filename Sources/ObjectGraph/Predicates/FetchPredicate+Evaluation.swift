@@ -248,15 +248,21 @@ struct PredicateEvaluator {
         }
     }
 
-    /// Whether `path` has a dot, and whether it has a collection operator (an `@`), from one pass over its bytes.
+    /// Where `path`'s first dot is (a byte offset, -1 for none), how many dots it has, and whether it has a
+    /// collection operator (an `@`), from one pass over its bytes.
     @inline(__always)
-    private static func shape(of path: String) -> (dots: Bool, operators: Bool) {
-        func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (Bool, Bool) {
-            var dots = false, operators = false
-            for byte in bytes {
-                if byte == UInt8(ascii: ".") { dots = true } else if byte == UInt8(ascii: "@") { operators = true }
+    private static func shape(of path: String) -> (firstDot: Int, dots: Int, operators: Bool) {
+        func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (Int, Int, Bool) {
+            var firstDot = -1, dots = 0, operators = false
+            for (offset, byte) in bytes.enumerated() {
+                if byte == UInt8(ascii: ".") {
+                    if dots == 0 { firstDot = offset }
+                    dots += 1
+                } else if byte == UInt8(ascii: "@") {
+                    operators = true
+                }
             }
-            return (dots, operators)
+            return (firstDot, dots, operators)
         }
         return path.utf8.withContiguousStorageIfAvailable(scan) ?? Array(path.utf8).withUnsafeBufferPointer(scan)
     }
@@ -267,9 +273,15 @@ struct PredicateEvaluator {
         // Most key paths are one plain key: read it without splitting the path. Plain keys through relationships
         // (`department.name`) are followed key by key, the path cut at its dots as bytes — a split by `Character`
         // cost about 5 K instructions a row, in a filter or a sort evaluated on every row.
-        let (dots, operators) = Self.shape(of: path)
+        let (firstDot, dots, operators) = Self.shape(of: path)
         if !operators {
-            guard dots else { return try member(start, path, node) }
+            guard dots > 0 else { return try member(start, path, node) }
+            if dots == 1, firstDot > 0, firstDot < path.utf8.count - 1 {
+                // Two keys (`department.name`), the most common path through a relationship.
+                let dot = path.utf8.index(path.utf8.startIndex, offsetBy: firstDot)
+                let through = try member(start, String(path[..<dot]), node)
+                return try member(through, String(path[path.utf8.index(after: dot)...]), node)
+            }
             var current = start
             var rest = Substring(path)
             // Empty keys (`a..b`) are passed over, as a split leaves them out.
