@@ -239,8 +239,9 @@ extension LMDBIncrementalStore {
 }
 
 /// A stored row as a predicate sees it, within one read transaction: each attribute decoded when it is asked for,
-/// relationships as the related rows (read when a key path reaches them). A value that cannot be decoded reads as
-/// NULL and is kept in ``failure``, which the fetch turns into an error.
+/// relationships as the related rows (read when a key path reaches them, each once per fetch: ``RelatedRows``). A
+/// value that cannot be decoded reads as NULL and is kept in ``failure``, which the fetch turns into an error — a
+/// value of a row reached through a relationship included, which names that row.
 final class RowView: KeyValueReadable, Hashable {
     let store: LMDBIncrementalStore
     let state: LMDBIncrementalStore.OpenState
@@ -248,13 +249,21 @@ final class RowView: KeyValueReadable, Hashable {
     let id: ManagedObjectID
     let row: EncodedRow
     private(set) var failure: RowDecodingError?
+    /// The rows reached through relationships, shared by the views of one fetch (made with the first one reached
+    /// when the view was made alone).
+    private var related: RelatedRows?
+    /// The view whose relationship led here: a value this one cannot read is that one's failure too.
+    private let reachedFrom: RowView?
 
-    init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction, id: ManagedObjectID, row: EncodedRow) {
+    init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction, id: ManagedObjectID, row: EncodedRow,
+         related: RelatedRows? = nil, reachedFrom: RowView? = nil) {
         self.store = store
         self.state = state
         self.transaction = transaction
         self.id = id
         self.row = row
+        self.related = related
+        self.reachedFrom = reachedFrom
     }
 
     func predicateValue(forKey key: String) -> PredicateValue {
@@ -266,14 +275,19 @@ final class RowView: KeyValueReadable, Hashable {
                 case nil: return .null
                 }
             } catch {
-                failure = failure ?? error
+                fail(error)
                 return .null
             }
         }
-        guard let relationship = store.model.relationship(named: key, in: id.entityName), relationship.isToMany else { return .null }
-        guard case .integer(let ownerKey) = id.referenceObject,
-              let references = try? store.relatedKeys(relationship, of: id, key: UInt64(ownerKey), state: state, transaction: transaction)
-        else { return .array([]) }
+        guard let relationship = store.model.relationship(named: key, in: id.entityName), relationship.isToMany,
+              case .integer(let ownerKey) = id.referenceObject else { return .null }
+        let references: [StoredRow.Reference]
+        do {
+            references = try store.relatedKeys(relationship, of: id, key: UInt64(ownerKey), state: state, transaction: transaction)
+        } catch {
+            fail(RowDecodingError(reason: "its members of \(key) cannot be read: \(Self.reason(error))"))
+            return .array([])
+        }
         return .array(references.compactMap { view($0) }.map { .object(PredicateObject($0)) })
     }
 
@@ -289,15 +303,48 @@ final class RowView: KeyValueReadable, Hashable {
             case nil: return .null
             }
         } catch {
-            failure = failure ?? error
+            fail(error)
             return .null
         }
     }
 
+    /// Keeps the first failure, and hands it to the view that reached this one, naming this row.
+    private func fail(_ error: RowDecodingError) {
+        if failure == nil { failure = error }
+        reachedFrom?.failReached(id, error)
+    }
+
+    /// A row this view reached (through its relationships, or theirs) has a value that cannot be read.
+    private func failReached(_ reached: ManagedObjectID, _ error: RowDecodingError) {
+        if failure == nil { failure = RowDecodingError(reason: "the row of \(reached) it reaches through a relationship: \(error.reason)") }
+        reachedFrom?.failReached(reached, error)
+    }
+
+    /// The view of the row `reference` names, read once per fetch; `nil` when there is no such row. A row that
+    /// cannot be read is this view's failure, naming that row.
     private func view(_ reference: StoredRow.Reference) -> RowView? {
+        let related = self.related ?? RelatedRows()
+        self.related = related
         let targetID = store.objectID(entityTag: reference.entityTag, key: reference.key, in: state)
-        guard let row = try? store.encodedRow(targetID, state: state, transaction: transaction) else { return nil }
-        return RowView(store: store, state: state, transaction: transaction, id: targetID, row: row)
+        let row: EncodedRow?
+        do {
+            row = try related.row(reference) {
+                guard let bytes = try store.rowTable(targetID, state).bytes(key: reference.key, in: transaction) else { return nil }
+                return try EncodedRow(bytes, layout: store.layout)
+            }
+        } catch let error as RowDecodingError {
+            failReached(targetID, error)
+            return nil
+        } catch {
+            failReached(targetID, RowDecodingError(reason: Self.reason(error)))
+            return nil
+        }
+        return row.map { RowView(store: store, state: state, transaction: transaction, id: targetID, row: $0, related: related, reachedFrom: self) }
+    }
+
+    /// What an error says, for a failure's reason.
+    private static func reason(_ error: any Error) -> String {
+        (error as? ManagedObjectContextError)?.message ?? (error as? RowDecodingError)?.reason ?? "\(error)"
     }
 
     var predicateIdentity: AnyHashable? { id }
@@ -309,4 +356,22 @@ final class RowView: KeyValueReadable, Hashable {
 
     static func == (lhs: RowView, rhs: RowView) -> Bool { lhs.id == rhs.id }
     func hash(into hasher: inout Hasher) { hasher.combine(id) }
+}
+
+/// The rows a fetch's views reach through relationships, each read and checked once: a thousand employees filtered or
+/// sorted by `department.name` read their ten departments' rows ten times, not a thousand. Keeps the first
+/// ``capacity`` rows (borrowed from the map, as the views' are), then reads the others each time. A view of one fetch
+/// at a time uses it (a part of a parallel scan has its own).
+final class RelatedRows {
+    /// The most rows kept.
+    static let capacity = 4_096
+    private var rows: [StoredRow.Reference: EncodedRow?] = [:]
+
+    /// The row `reference` names (`nil`: no such row), read by `read` the first time.
+    func row(_ reference: StoredRow.Reference, _ read: () throws -> EncodedRow?) throws -> EncodedRow? {
+        if let known = rows[reference] { return known }
+        let row = try read()
+        if rows.count < Self.capacity { rows[reference] = .some(row) }
+        return row
+    }
 }

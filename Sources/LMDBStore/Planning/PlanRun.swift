@@ -246,6 +246,9 @@ struct RowCheck {
     private let layout: StoreLayout
     private let rows: RowTable
     private let root: String
+    /// The rows the views reach through relationships, read once for all of them — when the predicate or a sort key
+    /// names a relationship (`nil` otherwise: a view that reaches one anyway keeps its own).
+    private let related: RelatedRows?
 
     /// The checks of `run`'s rows read in `transaction` (the run's by default; for a part of a scan read on
     /// another thread, a read of the same commit).
@@ -263,6 +266,8 @@ struct RowCheck {
         layout = run.store.layout
         rows = run.rows
         root = run.entity.root
+        related = run.plan.filter.readsRelationships || run.plan.sort.descriptors.contains { $0.keyPath.utf8.contains(UInt8(ascii: ".")) }
+            ? RelatedRows() : nil
     }
 
     /// The candidate's row as a view if it matches (``match(_:row:cursor:)``).
@@ -274,7 +279,7 @@ struct RowCheck {
     /// A view of a candidate's row.
     func view(of candidate: Candidate, _ row: EncodedRow) -> RowView {
         RowView(store: store, state: state, transaction: transaction,
-                id: state.identities.objectID(entityTag: candidate.tag, key: candidate.key), row: row)
+                id: state.identities.objectID(entityTag: candidate.tag, key: candidate.key), row: row, related: related)
     }
 
     /// The candidate's row if it matches (`row`, when the source read it, else read with `cursor` or looked up),

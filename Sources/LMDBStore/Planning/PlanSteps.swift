@@ -13,6 +13,9 @@ extension QueryPlan {
     /// ` on index entries` when entries are checked; nothing when there is nothing to check.
     struct Filter {
         var predicate: FetchPredicate?
+        /// The predicate names a relationship of the entity (`department.name`, `ANY tags == %@`): the rows it
+        /// reaches are read once for all the views of a run (``RelatedRows``).
+        var readsRelationships = false
 
         func description(after source: any PlanSource) -> String? {
             guard let predicate else { return nil }

@@ -192,6 +192,7 @@ enum QueryPlanner {
         var plan = QueryPlan(source: QueryPlan.Scan(entityName: request.entityName), for: request)
         guard let predicate = request.predicate, let entity = layout.entity(request.entityName),
               let analysis = given ?? analyze(request, layout: layout, model: model) else { return plan }
+        plan.filter.readsRelationships = analysis.relationshipReads.toOnes > 0 || !analysis.relationshipReads.toManyTables.isEmpty
         if analysis.matchesNothing {
             plan.source = QueryPlan.Empty(entityName: request.entityName)
             plan.filter.predicate = nil
