@@ -83,13 +83,8 @@ import Testing
         let folder = StoreFolder()
         let (coordinator, store) = try folder.coordinator(model)
         let (departments, tags) = try loaded(coordinator)
-        let field = store.layout.entity("Department")!.fieldIndex["name"]!
-        try damageRow(of: departments[1], in: "Department", of: store) { row in
-            let body = row.count - 4
-            row[RowCodec.headerSize + field] = RowCodec.ValueType.date
-            let checksum = row[..<body].withUnsafeBytes { CRC32C.checksum($0) }
-            withUnsafeBytes(of: checksum.bigEndian) { row.replaceSubrange(body..., with: $0) }
-        }
+        try damageFieldType(of: departments[1], in: "Department", field: store.layout.entity("Department")!.fieldIndex["name"]!,
+                            to: RowCodec.ValueType.date, of: store)
         let filtered = try request("department.name == 'd1' OR name == 'nobody'")
         let sorted = try request("age < 30", sort: [FetchSortDescriptor(keyPath: "department.name")], limit: 5)
         for request in [filtered, sorted] {
@@ -110,13 +105,7 @@ import Testing
             #expect(error.code == .storeUnusable && error.message.contains("\(departments[2])") && error.message.contains("checksum"), "\(error)")
         }
         // Through a to-many, a damaged member is named the same way.
-        let label = store.layout.entity("Tag")!.fieldIndex["label"]!
-        try damageRow(of: tags[0], in: "Tag", of: store) { row in
-            let body = row.count - 4
-            row[RowCodec.headerSize + label] = RowCodec.ValueType.date
-            let checksum = row[..<body].withUnsafeBytes { CRC32C.checksum($0) }
-            withUnsafeBytes(of: checksum.bigEndian) { row.replaceSubrange(body..., with: $0) }
-        }
+        try damageFieldType(of: tags[0], in: "Tag", field: store.layout.entity("Tag")!.fieldIndex["label"]!, to: RowCodec.ValueType.date, of: store)
         do {
             _ = try ManagedObjectContext(coordinator: coordinator).fetch(try request("age IN {0, 8, 16} AND (ANY tags.label == 't0' OR name == 'nobody')"))
             Issue.record("a damaged tag was read as NULL")

@@ -78,6 +78,17 @@ func damageRow(of objectID: ManagedObjectID, in root: String, of store: LMDBIncr
     }
 }
 
+/// Sets the value type of `field` in `objectID`'s row (row format 2) to `type` and makes the checksum match again:
+/// damage a checksum cannot see, a value of a type the field's property is never written as.
+func damageFieldType(of objectID: ManagedObjectID, in root: String, field: Int, to type: UInt8, of store: LMDBIncrementalStore) throws {
+    try damageRow(of: objectID, in: root, of: store) { row in
+        let body = row.count - 4
+        row[RowCodec.headerSize + field] = type
+        let checksum = row[..<body].withUnsafeBytes { CRC32C.checksum($0) }
+        withUnsafeBytes(of: checksum.bigEndian) { row.replaceSubrange(body..., with: $0) }
+    }
+}
+
 extension StoredRow {
     /// A row of `entity` from values by name (names it does not store are left out): rows for codec tests.
     init(entity: StoreLayout.EntityLayout, version: UInt64, attributes: [String: AttributeValue], toOne: [String: Reference] = [:]) {
