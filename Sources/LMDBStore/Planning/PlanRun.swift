@@ -316,7 +316,7 @@ struct RowCheck {
     }
 }
 
-/// Something with a row key, which ``PlanRun/putInKeyOrder(_:)`` orders.
+/// Something with a row key, which ``QueryPlan/Sort/putInKeyOrder(_:)`` orders.
 protocol RowKeyed {
     var rowKey: UInt64 { get }
 }
