@@ -179,7 +179,7 @@ struct EncodedRow {
             guard id < fieldCount else { return nil }
             let type = body[RowCodec.headerSize + id]
             guard type != RowCodec.ValueType.null else { return nil }
-            guard RowCodec.ValueType.fits(type, entity.fieldValueTypeBits[id]) else { throw wrongType(id, type) }
+            guard RowCodec.ValueType.fits(type, entity.fieldValueTypes[id]) else { throw wrongType(id, type) }
             let start = valuesOffset + valueStart(id)
             guard start <= body.count else { throw RowDecodingError(reason: "\(entity.fields[id].name)'s value starts past the row's end") }
             return (type, ByteReader(bytes: body, offset: start))
@@ -195,7 +195,7 @@ struct EncodedRow {
             let type = try reader.byte()
             guard fieldID < fields else { throw RowDecodingError(reason: "the row has field \(fieldID); \(entity.name) has \(fields)") }
             if fieldID == id {
-                guard RowCodec.ValueType.fits(type, entity.fieldValueTypeBits[id]) else { throw wrongType(id, type) }
+                guard RowCodec.ValueType.fits(type, entity.fieldValueTypes[id]) else { throw wrongType(id, type) }
                 return (type, reader)
             }
             guard try Self.step(over: type, &reader) else {
@@ -295,7 +295,6 @@ struct EncodedRow {
     /// that nothing follows the last.
     @inline(__always)
     private func forEachField(_ read: (Int, UInt8, inout ByteReader) throws(RowDecodingError) -> Void) throws(RowDecodingError) {
-        // Held here: read through the unowned entity in the loop, the array would be retained and released per field.
         let allowed = entity.fieldValueTypes
         if valuesOffset != 0 {
             var reader = ByteReader(bytes: body, offset: valuesOffset)
@@ -330,7 +329,7 @@ struct EncodedRow {
     /// Refuses a value of a type its field's property is never written as: a reference in an attribute's field, a
     /// value in a to-one's, an integer in a string attribute's (`allowed`: ``StoreLayout/EntityLayout/fieldValueTypes``).
     @inline(__always)
-    private func checkKind(_ id: Int, _ type: UInt8, _ allowed: [UInt32]) throws(RowDecodingError) {
+    private func checkKind(_ id: Int, _ type: UInt8, _ allowed: UnsafeBufferPointer<UInt32>) throws(RowDecodingError) {
         guard RowCodec.ValueType.fits(type, allowed[id]) else { throw wrongType(id, type) }
     }
 

@@ -91,11 +91,10 @@ struct StoreLayout: Sendable {
         /// checks per field without copying the field's description.
         let referenceFields: [Bool]
         /// The row value types each field may hold, by field number, as bits (`1 << type`): a reference for a
-        /// to-one, the types its attribute's values are written as for an attribute (``RowCodec/ValueType``).
-        let fieldValueTypes: [UInt32]
-        /// ``fieldValueTypes`` in memory the layout owns, for the reads of one field at a time: reached through a row's
-        /// unowned entity, an array would be retained and released on every read. Written once, in `init`.
-        nonisolated(unsafe) let fieldValueTypeBits: UnsafeBufferPointer<UInt32>
+        /// to-one, the types its attribute's values are written as for an attribute (``RowCodec/ValueType``). In
+        /// memory the layout owns: reached through a row's unowned entity, an array would be retained and released on
+        /// every read of a field. Written once, in `init`.
+        nonisolated(unsafe) let fieldValueTypes: UnsafeBufferPointer<UInt32>
         /// Each field's attribute type (`nil` for a to-one) and, for to-ones, its position in
         /// ``toOneRelationships`` (-1 for attributes), by field number.
         let attributeTypes: [AttributeType?]
@@ -117,7 +116,7 @@ struct StoreLayout: Sendable {
         }
 
         deinit {
-            fieldValueTypeBits.deallocate()
+            fieldValueTypes.deallocate()
         }
 
         init(name: String, tag: UInt16, root: String, fields: [Field], fieldIndex: [String: Int],
@@ -173,10 +172,9 @@ struct StoreLayout: Sendable {
             linkSlots = linkRelationships.map { handle.slot(named: $0.name)! }
             slotPositions = fields.map { handle.slot(named: $0.name)?.position ?? -1 }
             referenceFields = fields.map { $0.attributeType == nil }
-            fieldValueTypes = fields.map { RowCodec.ValueType.allowed(for: $0.attributeType) }
-            let bits = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: fieldValueTypes.count)
-            _ = bits.initialize(from: fieldValueTypes)
-            fieldValueTypeBits = UnsafeBufferPointer(bits)
+            let bits = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: fields.count)
+            _ = bits.initialize(from: fields.lazy.map { RowCodec.ValueType.allowed(for: $0.attributeType) })
+            fieldValueTypes = UnsafeBufferPointer(bits)
             attributeTypes = fields.map(\.attributeType)
             toOneOfField = fields.map { field in toOneRelationships.firstIndex { $0.name == field.name } ?? -1 }
             var fieldOfAttribute: [Int] = [], fieldOfToOne: [Int] = []
