@@ -204,6 +204,8 @@ import Testing
             byAge.with { $0.predicate = try! FetchPredicate(format: "age IN {22, 31, 58}"); $0.sortDescriptors = [FetchSortDescriptor(keyPath: "n")] },
             byAge.with { $0.havingPredicate = try! FetchPredicate(format: "n > 8"); $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age", ascending: false)]; $0.fetchLimit = 4 },
             request { $0.propertiesToGroupBy = ["name"]; $0.propertiesToFetch = [.keyPath("name"), .aggregate(.count, of: "*", as: "n")] },
+            // The grouped key fetched under another name: each group still holds it under its own, as the context's.
+            byAge.with { $0.propertiesToFetch = [.keyPath("age", as: "years"), .aggregate(.count, of: "SELF", as: "n")]; $0.sortDescriptors = [FetchSortDescriptor(keyPath: "age", ascending: false)] },
         ]
         // The plan prints what runs: the index's keys alone, and the rows should a key not give its value back.
         #expect(store.explain(byAge) == "Aggregate(count by age, from Employee.byAge's keys; else from the rows)")

@@ -95,8 +95,8 @@ extension QueryPlan {
             switch method {
             case .toOneCounts(let relationship, let destination, let table):
                 return try toOneCounts(relationship, destination: destination, table: table, in: run)
-            case .attributeIndexCounts(_, let type, let table, _, _, let ranges, let ascending):
-                return try attributeIndexCounts(type, table: table, ranges: ranges, ascending: ascending, in: run)
+            case .attributeIndexCounts(let attribute, let type, let table, _, _, let ranges, let ascending):
+                return try attributeIndexCounts(attribute, type, table: table, ranges: ranges, ascending: ascending, in: run)
             case .entries, .rows:
                 return nil
             }
@@ -164,23 +164,19 @@ extension QueryPlan {
             let state = run.state, transaction = run.transaction
             let groups = try state.toOneTable(table).destinations(in: transaction)
             let unset = try run.rows.entryCount(in: transaction) - groups.reduce(0) { $0 + $1.count }
-            func result(_ value: PredicateValue, _ count: Int) -> [String: PredicateValue] {
-                var result: [String: PredicateValue] = [name: value]
-                for property in properties { result[property.name] = property.function == nil ? value : .integer(Int64(count)) }
-                return result
-            }
-            var results: [[String: PredicateValue]] = unset > 0 ? [result(.null, unset)] : []
+            let properties = self.properties
+            var results: [[String: PredicateValue]] = unset > 0 ? [Self.group(name, .null, count: unset, properties)] : []
             for group in groups {
-                results.append(result(.object(PredicateObject(state.identities.objectID(entityTag: destination.tag, key: group.key))), group.count))
+                let value = PredicateValue.object(PredicateObject(state.identities.objectID(entityTag: destination.tag, key: group.key)))
+                results.append(Self.group(name, value, count: group.count, properties))
             }
             return results
         }
 
         /// `count` per value of an attribute's own index over `ranges`, groups in index order (NULL first for an
         /// ascending index), LMDB counting each value's rows; `nil` when a value in the index cannot be decoded.
-        private func attributeIndexCounts(_ type: AttributeType, table: String, ranges: [KeyRange], ascending: Bool,
+        private func attributeIndexCounts(_ name: String, _ type: AttributeType, table: String, ranges: [KeyRange], ascending: Bool,
                                           in run: PlanRun) throws -> [[String: PredicateValue]]? {
-            // A local, not `self.properties` from the closure: that would hold the whole node per group.
             let properties = self.properties
             var results: [[String: PredicateValue]] = []
             var undecodable = false
@@ -194,13 +190,20 @@ extension QueryPlan {
                     decoded = inverted.withUnsafeBytes { TupleEncoding.decodeElement($0, as: type) }
                 }
                 guard let value = decoded else { undecodable = true; return false }
-                let group = value.map(PredicateValue.init) ?? .null
-                var result: [String: PredicateValue] = [:]
-                for property in properties { result[property.name] = property.function == nil ? group : .integer(Int64(count)) }
-                results.append(result)
+                results.append(Self.group(name, value.map(PredicateValue.init) ?? .null, count: count, properties))
                 return true
             }
             return undecodable ? nil : results
+        }
+
+        /// One group's result counted from index keys: the grouped key's value under its own name (as groups made
+        /// from rows hold it, whatever the fetched property is called), and each fetched property — the value, or
+        /// the count.
+        private static func group(_ name: String, _ value: PredicateValue, count: Int, _ properties: [FetchedProperty]) -> [String: PredicateValue] {
+            var result = [String: PredicateValue](minimumCapacity: properties.count + 1)
+            result[name] = value
+            for property in properties { result[property.name] = property.function == nil ? value : .integer(Int64(count)) }
+            return result
         }
 
         /// The results made from the entries of `index` (walked by the plan's sort, checked by its filter), no row
