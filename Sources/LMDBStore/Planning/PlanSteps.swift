@@ -390,17 +390,11 @@ extension QueryPlan {
 
         /// How many matches the window needs from the nodes below: offset + limit (`Int.max` past it), or all of
         /// them.
-        var end: Int {
-            guard limit > 0 else { return .max }
-            let (end, overflow) = offset.addingReportingOverflow(limit)
-            return overflow ? .max : end
-        }
+        var end: Int { FetchRequest.windowEnd(offset: offset, limit: limit) ?? .max }
 
         /// The window of `items`.
         func apply<Items: Collection>(to items: Items) -> Items.SubSequence {
-            let skipped = items.dropFirst(offset)
-            guard limit > 0 else { return skipped }
-            return items[skipped.startIndex ..< (items.index(skipped.startIndex, offsetBy: limit, limitedBy: items.endIndex) ?? items.endIndex)]
+            FetchRequest.window(items, offset: offset, limit: limit)
         }
 
         /// The window of the sort's candidates (``Sort/ordersCandidates(in:)`` must hold).

@@ -120,15 +120,28 @@ public struct FetchRequest: Sendable, Hashable {
     /// The part of `results` that ``fetchOffset`` and ``fetchLimit`` select.
     @inlinable  // specialized where it is called: generic across modules, it went through witness tables
     package func window<Results: Collection>(_ results: Results) -> Results.SubSequence {
-        let skipped = results.dropFirst(max(0, fetchOffset))
-        return fetchLimit > 0 ? skipped.prefix(fetchLimit) : skipped
+        Self.window(results, offset: fetchOffset, limit: fetchLimit)
     }
 
     /// How many sorted results the window needs (offset + limit, `Int.max` past it), or `nil` without a limit.
     @inlinable
     package var windowEnd: Int? {
-        guard fetchLimit > 0 else { return nil }
-        let (end, overflow) = max(0, fetchOffset).addingReportingOverflow(fetchLimit)
+        Self.windowEnd(offset: fetchOffset, limit: fetchLimit)
+    }
+
+    /// The part of `results` an offset (negative: none) and a limit (0 or less: none) select.
+    @inlinable
+    package static func window<Results: Collection>(_ results: Results, offset: Int, limit: Int) -> Results.SubSequence {
+        let skipped = results.dropFirst(max(0, offset))
+        return limit > 0 ? skipped.prefix(limit) : skipped
+    }
+
+    /// How many results the window of `offset` and `limit` needs (offset + limit, `Int.max` past it), or `nil`
+    /// without a limit.
+    @inlinable
+    package static func windowEnd(offset: Int, limit: Int) -> Int? {
+        guard limit > 0 else { return nil }
+        let (end, overflow) = max(0, offset).addingReportingOverflow(limit)
         return overflow ? .max : end
     }
 
