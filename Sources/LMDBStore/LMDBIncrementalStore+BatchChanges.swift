@@ -179,7 +179,7 @@ private struct BatchRowWriter {
     /// is reported with.
     mutating func rewrite(_ candidate: Candidate, of entity: StoreLayout.EntityLayout, from old: StoredRow, to new: StoredRow, position: Int) throws {
         try indexes.update(state.maintainers(of: entity), old: old, new: new, key: candidate.key, row: position, in: transaction)
-        _ = try state.rows(of: entity).write(new, key: candidate.key, modelHash: store.modelHashPrefix, inserting: false, in: transaction)
+        _ = try state.rows(of: entity).write(new, key: candidate.key, inserting: false, in: transaction)
     }
 
     /// Removes the index entries of the row of `candidate`, whose state is `old` (the caller deletes the row).

@@ -100,7 +100,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
                 rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
             }
-            guard try table.write(row, key: key, modelHash: modelHashPrefix, inserting: true, in: transaction) else {
+            guard try table.write(row, key: key, inserting: true, in: transaction) else {
                 throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
             }
             // Links wait with the index entries: the row's own go after every other (its key is new), and the
@@ -158,7 +158,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                                                                                   transaction: transaction))
             }
             try indexes.update(maintainers, old: old, new: row, key: item.key, row: item.position, in: transaction)
-            _ = try table.write(row, key: item.key, modelHash: modelHashPrefix, inserting: false, in: transaction)
+            _ = try table.write(row, key: item.key, inserting: false, in: transaction)
         }
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")

@@ -184,7 +184,7 @@ extension LMDBIncrementalStore {
                     guard rewrites[position] else { continue }
                     // New rows' keys come from a sequence, so they usually go after every row the table holds; a key
                     // that is taken refuses the insert and the save.
-                    guard try state.rows(of: entity).write(rows[position], key: try key(of: objectID), modelHash: modelHashPrefix, inserting: isInsert,
+                    guard try state.rows(of: entity).write(rows[position], key: try key(of: objectID), inserting: isInsert,
                                                            in: transaction) else {
                         throw ManagedObjectContextError(.constraintViolation, message: "\(objectID) is already in the store")
                     }

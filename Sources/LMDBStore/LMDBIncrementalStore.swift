@@ -18,7 +18,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     /// The type string the store is registered under.
     public static let storeType = "LMDB"
     /// The version of the file format this code writes; it reads this version and older.
-    public static let formatVersion = 5
+    public static let formatVersion = 6
     /// The metadata key (of ``metadata`` and ``readMetadata(at:)``) whose value is the file's format version, as
     /// decimal digits.
     public static let formatVersionKey = "LMDBStoreFormatVersion"
@@ -31,7 +31,6 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
     public let url: URL?
     let model: ManagedObjectModel
     let layout: StoreLayout
-    let modelHashPrefix: UInt64
     /// The options the store was opened with (read from its description's string options).
     public let storeOptions: Options
     let lock = NSLock()
@@ -303,7 +302,6 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
         self.configurationName = description.configurationName
         self.storeOptions = try Options(description.options)
         self.layout = StoreLayout(model: description.model)
-        self.modelHashPrefix = description.model.versionHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
     /// The store's metadata: UUID, type, format version and model version hash.

@@ -209,7 +209,7 @@ import Testing
             "s": .string("héllo\u{0}"), "b": .boolean(false), "t": .date(Date(timeIntervalSinceReferenceDate: 1e6)),
             "x": .data(Data([9, 8, 7])), "u": .uuid(UUID()), "r": .uri(URL(string: "https://x.y/z")!),
         ], toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 77)])
-        let blob = RowCodec.encode(row, entity: entity, modelHash: 0xABCD)
+        let blob = RowCodec.encode(row)
         #expect(try blob.withUnsafeBytes { try RowCodec.decode($0, layout: layout) } == row)
         for position in [0, 5, blob.count / 2, blob.count - 1] {
             var corrupted = blob
@@ -247,12 +247,13 @@ extension RowCodecTests {
         ]
         var refusedByBoth = 0
         for row in rows {
-            let sound = RowCodec.encode(row, entity: entity, modelHash: 1)
+            let sound = RowCodec.encode(row)
             try sound.withUnsafeBytes { try EncodedRow($0, layout: layout, checkingFields: false).checkEveryValue() }
+            let table = RowHeader(sound).types
             for _ in 0..<3_000 {
                 var damaged = sound
                 for _ in 0...(random.next() % 3) {
-                    let at = RowCodec.headerSize + Int(random.next() % UInt64(damaged.count - 4 - RowCodec.headerSize))
+                    let at = table + Int(random.next() % UInt64(damaged.count - 4 - table))
                     damaged[at] = random.next() % 4 == 0 ? damaged[at] ^ (1 << UInt8(random.next() % 8)) : UInt8(truncatingIfNeeded: random.next())
                 }
                 let sealed = Self.resealed(damaged)
@@ -279,7 +280,7 @@ extension RowCodecTests {
             "i": .integer(Int64.min), "d": .double(.infinity), "m": .decimal(Decimal(string: "-0.001")!), "s": .string(""),
             "b": .boolean(true), "u": .uuid(UUID()), "r": .uri(URL(string: "file:///a%20b")!),
         ], toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: UInt64.max)])
-        let blob = RowCodec.encode(row, entity: entity, modelHash: 1)
+        let blob = RowCodec.encode(row)
         try blob.withUnsafeBytes { bytes in
             let encoded = try EncodedRow(bytes, layout: layout)
             #expect(encoded.version == 7 && encoded.entityTag == entity.tag)
@@ -303,7 +304,7 @@ extension RowCodecTests {
             for position in 0..<max(length, 1) {
                 // "é" at `position` in ASCII: valid, and read back exactly.
                 let text = length == 0 ? "" : String(repeating: "a", count: position) + "é" + String(repeating: "b", count: max(0, length - position - 1))
-                let blob = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["s": .string(text)], toOne: [:]), entity: entity, modelHash: 1)
+                let blob = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["s": .string(text)], toOne: [:]))
                 try blob.withUnsafeBytes { bytes in
                     let row = try EncodedRow(bytes, layout: layout)
                     try row.checkEveryValue()
@@ -311,8 +312,7 @@ extension RowCodecTests {
                 }
                 guard length > 0 else { continue }
                 // A lone 0xFF at `position` in ASCII: not UTF-8, refused by the check every object's row passes.
-                var ascii = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["s": .string(String(repeating: "c", count: length))], toOne: [:]),
-                                            entity: entity, modelHash: 1)
+                var ascii = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["s": .string(String(repeating: "c", count: length))], toOne: [:]))
                 ascii[ascii.firstIndex(of: UInt8(ascii: "c"))! + position] = 0xFF
                 let sealed = Self.resealed(ascii)
                 let error = #expect(throws: RowDecodingError.self, "length \(length), byte \(position)") {
@@ -328,7 +328,7 @@ extension RowCodecTests {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
         func blob(_ attributes: [String: AttributeValue]) -> [UInt8] {
-            RowCodec.encodeFormatOne(StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:]), entity: entity, modelHash: 1)
+            RowCodec.encodeFormatOne(StoredRow(entity: entity, version: 1, attributes: attributes, toOne: [:]), modelHash: 1)
         }
         // A decimal that is not a number: the row's layout is sound, so it opens; reading that field fails, naming it.
         var decimal = blob(["m": .decimal(7), "i": .integer(1)])
@@ -346,9 +346,9 @@ extension RowCodecTests {
         var text = blob(["s": .string("ab")])
         text[text.firstIndex(of: UInt8(ascii: "a"))!] = 0xFF
         var type = blob(["i": .integer(3)])
-        type[RowCodec.headerSize + 2] = 99
+        type[RowCodec.legacyHeaderSize + 2] = 99
         var number = blob(["i": .integer(3)])
-        number[RowCodec.headerSize + 1] = 200
+        number[RowCodec.legacyHeaderSize + 1] = 200
         for (bad, reason) in [(text, "a string in the row is not UTF-8"), (type, "i has the unknown value type 99"),
                               (number, "the row has field 200; Thing has \(entity.fields.count)")] {
             let sealed = Self.resealed(bad)
@@ -359,13 +359,13 @@ extension RowCodecTests {
         // A value in a to-one's field, or a reference in an attribute's: the row is refused, not read into the wrong slot.
         let next = UInt16(entity.fieldIndex["next"]!), i = UInt16(entity.fieldIndex["i"]!)
         var valueInToOne = blob(["i": .integer(3)])
-        valueInToOne[RowCodec.headerSize] = UInt8(next >> 8)
-        valueInToOne[RowCodec.headerSize + 1] = UInt8(next & 0xFF)
+        valueInToOne[RowCodec.legacyHeaderSize] = UInt8(next >> 8)
+        valueInToOne[RowCodec.legacyHeaderSize + 1] = UInt8(next & 0xFF)
         var referenceInAttribute = RowCodec.encodeFormatOne(StoredRow(entity: entity, version: 1, attributes: [:],
                                                              toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 5)]),
-                                                   entity: entity, modelHash: 1)
-        referenceInAttribute[RowCodec.headerSize] = UInt8(i >> 8)
-        referenceInAttribute[RowCodec.headerSize + 1] = UInt8(i & 0xFF)
+                                                   modelHash: 1)
+        referenceInAttribute[RowCodec.legacyHeaderSize] = UInt8(i >> 8)
+        referenceInAttribute[RowCodec.legacyHeaderSize + 1] = UInt8(i & 0xFF)
         for (bad, reason) in [(valueInToOne, "the row's field next holds an integer, which Thing.next cannot hold (it is a to-one relationship)"),
                               (referenceInAttribute, "the row's field i holds a reference, which Thing.i cannot hold (its type is Integer 64)")] {
             let sealed = Self.resealed(bad)
@@ -374,9 +374,9 @@ extension RowCodecTests {
         }
         // A field held twice (found by fuzzing): read alone it gave the first value, decoded whole the second.
         let once = blob(["i": .integer(3)])
-        let field = Array(once[RowCodec.headerSize..<(once.count - 4)])
-        var twice = Array(once[..<RowCodec.headerSize]) + field + field.dropLast() + [field.last! &+ 2] + [0, 0, 0, 0]
-        twice[RowCodec.headerSize - 1] = 2
+        let field = Array(once[RowCodec.legacyHeaderSize..<(once.count - 4)])
+        var twice = Array(once[..<RowCodec.legacyHeaderSize]) + field + field.dropLast() + [field.last! &+ 2] + [0, 0, 0, 0]
+        twice[RowCodec.legacyHeaderSize - 1] = 2
         let sealed = Self.resealed(twice)
         let error = #expect(throws: RowDecodingError.self) { try sealed.withUnsafeBytes { try EncodedRow($0, layout: layout) } }
         #expect(error?.reason == "the row holds field \(i) after field \(i); fields must ascend")
@@ -385,17 +385,20 @@ extension RowCodecTests {
 }
 
 extension RowCodecTests {
-    /// Row format 2: a type byte and an offset per field number, then the values. Damage a checksum cannot see (a
-    /// row sealed again after it was changed) is refused with the reason, when the row is opened or the field read.
-    @Test func aWellSealedRowOfFormatTwoWithABadFieldTableIsRefused() throws {
+    /// Row formats 2 and 3: a type byte and an offset per field number, then the values. Damage a checksum cannot
+    /// see (a row sealed again after it was changed) is refused with the reason, when the row is opened or the field
+    /// read.
+    @Test(arguments: [2, 3] as [UInt8])
+    func aWellSealedRowWithABadFieldTableIsRefused(format: UInt8) throws {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
         let i = Int(entity.fieldIndex["i"]!), s = Int(entity.fieldIndex["s"]!), next = Int(entity.fieldIndex["next"]!)
-        let good = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: ["i": .integer(3), "s": .string("ab")],
-                                             toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 9)]), entity: entity, modelHash: 1)
-        #expect(good[0] == 2)
-        let slots = Int(good[20]) << 8 | Int(good[21])
-        let types = RowCodec.headerSize, offsets = types + slots
+        let row = StoredRow(entity: entity, version: 1, attributes: ["i": .integer(3), "s": .string("ab")],
+                            toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 9)])
+        let good = format == 3 ? RowCodec.encode(row) : RowCodec.encodeFormatTwo(row, modelHash: 1)
+        let header = RowHeader(good)
+        #expect(good[0] == format && header.offsetWidth == (format == 3 ? 1 : 2))
+        let slots = header.fields, types = header.types, offsets = header.offsets, width = header.offsetWidth
         func damaged(_ change: (inout [UInt8]) -> Void) -> [UInt8] {
             var bytes = good
             change(&bytes)
@@ -409,11 +412,16 @@ extension RowCodecTests {
              "the row's field s holds an integer, which Thing.s cannot hold (its type is String)"),
             ("date in an integer attribute", damaged { $0[types + i] = RowCodec.ValueType.date },
              "the row's field i holds a date, which Thing.i cannot hold (its type is Integer 64)"),
-            ("offset off its value", damaged { $0[offsets + 2 * s + 1] &+= 1 }, "the row's field table does not point at the value of s"),
-            ("more fields than the entity", damaged { $0[20] = 0x7F }, "the row has \(0x7F00 | slots) fields; Thing has \(entity.fields.count)"),
+            ("offset off its value", damaged { $0[offsets + width * s + width - 1] &+= 1 }, "the row's field table does not point at the value of s"),
+            // The field count: format 2's high byte, format 3's one-byte varint (just before the types).
+            ("more fields than the entity", damaged { $0[format == 3 ? types - 1 : 20] = 0x7F },
+             "the row has \(format == 3 ? 0x7F : 0x7F00 | slots) fields; Thing has \(entity.fields.count)"),
             ("unknown flags", damaged { $0[1] = 0x80 }, "the row has flags 128, which this LMDBStore does not know"),
-            ("newer row format", damaged { $0[0] = 3 }, "the row has format version 3; this LMDBStore reads 1 to 2"),
-        ]
+            ("newer row format", damaged { $0[0] = 4 }, "the row has format version 4; this LMDBStore reads 1 to 3"),
+        ] + (format == 3 ? [
+            ("offsets of no known width", damaged { $0[1] = 3 }, "the row has flags 3, which this LMDBStore does not know"),
+            ("a version that does not end", damaged { for at in 4..<($0.count - 4) { $0[at] = 0xFF } }, "a number in the row is too long"),
+        ] : [])
         for (what, bad, reason) in cases {
             let error = #expect(throws: RowDecodingError.self, "\(what)") { try bad.withUnsafeBytes { try EncodedRow($0, layout: layout) } }
             #expect(error?.reason == reason, "\(what)")
@@ -432,7 +440,7 @@ extension RowCodecTests {
             #expect(try row.field(i) == .attribute(.integer(3)), "the fields the damage does not reach still read")
         }
         // An offset past the end: opened without checking the fields (as a scan does), the field's read refuses it.
-        let past = damaged { $0[offsets + 2 * s] = 0xFF }
+        let past = damaged { $0[offsets + width * s] = 0xFF }
         try past.withUnsafeBytes { bytes in
             let row = try EncodedRow(bytes, layout: layout, checkingFields: false)
             let error = #expect(throws: RowDecodingError.self) { try row.field(s) }
@@ -441,23 +449,31 @@ extension RowCodecTests {
         }
     }
 
-    /// Both row formats decode to the same row; format 2 leaves trailing NULL fields out of its table, finds a
-    /// value-less field (a Boolean) at the very end, and switches to four-byte offsets past 64 KiB of values.
-    @Test func bothRowFormatsReadTheSameAndFormatTwoHandlesItsEdges() throws {
+    /// Every row format decodes to the same row. Formats 2 and 3 leave trailing NULL fields out of the table and
+    /// find a value-less field (a Boolean) at the very end; format 3 gives its offsets the fewest bytes that hold the
+    /// last one (one, two or four) and its version and field count as varints, format 2 switches to four-byte
+    /// offsets past 64 KiB of values.
+    @Test func everyRowFormatReadsTheSameAndEachHandlesItsEdges() throws {
         let layout = StoreLayout(model: model)
         let entity = layout.entity("Thing")!
         let big = String(repeating: "x", count: 70_000)
+        let date = RowField.attribute(.date(Date(timeIntervalSinceReferenceDate: 1)))
         let rows = [
             StoredRow(entity: entity, version: 3, attributes: ["i": .integer(5)], toOne: [:]),
             StoredRow(entity: entity, version: 3, attributes: ["b": .boolean(true)], toOne: [:]),
             StoredRow(entity: entity, version: 3, attributes: ["s": .string(big), "b": .boolean(false), "r": .uri(URL(string: "https://a.b")!)],
                       toOne: ["next": StoredRow.Reference(entityTag: entity.tag, key: 1 << 40)]),
             StoredRow(entity: entity, version: 3, attributes: [:], toOne: [:]),
+            // A date after a long string: the last offset needs four bytes, then two; a version of three varint bytes.
+            StoredRow(entity: entity, version: 1 << 20, attributes: ["s": .string(big), "t": .date(Date(timeIntervalSinceReferenceDate: 1))], toOne: [:]),
+            StoredRow(entity: entity, version: 3, attributes: ["s": .string(String(big.prefix(300))), "t": .date(Date(timeIntervalSinceReferenceDate: 1))], toOne: [:]),
         ]
+        #expect(rows[4].fields[Int(entity.fieldIndex["t"]!)] == date)
         for row in rows {
-            for blob in [RowCodec.encode(row, entity: entity, modelHash: 1), RowCodec.encodeFormatOne(row, entity: entity, modelHash: 1)] {
+            for blob in [RowCodec.encode(row), RowCodec.encodeFormatTwo(row, modelHash: 1), RowCodec.encodeFormatOne(row, modelHash: 1)] {
                 try blob.withUnsafeBytes { bytes in
                     let encoded = try EncodedRow(bytes, layout: layout)
+                    #expect(encoded.version == row.version, "format \(blob[0])")
                     #expect(try encoded.decoded() == row, "format \(blob[0])")
                     for field in entity.fields {
                         let expected = row.fields[Int(field.id)]
@@ -466,31 +482,37 @@ extension RowCodecTests {
                 }
             }
         }
-        let trailing = RowCodec.encode(rows[0], entity: entity, modelHash: 1)
-        #expect(Int(trailing[21]) == Int(entity.fieldIndex["i"]!) + 1, "the table ends at the last field that holds a value")
-        let wide = RowCodec.encode(rows[2], entity: entity, modelHash: 1)
-        #expect(wide[1] & RowCodec.wideOffsetsFlag != 0)
-        #expect(RowCodec.encode(rows[3], entity: entity, modelHash: 1).count == RowCodec.headerSize + 4)
-        // The field table as Docs/FORMAT.md gives it, for narrow and wide offsets: a NULL field has type 0 and
-        // offset 0, each value's offset is where it starts among the values, which follow one another.
-        for (row, width) in [(rows[2], 4), (StoredRow(entity: entity, version: 3, attributes: ["s": .string("ab"), "i": .integer(-3)], toOne: [:]), 2)] {
-            let blob = RowCodec.encode(row, entity: entity, modelHash: 1)
-            let count = Int(blob[20]) << 8 | Int(blob[21])
+        let trailing = RowHeader(RowCodec.encode(rows[0]))
+        #expect(trailing.format == 3 && trailing.fields == Int(entity.fieldIndex["i"]!) + 1, "the table ends at the last field that holds a value")
+        #expect(RowCodec.encode(rows[3]).count == RowCodec.minimumSize, "an empty row: format, flags, tag, version, count, checksum")
+        #expect(RowHeader(RowCodec.encode(rows[2])).offsetWidth == 1, "a long last value needs no wide offsets")
+        #expect(RowHeader(RowCodec.encode(rows[4])).offsetWidth == 4 && RowHeader(RowCodec.encode(rows[4])).version == 1 << 20)
+        #expect(RowHeader(RowCodec.encode(rows[5])).offsetWidth == 2)
+        #expect(RowHeader(RowCodec.encodeFormatTwo(rows[2], modelHash: 1)).offsetWidth == 4)
+        // The field table as Docs/FORMAT.md gives it, for each width of offsets: a NULL field has type 0 and offset
+        // 0, each value's offset is where it starts among the values, which follow one another to the checksum.
+        let small = StoredRow(entity: entity, version: 3, attributes: ["s": .string("ab"), "i": .integer(-3)], toOne: [:])
+        for (blob, width) in [(RowCodec.encode(rows[4]), 4), (RowCodec.encode(rows[5]), 2), (RowCodec.encode(small), 1),
+                              (RowCodec.encodeFormatTwo(rows[2], modelHash: 1), 4), (RowCodec.encodeFormatTwo(small, modelHash: 1), 2)] {
+            let header = RowHeader(blob)
+            #expect(header.offsetWidth == width)
             var expectedStart = 0
-            for id in 0..<count {
-                let at = RowCodec.headerSize + count + id * width
+            for id in 0..<header.fields {
+                let at = header.offsets + id * width
                 let offset = blob[at..<(at + width)].reduce(0) { $0 << 8 | Int($1) }
-                guard blob[RowCodec.headerSize + id] != 0 else {
+                guard blob[header.types + id] != 0 else {
                     #expect(offset == 0, "NULL field \(id)")
                     continue
                 }
                 #expect(offset == expectedStart, "field \(id)")
                 // The value's size: a row holding only this field, less its header, field table and checksum.
+                let row = try blob.withUnsafeBytes { try RowCodec.decode($0, layout: layout) }
                 var alone = StoredRow(entityTag: row.entityTag, version: 3, fields: ContiguousArray(repeating: nil, count: row.fields.count))
                 alone.fields[id] = row.fields[id]
-                let single = RowCodec.encode(alone, entity: entity, modelHash: 1)
-                expectedStart += single.count - RowCodec.headerSize - (id + 1) * (1 + (single[1] & 1 != 0 ? 4 : 2)) - 4
+                let single = RowCodec.encode(alone)
+                expectedStart += single.count - 4 - RowHeader(single).values
             }
+            #expect(header.values + expectedStart == blob.count - 4, "the values end where the checksum starts")
         }
     }
 }

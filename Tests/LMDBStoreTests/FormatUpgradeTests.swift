@@ -63,7 +63,7 @@ import Testing
         let pairs = try formatFourStore(folder)
         #expect(pairs.values.map(\.count).reduce(0, +) > 0)
         let (coordinator, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
         #expect(try memberPairs(store) == pairs, "every pair, under its owner's key")
         #expect(try store.verify().isEmpty)
         let environment = try store.open.environment
@@ -158,7 +158,7 @@ import Testing
         let folder = StoreFolder()
         let before = try formatOneStore(folder)
         let (coordinator, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
         #expect(try store.verify().isEmpty, "every index entry was rebuilt from the rows")
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == books.model, "the upgrade records the model")
         let state = try store.open
@@ -216,7 +216,7 @@ import Testing
         }
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == nil, "a format-2 file keeps no model")
         let (coordinator, store) = try folder.coordinator(model, "store.lmdb")
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
         #expect(try store.verify().isEmpty, "the folded index was rebuilt from the rows")
         #expect(try LMDBIncrementalStore.storedModel(at: folder.file()) == model)
         let request = FetchRequest(entityName: "City", predicate: try FetchPredicate(format: "name ==[cd] %@", "strasse"))
@@ -257,7 +257,7 @@ import Testing
             }
         }
         let (coordinator, store) = try folder.coordinator(model, "store.lmdb")
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
         #expect(try store.verify().isEmpty, "every row's entry was rebuilt")
         let state = try store.open
         #expect(try state.environment.read { try store.database("index/City/byCode", in: state).entryCount(in: $0) } == 5)
@@ -269,12 +269,14 @@ import Testing
         #expect(throws: ManagedObjectContextError.self, "the rebuilt index still checks the constraint") { try context.save() }
     }
 
-    /// A format-3 file holds every row in row format 1 (fields as number, type, value): it opens as format 4
-    /// without a row or an index being touched, reads and filters those rows as before, and a save writes the rows
-    /// it changes in row format 2 (with a field table) beside the old ones.
-    @Test func aFormatThreeFileKeepsItsRowsAndSavesWriteTheNewRowFormat() throws {
+    /// A format-3 file holds every row in row format 1 (fields as number, type, value), a format-5 file in row
+    /// format 2 (a field table after a 22-byte header): either opens as the current format without a row or an
+    /// index being touched, reads and filters those rows as before, and a save writes the rows it changes in row
+    /// format 3 (a short header) beside the old ones.
+    @Test(arguments: [(3, 1), (5, 2)] as [(Int, UInt8)])
+    func anOlderFileKeepsItsRowsAndSavesWriteTheNewRowFormat(fileFormat: Int, rowFormat: UInt8) throws {
         let folder = StoreFolder()
-        var formatOneRows = 0
+        var oldRows = 0
         do {
             let (coordinator, store) = try folder.coordinator(books.model)
             try books.load(coordinator)
@@ -286,15 +288,16 @@ import Testing
                     try rows.withCursor(in: transaction) { cursor in
                         try cursor.forEach { entry in
                             let row = try RowCodec.decode(entry.value, layout: layout)
-                            let hash = entry.value.loadUnaligned(fromByteOffset: 12, as: UInt64.self).bigEndian
-                            rewritten.append((entry.keyBytes, RowCodec.encodeFormatOne(row, entity: layout.entity(tag: row.entityTag)!, modelHash: hash)))
+                            let hash = books.model.versionHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+                            rewritten.append((entry.keyBytes, rowFormat == 1 ? RowCodec.encodeFormatOne(row, modelHash: hash)
+                                                                             : RowCodec.encodeFormatTwo(row, modelHash: hash)))
                             return true
                         }
                     }
                     for (key, value) in rewritten { try rows.put(value, forKey: key, in: transaction) }
-                    formatOneRows += rewritten.count
+                    oldRows += rewritten.count
                 }
-                try store.database("meta", in: state).put(Array("3".utf8), forKey: Array("format".utf8), in: transaction)
+                try store.database("meta", in: state).put(Array(String(fileFormat).utf8), forKey: Array("format".utf8), in: transaction)
             }
         }
         func rowFormats(_ store: LMDBIncrementalStore) throws -> [UInt8: Int] {
@@ -310,8 +313,8 @@ import Testing
             }
         }
         let (coordinator, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
-        #expect(try rowFormats(store) == [1: formatOneRows], "opening touches no row")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
+        #expect(try rowFormats(store) == [rowFormat: oldRows], "opening touches no row")
         #expect(try store.verify().isEmpty)
         let memory = PersistentStoreCoordinator(managedObjectModel: books.model)
         try memory.addPersistentStore(type: InMemoryStore.storeType)
@@ -336,7 +339,7 @@ import Testing
             changed = books.count
         }
         #expect(changed > 0)
-        #expect(try rowFormats(store) == [1: formatOneRows - changed, 2: changed], "the saved rows alone are rewritten, in row format 2")
+        #expect(try rowFormats(store) == [rowFormat: oldRows - changed, 3: changed], "the saved rows alone are rewritten, in row format 3")
         #expect(try store.verify().isEmpty)
         try sameAnswers()
     }
@@ -371,7 +374,7 @@ import Testing
         let environment = try KeyValueEngines.open(at: folder.file().path, options: .init())
         try store.upgrade(environment, from: 1, path: folder.file().path, rowsPerTransaction: 7)
         let (_, upgraded) = try folder.coordinator(books.model)
-        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(upgraded.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
         #expect(try upgraded.verify().isEmpty)
         let state = try upgraded.open
         let entries = try state.environment.read { transaction in
@@ -388,7 +391,7 @@ import Testing
             for (name, table) in tables where name.hasPrefix("index/") { try table.drop(in: transaction) }
         }
         let (_, store) = try folder.coordinator(books.model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
         #expect(try store.verify().isEmpty)
     }
 

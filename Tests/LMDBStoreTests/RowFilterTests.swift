@@ -27,7 +27,7 @@ import Testing
             Issue.record("\(format) did not compile")
             return (nil, false)
         }
-        let blob = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: values, toOne: [:]), entity: entity, modelHash: 0)
+        let blob = RowCodec.encode(StoredRow(entity: entity, version: 1, attributes: values, toOne: [:]))
         let settled = try blob.withUnsafeBytes { filter.matches(try EncodedRow($0, layout: layout)) }
         let expected = try predicate.evaluate(with: values.mapValues(PredicateValue.init))
         return (settled, expected)
@@ -223,7 +223,7 @@ import Testing
             let predicate = try FetchPredicate(format: format, argumentArray: arguments)
             let filter = try #require(RowFilter(predicate, entity: "Employee", model: staffModel, layout: layout, storeIdentifier: "S"), "\(format)")
             let row = StoredRow(entity: employee, version: 1, attributes: ["name": .string("Ann")], toOne: target.map { ["unit": $0] } ?? [:])
-            let blob = RowCodec.encode(row, entity: employee, modelHash: 0)
+            let blob = RowCodec.encode(row)
             return try blob.withUnsafeBytes { filter.matches(try EncodedRow($0, layout: layout)) }
         }
         let five = StoredRow.Reference(entityTag: unit.tag, key: 5), labFive = StoredRow.Reference(entityTag: lab.tag, key: 5)

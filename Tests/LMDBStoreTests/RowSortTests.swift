@@ -116,8 +116,9 @@ import Testing
         try damageRow(of: victim, in: "Item", of: store) { row in
             // The text's length prefix now reads as an integer.
             let body = row.count - 4
-            #expect(row[RowCodec.headerSize + field] == RowCodec.ValueType.string)
-            row[RowCodec.headerSize + field] = RowCodec.ValueType.integer
+            let types = RowHeader(row).types
+            #expect(row[types + field] == RowCodec.ValueType.string)
+            row[types + field] = RowCodec.ValueType.integer
             let checksum = row[..<body].withUnsafeBytes { CRC32C.checksum($0) }
             withUnsafeBytes(of: checksum.bigEndian) { row.replaceSubrange(body..., with: $0) }
         }

@@ -1462,7 +1462,7 @@ extension LoadedFetchTests {
             }
         }
         let (coordinator, store) = try folder.coordinator(model)
-        #expect(store.metadata["LMDBStoreFormatVersion"] == "5")
+        #expect(store.metadata["LMDBStoreFormatVersion"] == String(LMDBIncrementalStore.formatVersion))
         let environment = try store.open.environment
         #expect(throws: LMDBError.notFound) { try environment.openDatabase(named: "unique/Package/0", create: false) }
         #expect(throws: Never.self) { try environment.openDatabase(named: "unique/Package/1", create: false) }

@@ -78,14 +78,59 @@ func damageRow(of objectID: ManagedObjectID, in root: String, of store: LMDBIncr
     }
 }
 
-/// Sets the value type of `field` in `objectID`'s row (row format 2) to `type` and makes the checksum match again:
-/// damage a checksum cannot see, a value of a type the field's property is never written as.
+/// Sets the value type of `field` in `objectID`'s row (row format 2 or 3) to `type` and makes the checksum match
+/// again: damage a checksum cannot see, a value of a type the field's property is never written as.
 func damageFieldType(of objectID: ManagedObjectID, in root: String, field: Int, to type: UInt8, of store: LMDBIncrementalStore) throws {
     try damageRow(of: objectID, in: root, of: store) { row in
         let body = row.count - 4
-        row[RowCodec.headerSize + field] = type
+        row[RowHeader(row).types + field] = type
         let checksum = row[..<body].withUnsafeBytes { CRC32C.checksum($0) }
         withUnsafeBytes(of: checksum.bigEndian) { row.replaceSubrange(body..., with: $0) }
+    }
+}
+
+/// A row's header read as `Docs/FORMAT.md` specifies it for row formats 2 and 3, written from the page and not
+/// from the codec: where the field table starts, how many field numbers it covers and how wide its offsets are.
+struct RowHeader {
+    let format: UInt8
+    let version: UInt64
+    /// Field numbers the table covers.
+    let fields: Int
+    /// Where the type bytes start.
+    let types: Int
+    let offsetWidth: Int
+    /// Where the offsets start.
+    var offsets: Int { types + fields }
+    /// Where the values start.
+    var values: Int { offsets + fields * offsetWidth }
+
+    init(_ row: [UInt8]) {
+        format = row[0]
+        if format == 3 {
+            // Format, flags (the offsets' width: 0 one byte, 1 two, 2 four), tag, then the version and the field
+            // count as unsigned LEB128 varints.
+            var at = 4
+            func varint() -> UInt64 {
+                var value: UInt64 = 0, shift: UInt64 = 0
+                while true {
+                    let byte = row[at]
+                    at += 1
+                    value |= UInt64(byte & 0x7F) << shift
+                    if byte < 0x80 { return value }
+                    shift += 7
+                }
+            }
+            version = varint()
+            fields = Int(varint())
+            types = at
+            offsetWidth = [1, 2, 4][Int(row[1])]
+        } else {
+            // Format, flags (bit 0: four-byte offsets), tag, u64 version, the model hash's 8 bytes, u16 field count.
+            version = row[4..<12].reduce(0) { $0 << 8 | UInt64($1) }
+            fields = Int(row[20]) << 8 | Int(row[21])
+            types = 22
+            offsetWidth = row[1] & 1 != 0 ? 4 : 2
+        }
     }
 }
 

@@ -12,11 +12,14 @@ struct EncodedRow {
     /// the evaluator without a reference count changing.
     unowned(unsafe) let entity: StoreLayout.EntityLayout
     let version: UInt64
-    /// Row format 1: how many fields the row holds. Row format 2: how many field numbers its field table covers.
+    /// Row format 1: how many fields the row holds. Row formats 2 and 3: how many field numbers its field table
+    /// covers.
     private let fieldCount: Int
-    /// Row format 2: where the values start, after the field table; 0 for a row of format 1.
+    /// Row formats 2 and 3: where the values start, after the field table; 0 for a row of format 1.
     private let valuesOffset: Int
-    /// Row format 2: how many bytes an offset in the field table takes (2 or 4).
+    /// Where the field table starts, after the header (row format 1: where the fields start).
+    private let typesOffset: Int
+    /// Row formats 2 and 3: how many bytes an offset in the field table takes (1, 2 or 4).
     private let offsetWidth: Int
 
     var entityTag: UInt16 { entity.tag }
@@ -25,8 +28,7 @@ struct EncodedRow {
     /// every field is well-formed, so reading one later fails only on a value its type cannot hold, such as a
     /// malformed decimal.
     init(_ bytes: UnsafeRawBufferPointer, layout: borrowing StoreLayout, checkingFields: Bool = true) throws(RowDecodingError) {
-        let headerSize = RowCodec.headerSize
-        guard bytes.count >= headerSize + 4 else { throw RowDecodingError(reason: "the row is \(bytes.count) bytes, shorter than a row header") }
+        guard bytes.count >= RowCodec.minimumSize else { throw RowDecodingError(reason: "the row is \(bytes.count) bytes, shorter than a row header") }
         let body = UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 4)])
         let stored = UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 4, as: UInt32.self))
         guard CRC32C.checksum(body) == stored else { throw RowDecodingError(reason: "the row's checksum does not match its bytes") }
@@ -41,22 +43,40 @@ struct EncodedRow {
         var reader = ByteReader(bytes: body, offset: 4)
         self.body = body
         self.entity = entity
-        self.version = try reader.uint64()
-        _ = try reader.uint64()  // model hash prefix, for migrations
-        let fieldCount = Int(try reader.uint16())
+        let fieldCount: Int, width: Int
+        if format == 3 {
+            // Varints: the version, then the field count.
+            self.version = try reader.varint()
+            let count = try reader.varint()
+            guard flags <= 2 else { throw RowDecodingError(reason: "the row has flags \(flags), which this LMDBStore does not know") }
+            guard count <= UInt64(entity.fields.count) else {
+                throw RowDecodingError(reason: "the row has \(count) fields; \(entity.name) has \(entity.fields.count)")
+            }
+            fieldCount = Int(count)
+            width = 1 << Int(flags)
+        } else {
+            guard body.count >= RowCodec.legacyHeaderSize else { throw RowDecodingError(reason: "the row is \(bytes.count) bytes, shorter than a row header") }
+            self.version = try reader.uint64()
+            _ = try reader.uint64()  // row formats 1 and 2: the model hash's prefix, which nothing reads
+            fieldCount = Int(try reader.uint16())
+            if format == 2 {
+                guard flags & ~RowCodec.wideOffsetsFlag == 0 else { throw RowDecodingError(reason: "the row has flags \(flags), which this LMDBStore does not know") }
+                guard fieldCount <= entity.fields.count else {
+                    throw RowDecodingError(reason: "the row has \(fieldCount) fields; \(entity.name) has \(entity.fields.count)")
+                }
+                width = flags & RowCodec.wideOffsetsFlag != 0 ? 4 : 2
+            } else {
+                width = 0
+            }
+        }
         self.fieldCount = fieldCount
+        typesOffset = reader.offset
+        offsetWidth = width
         if format == 1 {
             valuesOffset = 0
-            offsetWidth = 0
         } else {
-            guard flags & ~RowCodec.wideOffsetsFlag == 0 else { throw RowDecodingError(reason: "the row has flags \(flags), which this LMDBStore does not know") }
-            guard fieldCount <= entity.fields.count else {
-                throw RowDecodingError(reason: "the row has \(fieldCount) fields; \(entity.name) has \(entity.fields.count)")
-            }
-            let width = flags & RowCodec.wideOffsetsFlag != 0 ? 4 : 2
-            guard headerSize + fieldCount * (1 + width) <= body.count else { throw RowDecodingError(reason: "the row's field table runs past its end") }
-            valuesOffset = headerSize + fieldCount * (1 + width)
-            offsetWidth = width
+            guard typesOffset + fieldCount * (1 + width) <= body.count else { throw RowDecodingError(reason: "the row's field table runs past its end") }
+            valuesOffset = typesOffset + fieldCount * (1 + width)
         }
         guard checkingFields else { return }
         try forEachField { id, type, reader throws(RowDecodingError) in try Self.skip(type, field: entity.fields[id].name, &reader) }
@@ -66,12 +86,16 @@ struct EncodedRow {
     /// (``LoadedRows``) without checking it again.
     struct Shape {
         let version: UInt64
-        let fieldCount: Int
-        let valuesOffset: Int
-        let offsetWidth: Int
+        let fieldCount: Int32
+        let valuesOffset: Int32
+        let typesOffset: Int32
+        let offsetWidth: Int32
     }
 
-    var shape: Shape { Shape(version: version, fieldCount: fieldCount, valuesOffset: valuesOffset, offsetWidth: offsetWidth) }
+    var shape: Shape {
+        Shape(version: version, fieldCount: Int32(fieldCount), valuesOffset: Int32(valuesOffset), typesOffset: Int32(typesOffset),
+              offsetWidth: Int32(offsetWidth))
+    }
 
     /// A row read from `body` (a row without its checksum) whose checksum, header and fields were checked when it
     /// was read with ``init(_:layout:checkingFields:)``, giving `shape`; `entity` must outlive it.
@@ -79,17 +103,18 @@ struct EncodedRow {
         self.body = body
         self.entity = entity
         version = shape.version
-        fieldCount = shape.fieldCount
-        valuesOffset = shape.valuesOffset
-        offsetWidth = shape.offsetWidth
+        fieldCount = Int(shape.fieldCount)
+        valuesOffset = Int(shape.valuesOffset)
+        typesOffset = Int(shape.typesOffset)
+        offsetWidth = Int(shape.offsetWidth)
     }
 
     /// Checks every field as ``init(_:layout:checkingFields:)`` does with `checkingFields` (extents, kinds, UTF-8),
     /// and the values whose type can still refuse them (decimals, URIs), so that reading any field afterwards cannot
     /// fail: what a row an object reads a value at a time must be.
     func checkEveryValue() throws(RowDecodingError) {
-        // A sound row of format 2 passes the quick walk; anything it does not vouch for (a damaged row, a decimal or
-        // URI to parse, row format 1) is walked again by the checker that names what is wrong.
+        // A sound row of format 2 or 3 passes the quick walk; anything it does not vouch for (a damaged row, a
+        // decimal or URI to parse, row format 1) is walked again by the checker that names what is wrong.
         if valuesOffset != 0, valuesAreSound() { return }
         try forEachField { id, type, reader throws(RowDecodingError) in
             if type == RowCodec.ValueType.decimal || type == RowCodec.ValueType.uri {
@@ -100,7 +125,7 @@ struct EncodedRow {
         }
     }
 
-    /// Row format 2: whether every field's kind, table offset and extent agree and its strings are UTF-8 — the
+    /// Row formats 2 and 3: whether every field's kind, table offset and extent agree and its strings are UTF-8 — the
     /// checks of ``checkEveryValue()`` in one tight loop over the bytes, with no error to build. `false` also for a row
     /// holding a decimal or a URI (they are parsed by the full check) and for anything unexpected.
     private func valuesAreSound() -> Bool {
@@ -121,7 +146,7 @@ struct EncodedRow {
             return nil
         }
         for id in 0..<fieldCount {
-            let type = body[RowCodec.headerSize + id]
+            let type = body[typesOffset + id]
             if type == ValueType.null { continue }
             guard ValueType.fits(type, allowed[id]), valuesOffset + valueStart(id) == offset else { return false }
             switch type {
@@ -161,23 +186,25 @@ struct EncodedRow {
         return try Self.readReference(&reader)
     }
 
-    /// Row format 2: where field `id`'s value starts, from the start of the values (`id` < ``fieldCount``).
+    /// Row formats 2 and 3: where field `id`'s value starts, from the start of the values (`id` < ``fieldCount``).
     @inline(__always)
     private func valueStart(_ id: Int) -> Int {
-        let at = RowCodec.headerSize + fieldCount + id * offsetWidth
-        return offsetWidth == 2
-            ? Int(UInt16(bigEndian: body.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
-            : Int(UInt32(bigEndian: body.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+        let at = typesOffset + fieldCount + id * offsetWidth
+        switch offsetWidth {
+        case 1: return Int(body[at])
+        case 2: return Int(UInt16(bigEndian: body.loadUnaligned(fromByteOffset: at, as: UInt16.self)))
+        default: return Int(UInt32(bigEndian: body.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+        }
     }
 
     /// A reader at the value of field `id` and the value's type, or `nil` when the row does not hold the field.
-    /// Row format 2 finds it in the field table; row format 1 steps over the fields before it by their extent only
+    /// Row formats 2 and 3 find it in the field table; row format 1 steps over the fields before it by their extent only
     /// (a string passed over is not read, so not validated).
     @inline(__always)
     private func locate(_ id: Int) throws(RowDecodingError) -> (type: UInt8, reader: ByteReader)? {
         if valuesOffset != 0 {
             guard id < fieldCount else { return nil }
-            let type = body[RowCodec.headerSize + id]
+            let type = body[typesOffset + id]
             guard type != RowCodec.ValueType.null else { return nil }
             guard RowCodec.ValueType.fits(type, entity.fieldValueTypes[id]) else { throw wrongType(id, type) }
             let start = valuesOffset + valueStart(id)
@@ -188,7 +215,7 @@ struct EncodedRow {
     }
 
     private func locateWalking(_ id: Int) throws(RowDecodingError) -> (type: UInt8, reader: ByteReader)? {
-        var reader = ByteReader(bytes: body, offset: RowCodec.headerSize)
+        var reader = ByteReader(bytes: body, offset: typesOffset)
         let fields = entity.fields.count
         for _ in 0..<fieldCount {
             let fieldID = Int(try reader.uint16())
@@ -291,7 +318,7 @@ struct EncodedRow {
 
     /// Walks the fields in order, handing each field's number and value type to `read` with the reader at its
     /// value (which `read` must consume); checks that each field holds what its kind does (a value in an
-    /// attribute's field, a reference in a to-one's), that a format-2 row's field table points at each value, and
+    /// attribute's field, a reference in a to-one's), that a format-2 or -3 row's field table points at each value, and
     /// that nothing follows the last.
     @inline(__always)
     private func forEachField(_ read: (Int, UInt8, inout ByteReader) throws(RowDecodingError) -> Void) throws(RowDecodingError) {
@@ -299,7 +326,7 @@ struct EncodedRow {
         if valuesOffset != 0 {
             var reader = ByteReader(bytes: body, offset: valuesOffset)
             for id in 0..<fieldCount {
-                let type = body[RowCodec.headerSize + id]
+                let type = body[typesOffset + id]
                 guard type != RowCodec.ValueType.null else { continue }
                 try checkKind(id, type, allowed)
                 guard valuesOffset + valueStart(id) == reader.offset else {
@@ -310,7 +337,7 @@ struct EncodedRow {
             guard reader.offset == body.count else { throw RowDecodingError(reason: "the row has \(body.count - reader.offset) bytes after its last field") }
             return
         }
-        var reader = ByteReader(bytes: body, offset: RowCodec.headerSize)
+        var reader = ByteReader(bytes: body, offset: typesOffset)
         var previous = -1
         for _ in 0..<fieldCount {
             let id = Int(try reader.uint16())

@@ -40,19 +40,33 @@ struct RowDecodingError: Error, CustomStringConvertible {
     var description: String { reason }
 }
 
-/// The row blob (specified in `Docs/FORMAT.md`): a fixed header, a field table, the values, and a CRC-32C of
+/// The row blob (specified in `Docs/FORMAT.md`): a short header, a field table, the values, and a CRC-32C of
 /// everything before it.
 ///
-/// Header: row format (u8), flags (u8), entity tag (u16 BE), row version (u64 BE), the first 8 bytes of the
-/// model's version hash, field count (u16 BE). Row format 2 (written since file format 4) follows it with one type
-/// byte per field number (0: NULL), one offset per field number into the values (u16 BE, or u32 BE when flag bit 0
-/// is set), then the values in field order — any field is found without reading the others. Row format 1 (file
-/// formats 1–3, still read) follows it with the present fields as (u16 number, u8 type, value).
+/// Row format 3 (written since file format 6): row format (u8), flags (u8: the width of the field table's offsets),
+/// entity tag (u16 BE), row version (varint), field count N (varint); then one type byte per field number (0: NULL),
+/// one offset per field number into the values (1, 2 or 4 bytes BE, the narrowest that holds the last one), then
+/// the values in field order — any field is found without reading the others. Rows of the older row formats are
+/// read too: both start with a 22-byte header (format, flags, tag, a u64 version, the first 8 bytes of the model's
+/// version hash, a u16 field count); row format 2 (file formats 4–5) follows it with the same field table, its
+/// offsets 2 or 4 bytes wide, and row format 1 (file formats 1–3) with the present fields as (u16 number, u8 type,
+/// value).
 enum RowCodec {
-    static let formatVersion: UInt8 = 2
-    static let headerSize = 22
-    /// Flag bit 0: the field table's offsets are four bytes wide (the values take more than 65 535 bytes).
+    /// The row format this LMDBStore writes.
+    static let formatVersion: UInt8 = 3
+    /// The header of row formats 1 and 2 (read, no longer written).
+    static let legacyHeaderSize = 22
+    /// The fewest bytes a row of row format 3 takes: format, flags, entity tag, a one-byte version and field count,
+    /// and the checksum.
+    static let minimumSize = 10
+    /// Row format 2, flag bit 0: the field table's offsets are four bytes wide (else two).
     static let wideOffsetsFlag: UInt8 = 1
+
+    /// Row format 3: the flags byte that says how wide the field table's offsets are (the flags hold nothing else).
+    @inline(__always)
+    static func offsetWidthFlags(_ width: Int) -> UInt8 {
+        width == 1 ? 0 : width == 2 ? 1 : 2
+    }
 
     enum ValueType {
         static let null: UInt8 = 0
@@ -115,58 +129,68 @@ enum RowCodec {
         }
     }
 
-    /// The row in row format 2: header, the type and offset of each field up to the last one that holds a value
+    /// The row in row format 3: header, the type and offset of each field up to the last one that holds a value
     /// (trailing NULLs take no room), the values.
-    static func encode(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
+    static func encode(_ row: StoredRow) -> [UInt8] {
         let size = encodedSize(row)
         return [UInt8](unsafeUninitializedCapacity: size.bytes) { buffer, count in
-            write(row, modelHash: modelHash, size: size, into: UnsafeMutableRawBufferPointer(buffer))
+            write(row, size: size, into: UnsafeMutableRawBufferPointer(buffer))
             count = size.bytes
         }
     }
 
-    /// How many bytes ``write(_:modelHash:size:into:)`` writes for a row, and how it lays them out.
+    /// How many bytes ``write(_:size:into:)`` writes for a row, and how it lays them out.
     struct EncodedSize {
         /// The whole blob, checksum included.
         var bytes: Int
         /// Field numbers given a type and an offset: up to the last field that holds a value.
         var fields: Int
-        /// Whether offsets take four bytes (the values take more than 65 535).
-        var wideOffsets: Bool
+        /// How many bytes each offset of the field table takes: 1, 2 or 4, the fewest that hold the last value's.
+        var offsetWidth: Int
     }
 
-    /// Measures a row before ``write(_:modelHash:size:into:)``: the blob is made in one buffer of the exact size
-    /// (or straight into LMDB's page, `MDB_RESERVE`), with no growth, bounds checks or uniqueness checks per byte.
+    /// Measures a row before ``write(_:size:into:)``: the blob is made in one buffer of the exact size (or straight
+    /// into LMDB's page, `MDB_RESERVE`), with no growth, bounds checks or uniqueness checks per byte.
     static func encodedSize(_ row: StoredRow) -> EncodedSize {
-        // One walk finds both the last field holding a value and the values' size.
-        var fields = 0, values = 0
+        // One walk finds the last field holding a value, where its value starts and the values' size.
+        var fields = 0, values = 0, lastStart = 0
         for id in row.fields.indices {
+            let start = values
             switch row.fields[id] {
             case nil: continue
             case .attribute(let value)?: values += valueSize(value)
             case .reference(let reference)?: values += 2 + varintSize(reference.key)
             }
             fields = id + 1
+            lastStart = start
         }
-        let wide = values > Int(UInt16.max)
-        return EncodedSize(bytes: headerSize + fields * (wide ? 5 : 3) + values + 4, fields: fields, wideOffsets: wide)
+        // Offsets only grow along the table, so the last one decides how wide they all are.
+        let width = lastStart <= Int(UInt8.max) ? 1 : lastStart <= Int(UInt16.max) ? 2 : 4
+        let header = 4 + varintSize(row.version) + varintSize(UInt64(fields))
+        return EncodedSize(bytes: header + fields * (1 + width) + values + 4, fields: fields, offsetWidth: width)
     }
 
-    /// Writes the row in row format 2 into `buffer`, which holds exactly `size.bytes` bytes.
-    static func write(_ row: StoredRow, modelHash: UInt64, size: EncodedSize, into buffer: UnsafeMutableRawBufferPointer) {
+    /// Writes the row in row format 3 into `buffer`, which holds exactly `size.bytes` bytes.
+    static func write(_ row: StoredRow, size: EncodedSize, into buffer: UnsafeMutableRawBufferPointer) {
         precondition(buffer.count == size.bytes, "a row blob's buffer must have the measured size")
         var writer = RawWriter(buffer.baseAddress!)
         writer.byte(formatVersion)
-        writer.byte(size.wideOffsets ? wideOffsetsFlag : 0)
+        writer.byte(offsetWidthFlags(size.offsetWidth))
         writer.bigEndian(row.entityTag)
-        writer.bigEndian(row.version)
-        writer.bigEndian(modelHash)
-        writer.bigEndian(UInt16(size.fields))
-        let types = writer.position
-        let offsets = types + size.fields
-        var values = RawWriter(buffer.baseAddress!, at: offsets + size.fields * (size.wideOffsets ? 4 : 2))
+        writer.varint(row.version)
+        writer.varint(UInt64(size.fields))
+        writeFieldTable(row, fields: size.fields, offsetWidth: size.offsetWidth, at: writer.position, into: buffer)
+    }
+
+    /// Writes the field table of `fields` fields at `types` (types, then offsets `offsetWidth` bytes wide), the
+    /// values after it and the checksum of everything, which must end exactly at the buffer's end.
+    private static func writeFieldTable(_ row: StoredRow, fields: Int, offsetWidth: Int, at types: Int,
+                                        into buffer: UnsafeMutableRawBufferPointer) {
+        let base = buffer.baseAddress!
+        let offsets = types + fields
+        var values = RawWriter(base, at: offsets + fields * offsetWidth)
         let valuesStart = values.position
-        for id in 0..<size.fields {
+        for id in 0..<fields {
             // A NULL field's offset is 0 (`Docs/FORMAT.md`); a value's is where it starts among the values.
             let start = values.position - valuesStart
             let type: UInt8
@@ -181,16 +205,37 @@ enum RowCodec {
                 values.varint(reference.key)
             }
             let offset = type == ValueType.null ? 0 : start
-            if size.wideOffsets {
-                (buffer.baseAddress! + offsets + 4 * id).storeBytes(of: UInt32(offset).bigEndian, as: UInt32.self)
-            } else {
-                (buffer.baseAddress! + offsets + 2 * id).storeBytes(of: UInt16(offset).bigEndian, as: UInt16.self)
+            switch offsetWidth {
+            case 1: base.storeBytes(of: UInt8(offset), toByteOffset: offsets + id, as: UInt8.self)
+            case 2: (base + offsets + 2 * id).storeBytes(of: UInt16(offset).bigEndian, as: UInt16.self)
+            default: (base + offsets + 4 * id).storeBytes(of: UInt32(offset).bigEndian, as: UInt32.self)
             }
             buffer[types + id] = type
         }
         let body = UnsafeRawBufferPointer(rebasing: buffer[..<values.position])
         values.bigEndian(CRC32C.checksum(body))
-        assert(values.position == size.bytes, "a row blob's measured size must match what was written")
+        assert(values.position == buffer.count, "a row blob's measured size must match what was written")
+    }
+
+    /// The row in row format 2, as file formats 4 and 5 wrote every row (still read; written only to test that).
+    static func encodeFormatTwo(_ row: StoredRow, modelHash: UInt64) -> [UInt8] {
+        let measured = encodedSize(row)
+        let values = measured.bytes - 4 - (4 + varintSize(row.version) + varintSize(UInt64(measured.fields)))
+            - measured.fields * (1 + measured.offsetWidth)
+        let wide = values > Int(UInt16.max)
+        let count = legacyHeaderSize + measured.fields * (wide ? 5 : 3) + values + 4
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, written in
+            var writer = RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!))
+            writer.byte(2)
+            writer.byte(wide ? wideOffsetsFlag : 0)
+            writer.bigEndian(row.entityTag)
+            writer.bigEndian(row.version)
+            writer.bigEndian(modelHash)
+            writer.bigEndian(UInt16(measured.fields))
+            writeFieldTable(row, fields: measured.fields, offsetWidth: wide ? 4 : 2, at: writer.position,
+                            into: UnsafeMutableRawBufferPointer(buffer))
+            written = count
+        }
     }
 
     /// Bytes a value takes in the values part (its type is in the field table).
@@ -253,9 +298,9 @@ enum RowCodec {
     private static func lengthPrefixedSize(_ count: Int) -> Int { varintSize(UInt64(count)) + count }
 
     /// The row in row format 1, as file formats 1–3 wrote every row (still read; written only to test that).
-    static func encodeFormatOne(_ row: StoredRow, entity: StoreLayout.EntityLayout, modelHash: UInt64) -> [UInt8] {
+    static func encodeFormatOne(_ row: StoredRow, modelHash: UInt64) -> [UInt8] {
         let present = row.fields.reduce(0) { $0 + ($1 == nil ? 0 : 1) }
-        var size = headerSize + 4
+        var size = legacyHeaderSize + 4
         for field in row.fields {
             switch field {
             case nil: continue
@@ -292,7 +337,7 @@ enum RowCodec {
 
     /// Reads the entity tag of a row without decoding it.
     static func entityTag(_ bytes: UnsafeRawBufferPointer) -> UInt16? {
-        guard bytes.count >= headerSize + 4 else { return nil }
+        guard bytes.count >= minimumSize else { return nil }
         return UInt16(bytes[2]) << 8 | UInt16(bytes[3])
     }
 

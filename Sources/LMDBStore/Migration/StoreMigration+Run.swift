@@ -84,7 +84,6 @@ extension StoreMigration {
         let plans = plans()
         let newTags = plans.map { $0?.new.tag ?? 0 }
         let maintainers = new.entitiesByTag.map { entity in entity.map { EntityMaintainers($0) { staged[$0] } } }
-        let hashPrefix = new.model.versionHash.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
         let derived = plans.contains { $0?.fields.contains { if case .derived = $0 { true } else { false } } == true }
             ? try environment.read { try derivedToOnes($0, oldTables, plans, newTags: newTags) } : [:]
         let dropsRows = !mapping.removedEntityNames.isEmpty
@@ -136,7 +135,7 @@ extension StoreMigration {
                             guard Int(row.entityTag) < plans.count, let plan = plans[Int(row.entityTag)] else { return true }
                             let mapped = try map(row, key: key, plan, newTags: newTags, derived: derived)
                             if let table = staged[StoreLayout.rowsDatabase(root: plan.new.root)] {
-                                guard try RowTable(database: table).write(mapped, key: key, modelHash: hashPrefix, inserting: true, in: transaction) else {
+                                guard try RowTable(database: table).write(mapped, key: key, inserting: true, in: transaction) else {
                                     throw ManagedObjectContextError(.migrationFailed, message: "\(path): two rows of \(plan.new.root)'s new table have the key \(key); nothing was changed")
                                 }
                             }

@@ -58,12 +58,12 @@ struct RowTable {
     /// Writes `row` under `key`, encoded straight into the room the engine reserves for it (no buffer of its own).
     /// A new row (`inserting`) is appended when its key is above every other — keys come from a sequence — and put in
     /// place otherwise; returns `false`, writing nothing, when the key of a new row is taken.
-    func write(_ row: StoredRow, key: UInt64, modelHash: UInt64, inserting: Bool, in transaction: any KeyValueTransaction) throws -> Bool {
+    func write(_ row: StoredRow, key: UInt64, inserting: Bool, in transaction: any KeyValueTransaction) throws -> Bool {
         let size = RowCodec.encodedSize(row)
         func put(_ options: PutOptions) throws {
             try withUnsafeBytes(of: key.bigEndian) { rowKey in
                 try database.reserve(count: size.bytes, forKey: rowKey, in: transaction, options: options) {
-                    RowCodec.write(row, modelHash: modelHash, size: size, into: $0)
+                    RowCodec.write(row, size: size, into: $0)
                 }
             }
         }
