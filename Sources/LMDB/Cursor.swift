@@ -216,6 +216,36 @@ extension Cursor {
         try transaction.check(code, database: database, message: database.putMessage(code, options, valueCount: value.count))
     }
 
+    /// Stores the values laid one after another in `values`, each `size` bytes, under `key` in one call
+    /// (`MDB_MULTIPLE`): the key is found once for all of them, so a run of one key's values costs one search, and with
+    /// ``PutOptions/appendDuplicate`` none inside the key's values either. The database must be
+    /// ``DatabaseOptions/dupFixed`` with values of `size` bytes. Leaves the cursor on the last value stored. The
+    /// corresponding LMDB function is `mdb_cursor_put`.
+    /// - Throws: ``LMDBError/invalidArgument`` when `size` is not positive or does not divide `values.count`;
+    ///   ``LMDBError/incompatible`` in a database without ``DatabaseOptions/dupFixed``; otherwise as
+    ///   ``put(_:forKey:options:)-(UnsafeRawBufferPointer,_,_)`` does — an error leaves the values before the refused one
+    ///   stored, as separate puts would.
+    public func putDuplicates(_ values: UnsafeRawBufferPointer, size: Int, forKey key: UnsafeRawBufferPointer, options: PutOptions = []) throws {
+        guard size > 0, values.count % size == 0 else {
+            throw LMDBError(.invalidArgument, path: transaction.environment.path, database: database.name,
+                            message: "\(values.count) bytes of values are not a whole number of \(size)-byte values")
+        }
+        guard !values.isEmpty else { return }
+        guard database.options.contains(.dupFixed) else {
+            throw LMDBError(.incompatible, path: transaction.environment.path, database: database.name,
+                            message: "several values are put at once only in a dupFixed database")
+        }
+        try database.validateKey(key.count, in: transaction)
+        var keyValue = mdbValue(key)
+        // MDB_MULTIPLE reads two values: the first value (its size and where the run starts), then the count.
+        var data = (MDB_val(mv_size: size, mv_data: UnsafeMutableRawPointer(mutating: values.baseAddress)),
+                    MDB_val(mv_size: values.count / size, mv_data: nil))
+        let code = withUnsafeMutablePointer(to: &data) { pair in
+            pair.withMemoryRebound(to: MDB_val.self, capacity: 2) { mdb_cursor_put(handle, &keyValue, $0, options.rawValue | UInt32(MDB_MULTIPLE)) }
+        }
+        try transaction.check(code, database: database, message: database.putMessage(code, options, valueCount: size))
+    }
+
     /// Stores `value` under `key` and leaves the cursor on the new entry.
     /// - Throws: As ``Database/put(_:forKey:in:options:)-(UnsafeRawBufferPointer,_,_,_)`` does.
     @inlinable

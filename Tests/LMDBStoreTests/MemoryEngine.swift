@@ -433,6 +433,18 @@ final class MemoryCursor: KeyValueCursor {
         _ = land(try table, slot, value)
     }
 
+    func putDuplicates(_ values: UnsafeRawBufferPointer, size: Int, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws {
+        guard size > 0, values.count % size == 0 else {
+            throw LMDBError(.invalidArgument, database: database.name, message: "\(values.count) bytes of values are not a whole number of \(size)-byte values")
+        }
+        guard try table.options.contains(.dupFixed) else {
+            throw LMDBError(.incompatible, database: database.name, message: "several values are put at once only in a dupFixed table")
+        }
+        for start in stride(from: 0, to: values.count, by: size) {
+            try put(UnsafeRawBufferPointer(rebasing: values[start..<start + size]), forKey: key, options: options)
+        }
+    }
+
     func duplicateCount() throws -> Int {
         let table = try table
         guard table.options.contains(.dupSort) else {

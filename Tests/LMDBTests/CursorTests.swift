@@ -305,3 +305,90 @@ import Testing
         }
     }
 }
+
+extension CursorTests {
+    /// `putDuplicates` stores a run of one key's fixed-size values in one call (`MDB_MULTIPLE`): the same entries as
+    /// the values put one by one, whether the key is new, holds a few values or so many they fill pages of their own;
+    /// a value out of order under `appendDuplicate` is refused with the values before it stored; a database without
+    /// fixed-size values and a run of the wrong length are refused, naming what is wrong.
+    @Test func aRunOfValuesIsPutInOneCallAsOneByOneWouldPutIt() throws {
+        let environment = try directory.openStore()
+        let runs = try environment.openDatabase(named: "runs", options: [.dupSort, .dupFixed])
+        let single = try environment.openDatabase(named: "single", options: [.dupSort, .dupFixed])
+        func values(_ numbers: some Sequence<UInt32>) -> [UInt8] { numbers.flatMap { bigEndianBytes($0) } }
+        // Key 1: new, 3 values; key 2: 2 values then 5 more (a page of its own's worth); key 3: 3 000 values in two
+        // runs (a sub-tree).
+        let plan: [(key: UInt16, values: [UInt32])] = [(1, [5, 6, 9]), (2, [1, 2]), (2, [3, 4, 7, 8, 10]), (3, Array(0..<1_500)), (3, Array(1_500..<3_000))]
+        try environment.write { txn in
+            try runs.withCursor(in: txn) { cursor in
+                for (key, numbers) in plan {
+                    try values(numbers).withUnsafeBytes { run in
+                        try bigEndianKey(key).withUnsafeBytes { try cursor.putDuplicates(run, size: 4, forKey: $0, options: .appendDuplicate) }
+                    }
+                }
+            }
+            for (key, numbers) in plan {
+                for number in numbers { try single.put(bigEndianBytes(number), forKey: bigEndianKey(key), in: txn) }
+            }
+        }
+        func entries(_ db: Database) throws -> [[UInt8]] {
+            try environment.read { txn in
+                try db.withCursor(in: txn) { cursor in
+                    var seen: [[UInt8]] = []
+                    var entry = try cursor.first()
+                    while let current = entry { seen.append(current.keyBytes + current.valueBytes); entry = try cursor.next() }
+                    return seen
+                }
+            }
+        }
+        let expected = try entries(single)
+        #expect(expected.count == 3 + 7 + 3_000)
+        #expect(try entries(runs) == expected)
+        // Each key new and after every other (`append`): one call per key, as a bulk load puts a sorted table.
+        let appended = try environment.openDatabase(named: "appended", options: [.dupSort, .dupFixed])
+        try environment.write { txn in
+            try appended.withCursor(in: txn) { cursor in
+                for key in [UInt16(1), 2, 3] {
+                    try values(plan.filter { $0.key == key }.flatMap(\.values)).withUnsafeBytes { run in
+                        try bigEndianKey(key).withUnsafeBytes { try cursor.putDuplicates(run, size: 4, forKey: $0, options: [.append, .appendDuplicate]) }
+                    }
+                }
+            }
+        }
+        #expect(try entries(appended) == expected)
+
+        // Out of order: 11 and 12 go after key 2's values, 4 is below them and stops the run there.
+        let refused = #expect(throws: LMDBError.self) {
+            try environment.write { txn in
+                try runs.withCursor(in: txn) { cursor in
+                    try values([11, 12, 4, 13]).withUnsafeBytes { run in
+                        try bigEndianKey(2).withUnsafeBytes { try cursor.putDuplicates(run, size: 4, forKey: $0, options: .appendDuplicate) }
+                    }
+                }
+                let kept = try runs.withCursor(in: txn) { cursor in
+                    _ = try bigEndianKey(2).withUnsafeBytes { try cursor.seek(exactly: $0) }
+                    return try cursor.duplicateCount()
+                }
+                #expect(kept == 9, "the values before the refused one are stored")
+                throw LMDBError.keyExists
+            }
+        }
+        #expect(refused == .keyExists)
+
+        let plain = try environment.openDatabase(named: "plain", options: [.dupSort])
+        try environment.write { txn in
+            let wrongTable = #expect(throws: LMDBError.self) {
+                try plain.withCursor(in: txn) { cursor in
+                    try values([1, 2]).withUnsafeBytes { run in try bigEndianKey(1).withUnsafeBytes { try cursor.putDuplicates(run, size: 4, forKey: $0) } }
+                }
+            }
+            #expect(wrongTable == .incompatible && wrongTable?.description.contains("dupFixed") == true, "\(String(describing: wrongTable))")
+            let wrongLength = #expect(throws: LMDBError.self) {
+                try runs.withCursor(in: txn) { cursor in
+                    try [UInt8](repeating: 1, count: 7).withUnsafeBytes { run in try bigEndianKey(1).withUnsafeBytes { try cursor.putDuplicates(run, size: 4, forKey: $0) } }
+                }
+            }
+            #expect(wrongLength == .invalidArgument && wrongLength?.description.contains("7 bytes") == true, "\(String(describing: wrongLength))")
+        }
+    }
+}

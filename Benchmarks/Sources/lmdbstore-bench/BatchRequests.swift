@@ -158,8 +158,9 @@ extension Workloads {
 
     /// The raw-LMDB floor of the import: every entry the batch insert wrote — the employees' rows, index entries and
     /// links — copied out of the store's tables, then put again into a fresh file with the same tables in one write
-    /// transaction, each table's entries in key order and appended (`MDB_APPEND` / `MDB_APPENDDUP`). Only the puts
-    /// and the commit are timed: the bytes as the store wrote them, without making a row or an entry.
+    /// transaction, each table's entries in key order and appended (`MDB_APPEND`), a key's values in tables of
+    /// fixed-size values as one run (`MDB_MULTIPLE` with `MDB_APPENDDUP`). Only the puts and the commit are timed: the
+    /// bytes as the store wrote them, without making a row or an entry.
     static func rawInsertFloor(_ store: LMDBIncrementalStore, into url: URL, durability: String) throws -> Double {
         struct Copy {
             let name: String
@@ -191,12 +192,35 @@ extension Workloads {
         options.maxDatabases = copies.count + 8
         let raw = try Environment.open(at: url.path, options: options)
         let databases = try copies.map { try raw.openDatabase(named: $0.name, options: $0.options) }
+        // Each dupFixed table's values of one key, side by side, for one put.
+        let runs = copies.map { copy -> [(key: Range<Int>, values: [UInt8], size: Int)] in
+            guard copy.options.contains(.dupFixed) else { return [] }
+            var runs: [(key: Range<Int>, values: [UInt8], size: Int)] = []
+            for entry in copy.entries {
+                if let last = runs.last, copy.bytes[last.key] == copy.bytes[entry.key] {
+                    runs[runs.count - 1].values += copy.bytes[entry.value]
+                } else {
+                    runs.append((entry.key, Array(copy.bytes[entry.value]), entry.value.count))
+                }
+            }
+            return runs
+        }
         let clock = ContinuousClock()
         let start = clock.now
         try raw.write { transaction in
-            for (copy, database) in zip(copies, databases) {
-                let append: PutOptions = copy.options.contains(.dupSort) ? .appendDuplicate : .append
+            for ((copy, database), runs) in zip(zip(copies, databases), runs) {
                 try copy.bytes.withUnsafeBytes { bytes in
+                    guard runs.isEmpty else {
+                        try database.withCursor(in: transaction) { cursor in
+                            for run in runs {
+                                try run.values.withUnsafeBytes {
+                                    try cursor.putDuplicates($0, size: run.size, forKey: UnsafeRawBufferPointer(rebasing: bytes[run.key]), options: [.append, .appendDuplicate])
+                                }
+                            }
+                        }
+                        return
+                    }
+                    let append: PutOptions = copy.options.contains(.dupSort) ? .appendDuplicate : .append
                     for entry in copy.entries {
                         try database.put(UnsafeRawBufferPointer(rebasing: bytes[entry.value]), forKey: UnsafeRawBufferPointer(rebasing: bytes[entry.key]),
                                          in: transaction, options: append)

@@ -40,14 +40,23 @@ struct EncodedRow {
         guard let entity = layout.entity(tag: tag) else {
             throw RowDecodingError(reason: "the row names the unknown entity tag \(tag)")
         }
-        var reader = ByteReader(bytes: body, offset: 4)
         self.body = body
         self.entity = entity
-        let fieldCount: Int, width: Int
+        let fieldCount: Int, width: Int, typesOffset: Int
         if format == 3 {
-            // Varints: the version, then the field count.
-            self.version = try reader.varint()
-            let count = try reader.varint()
+            // Varints: the version, then the field count — for almost every row one byte each (the body holds at
+            // least six bytes).
+            let count: UInt64
+            if body[4] < 0x80, body[5] < 0x80 {
+                self.version = UInt64(body[4])
+                count = UInt64(body[5])
+                typesOffset = 6
+            } else {
+                var reader = ByteReader(bytes: body, offset: 4)
+                self.version = try reader.varint()
+                count = try reader.varint()
+                typesOffset = reader.offset
+            }
             guard flags <= 2 else { throw RowDecodingError(reason: "the row has flags \(flags), which this LMDBStore does not know") }
             guard count <= UInt64(entity.fields.count) else {
                 throw RowDecodingError(reason: "the row has \(count) fields; \(entity.name) has \(entity.fields.count)")
@@ -55,6 +64,7 @@ struct EncodedRow {
             fieldCount = Int(count)
             width = 1 << Int(flags)
         } else {
+            var reader = ByteReader(bytes: body, offset: 4)
             guard body.count >= RowCodec.legacyHeaderSize else { throw RowDecodingError(reason: "the row is \(bytes.count) bytes, shorter than a row header") }
             self.version = try reader.uint64()
             _ = try reader.uint64()  // row formats 1 and 2: the model hash's prefix, which nothing reads
@@ -68,9 +78,10 @@ struct EncodedRow {
             } else {
                 width = 0
             }
+            typesOffset = reader.offset
         }
         self.fieldCount = fieldCount
-        typesOffset = reader.offset
+        self.typesOffset = typesOffset
         offsetWidth = width
         if format == 1 {
             valuesOffset = 0

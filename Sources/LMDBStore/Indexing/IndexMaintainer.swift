@@ -252,7 +252,8 @@ struct IndexUpdates {
     /// Entries to put: their table, check and constraint, the row they belong to (a position in the save), where
     /// their key and value lie in ``bytes``, and whether the row is new (its entry then usually goes after its key's
     /// values).
-    private var pending: [(table: Database, check: EntryCheck, constraint: Int, row: Int, key: Range<Int>, value: Range<Int>, isNew: Bool)] = []
+    private var pending: [Pending] = []
+    private typealias Pending = (table: Database, check: EntryCheck, constraint: Int, row: Int, key: Range<Int>, value: Range<Int>, isNew: Bool)
     /// Entries to remove when they are sorted (``sortsEntries``): their table, whether the key goes with its only
     /// value, and where their key and value lie in ``bytes``.
     private var removals: [(table: Database, keyFree: Bool, key: Range<Int>, value: Range<Int>)] = []
@@ -410,12 +411,45 @@ struct IndexUpdates {
                     if found != nil { try cursor.deleteCurrent() }
                 }
             }
+            var run: [UInt8] = []
             try Self.forEachTable(EntryOrder.positions(of: pending.map { ($0.table.handle, $0.key, $0.value) }, in: bytes), of: { pending[$0].table }, in: transaction) { table, cursor, order in
-                let dupSort = table.options.contains(.dupSort)
-                for index in order {
-                    let entry = pending[index]
+                let dupSort = table.options.contains(.dupSort), dupFixed = table.options.contains(.dupFixed)
+                var at = order.startIndex
+                while at < order.endIndex {
+                    let entry = pending[order[at]]
                     let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
+                    at += 1
                     if entry.check == .none && entry.isNew {
+                        // New rows' values under one key of a table of fixed-size values (an index key many rows
+                        // share, a to-one's destination, a to-many's owner): put as one run, the key found once.
+                        var end = at
+                        if dupFixed {
+                            while end < order.endIndex, Self.continuesRun(pending[order[end]], key: key, in: bytes) { end += 1 }
+                        }
+                        if end > at {
+                            // The values side by side (each as long as the table's values: DUPFIXED).
+                            let size = value.count, count = end - at + 1
+                            if run.count < count * size { run = [UInt8](repeating: 0, count: count * size) }
+                            run.withUnsafeMutableBytes { run in
+                                for (place, index) in order[(at - 1)..<end].enumerated() {
+                                    run.baseAddress!.advanced(by: place * size).copyMemory(from: bytes.baseAddress! + pending[index].value.lowerBound, byteCount: size)
+                                }
+                            }
+                            try run.withUnsafeBytes { run in
+                                let values = UnsafeRawBufferPointer(rebasing: run[..<(count * size)])
+                                do {
+                                    try cursor.putDuplicates(values, size: size, forKey: key, options: .appendDuplicate)
+                                } catch LMDBError.keyExists {
+                                    // One out of order: the rest go in place (those already put are put again as
+                                    // they are, which changes nothing).
+                                    for start in stride(from: 0, to: values.count, by: size) {
+                                        try cursor.put(UnsafeRawBufferPointer(rebasing: values[start..<start + size]), forKey: key, options: [])
+                                    }
+                                }
+                            }
+                            at = end
+                            continue
+                        }
                         // A new row's entry usually goes after its key's values (row keys come from a sequence), and
                         // a new row's link after every key of a table without duplicates: appended without
                         // searching, else put in place.
@@ -432,6 +466,14 @@ struct IndexUpdates {
                 }
             }
         }
+    }
+
+    /// Whether `entry` joins a run of new rows' values under `key` (``applySorted(in:violation:)``): unchecked, of a
+    /// new row, under the same key bytes.
+    @inline(__always)
+    private static func continuesRun(_ entry: Pending, key: UnsafeRawBufferPointer, in bytes: UnsafeRawBufferPointer) -> Bool {
+        guard entry.check == .none, entry.isNew, entry.key.count == key.count else { return false }
+        return memcmp(bytes.baseAddress! + entry.key.lowerBound, key.baseAddress!, key.count) == 0
     }
 
     /// Calls `body` once per table with a cursor on it and the run of `order` (positions, sorted by table) whose

@@ -159,6 +159,10 @@ protocol KeyValueCursor: AnyObject {
     /// key just before it) finds it without descending from the root: sorted puts through one cursor cost less than
     /// the same puts through the table.
     func put(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws
+    /// Puts the values laid one after another in `values`, each `size` bytes, under `key` (a dupFixed table of
+    /// `size`-byte values), as that many puts with `options` would, finding the key once; stands on the last one. An
+    /// error leaves the values before the refused one put.
+    func putDuplicates(_ values: UnsafeRawBufferPointer, size: Int, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws
     /// How many values the current key holds (dupSort tables; elsewhere ``LMDBError/incompatible``).
     func duplicateCount() throws -> Int
     /// Deletes the current entry.

@@ -39,6 +39,11 @@ func bigEndianKey(_ value: UInt16) -> [UInt8] {
     [UInt8(value >> 8), UInt8(value & 0xFF)]
 }
 
+/// Big-endian bytes of a 32-bit value: bytewise order equals numeric order.
+func bigEndianBytes(_ value: UInt32) -> [UInt8] {
+    withUnsafeBytes(of: value.bigEndian) { Array($0) }
+}
+
 /// The path of the helper program the tests spawn as a second process.
 func testHelperPath() throws -> String {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
