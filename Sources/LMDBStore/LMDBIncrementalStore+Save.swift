@@ -11,6 +11,10 @@ extension LMDBIncrementalStore {
         }
     }
 
+    /// From how many new rows a save puts their unchecked index entries last, each table's sorted: below it, sorting
+    /// costs more than the searches it saves.
+    static let sortedInsertThreshold = 64
+
     /// One LMDB write transaction for the whole request: versions are checked first (a mismatch is a conflict and
     /// nothing is written), then old secondary entries that changed are removed, new ones put (uniqueness checked),
     /// link tables rewritten for the relationships given, and rows written with their new versions — except an
@@ -138,8 +142,10 @@ extension LMDBIncrementalStore {
                 // 3. Secondary entries, each table by its maintainer: the stale entries of updated and deleted rows
                 // go first, then inserted rows' entries are put, then updated rows' new ones (in the order the
                 // context sent the objects: inserts in key order, updates sorted by ID) — so a value one row gives
-                // up may be taken by another in the same save.
-                var indexes = IndexUpdates()
+                // up may be taken by another in the same save. Many new rows' unchecked entries wait and go last,
+                // each table's in key order (a run of one key's values at once): a bulk import through a context.
+                let sortsInserts = insertCount >= Self.sortedInsertThreshold
+                var indexes = IndexUpdates(sortingInserts: sortsInserts)
                 for position in insertCount..<written.count where rewrites[position] {
                     try indexes.update(state.maintainers(of: entities[position]), old: updatedRows[position - insertCount]!, new: rows[position],
                                        key: try key(of: written[position].objectID), row: position, in: transaction)
@@ -152,8 +158,12 @@ extension LMDBIncrementalStore {
                     uniquenessViolation(written[position].objectID, constraint: constraint, rows[position])
                 }
                 for position in 0..<insertCount {
-                    try indexes.insert(state.maintainers(of: entities[position]), row: rows[position], key: try key(of: written[position].objectID),
-                                       position: position, in: transaction, violation: violation)
+                    let maintainers = state.maintainers(of: entities[position]), rowKey = try key(of: written[position].objectID)
+                    if sortsInserts {
+                        try indexes.insertSorted(maintainers, row: rows[position], key: rowKey, position: position, in: transaction, violation: violation)
+                    } else {
+                        try indexes.insert(maintainers, row: rows[position], key: rowKey, position: position, in: transaction, violation: violation)
+                    }
                 }
                 try indexes.putPending(in: transaction, violation: violation)
                 // 4. Link tables, then rows.

@@ -328,8 +328,11 @@ import Testing
     /// A new row's index entries are appended after the other rows' under the same index key, and its links after
     /// every link of older owners (its key comes from the sequence). When that does not hold — keys taken early and
     /// saved late, members given in descending key order — LMDB refuses the append and the entry is put in place:
-    /// every entry is there and every fetch answers from it.
-    @Test func entriesOfRowsSavedOutOfKeyOrderAreAllKept() throws {
+    /// every entry is there and every fetch answers from it. A save of many new rows (400, and the early ones when
+    /// they are 80: `sortedInsertThreshold`) puts their entries last, sorted, one key's values as one run, and a run
+    /// refused as out of order goes in place value by value.
+    @Test(arguments: [8, 80])
+    func entriesOfRowsSavedOutOfKeyOrderAreAllKept(earlyCount: Int) throws {
         let model = try ManagedObjectModel {
             EntityDescription("Team") {
                 AttributeDescription("name", .string)
@@ -372,7 +375,8 @@ import Testing
             }
         }
         let first = ManagedObjectContext(coordinator: coordinator), second = ManagedObjectContext(coordinator: coordinator)
-        let early = try players(first, "early", count: 8)
+        #expect((earlyCount >= LMDBIncrementalStore.sortedInsertThreshold) == (earlyCount == 80), "8 early rows go the direct way, 80 the sorted one")
+        let early = try players(first, "early", count: earlyCount)
         try first.obtainPermanentIDs(for: early)
         let late = try players(second, "late", count: 400)
         try second.save()

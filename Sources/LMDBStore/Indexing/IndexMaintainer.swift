@@ -260,11 +260,18 @@ struct IndexUpdates {
     private var bytes: [UInt8] = []
     /// Whether removals wait for ``putPending(in:violation:)`` and both are applied in key order.
     private let sortsEntries: Bool
+    /// Whether new rows' unchecked entries wait for ``putPending(in:violation:)`` and go in key order
+    /// (``insertSorted(_:row:key:position:in:violation:)``); always when sorting entries.
+    private let sortsInserts: Bool
 
     /// Updates that remove stale entries at once and put fresh ones in the order they came (a save); with
-    /// `sortingEntries`, both wait and are applied table by table in key order (a batch).
-    init(sortingEntries: Bool = false) {
+    /// `sortingEntries`, both wait and are applied table by table in key order (a batch). With `sortingInserts` (a
+    /// save of many new rows), stale entries still go at once and changed rows' fresh ones in order, and new rows'
+    /// entries no uniqueness constraint checks wait and go last, table by table in key order: nothing checks them,
+    /// so when they go changes no answer.
+    init(sortingEntries: Bool = false, sortingInserts: Bool = false) {
         sortsEntries = sortingEntries
+        sortsInserts = sortingEntries || sortingInserts
     }
 
     /// Removes the entries of a row's old state (`old`) that its new state (`new`; `nil` for a deleted row) does
@@ -332,17 +339,17 @@ struct IndexUpdates {
     /// only when sorting entries. The pair usually sorts after every other of its key (a duplicate value) or of its
     /// table (a key): it is appended when it does, put in place when it does not.
     mutating func putSorted(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, into table: Database, row: Int) {
-        precondition(sortsEntries, "an entry waits for putPending only when entries are sorted")
+        precondition(sortsInserts, "an entry waits for putPending only when entries are sorted")
         let (keyRange, valueRange) = keep(key, value)
         pending.append((table, .none, -1, row, keyRange, valueRange, true))
     }
 
-    /// The entries of a new row, sorting entries (a batch insert): those a uniqueness constraint checks are put at
-    /// once, so the rows after it see them; the others wait for ``putPending(in:violation:)``, which puts each
-    /// table's in key order.
+    /// The entries of a new row, sorting entries or inserts (a batch insert, a save of many new rows): those a
+    /// uniqueness constraint checks are put at once, so the rows after it see them; the others wait for
+    /// ``putPending(in:violation:)``, which puts each table's in key order.
     mutating func insertSorted(_ maintainers: EntityMaintainers, row: StoredRow, key: UInt64, position: Int, in transaction: any KeyValueTransaction,
                                violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
-        precondition(sortsEntries, "an entry waits for putPending only when entries are sorted")
+        precondition(sortsInserts, "an entry waits for putPending only when entries are sorted")
         // The scratch is moved out for the walk, so the entries can be kept in `bytes` as they come.
         var entries = EntryScratch()
         swap(&entries, &scratch)
@@ -373,14 +380,15 @@ struct IndexUpdates {
         }
     }
 
-    /// Puts the entries ``update(_:old:new:key:row:in:)`` kept, in the order they came — or, sorting entries, removes
-    /// the stale ones and then puts these, each table's in key order.
+    /// Puts the entries ``update(_:old:new:key:row:in:)`` kept, in the order they came (then, sorting inserts, new
+    /// rows' entries in key order) — or, sorting entries, removes the stale ones and then puts these, each table's in
+    /// key order.
     mutating func putPending(in transaction: any KeyValueTransaction, violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
         if sortsEntries {
             try applySorted(in: transaction, violation: violation)
         } else {
             try bytes.withUnsafeBytes { bytes in
-                for entry in pending {
+                for entry in pending where !entry.isNew {
                     let key = UnsafeRawBufferPointer(rebasing: bytes[entry.key]), value = UnsafeRawBufferPointer(rebasing: bytes[entry.value])
                     if entry.check == .none {
                         try entry.table.put(value, forKey: key, in: transaction)
@@ -388,6 +396,11 @@ struct IndexUpdates {
                         try Self.putChecked(value, forKey: key, check: entry.check, in: entry.table, transaction) { violation(entry.row, entry.constraint) }
                     }
                 }
+            }
+            if sortsInserts {
+                // New rows' unchecked entries; nothing waits to be removed (stale entries went at once).
+                pending.removeAll { !$0.isNew }
+                try applySorted(in: transaction, violation: violation)
             }
         }
         pending.removeAll(keepingCapacity: true)
