@@ -75,7 +75,7 @@ extension LMDBIncrementalStore {
             analysis = fresh
             // An analysis holds the objects' keys, not the objects — except the rest of a `SELF IN` conjunction.
             if let shape, QueryPlanner.isCacheable(fresh.keysResidual) { lock.withLock {
-                if planShapes.count >= 512 { planShapes.removeAll(keepingCapacity: true) }
+                if planShapes.count >= Self.planCacheCapacity { planShapes.removeAll(keepingCapacity: true) }
                 planShapes[shape] = fresh
             } }
         }
@@ -91,7 +91,11 @@ extension LMDBIncrementalStore {
         let prepared = PreparedPlan(plan, entityName: request.entityName, predicate: planKey.shape.predicate,
                                     storeIdentifier: state.storeIdentifier, snapshot: snapshot, isChecked: checking)
         lock.withLock {
-            if plans.count >= 512 { plans.removeAll(keepingCapacity: true) }
+            if plans.count >= Self.planCacheCapacity {
+                // A plan of an older commit is never run again.
+                plans = plans.filter { $0.value.snapshot == snapshot }
+                if plans.count >= Self.planCacheCapacity { plans.removeAll(keepingCapacity: true) }
+            }
             plans[planKey] = prepared
         }
         return prepared

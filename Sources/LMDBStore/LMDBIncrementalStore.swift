@@ -60,6 +60,10 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
             if counts[engine] == 0 { counts[engine] = nil }
         }
     }
+    /// How many entries ``plans`` and ``planShapes`` each keep: enough for a shape per object an app asks about
+    /// (`department == %@` for each of a thousand departments; 512 made such a workload plan three fetches in four).
+    static let planCacheCapacity = 2048
+
     /// The planner's analysis of each request shape seen lately (guarded by `lock`); emptied when it fills up.
     var planShapes: [PlanShape: QueryPlanner.Analysis] = [:]
     /// How many plans reused a cached analysis (for tests).
@@ -99,7 +103,7 @@ public final class LMDBIncrementalStore: ChangeTrackingStore, @unchecked Sendabl
 
     /// Plans made in reads, with their compiled row checks, by shape, window and result type (guarded by `lock`);
     /// each is run again only in a read of the commit it was costed in (``prepared(_:state:transaction:reusable:)``).
-    /// Emptied when it fills up.
+    /// When it fills up, the plans of older commits go; if that leaves it full, all of them.
     var plans: [PlanKey: PreparedPlan] = [:]
     /// How many fetches ran a kept plan (for tests).
     var planHits = 0

@@ -256,3 +256,33 @@ import Testing
         #expect(throws: ManagedObjectContextError.self) { try context.fetch(values) }
     }
 }
+
+extension CostBasedPlanningTests {
+    /// A plan is kept for each of as many shapes as an app asks about one object or value at a time — a thousand, where
+    /// 512 was outgrown by a workload over a thousand departments — and when the table fills up, the plans of older
+    /// commits go first: a plan of the current commit stays.
+    @Test func keptPlansHoldAThousandShapesAndLoseStaleOnesFirst() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(plannerModel)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        func hits() -> Int { store.lock.withLock { store.planHits } }
+        func fetch(_ n: Int) throws { _ = try context.fetch(try request("age == \(n)")) }
+        for n in 0..<1_000 { try fetch(n) }
+        let before = hits()
+        for n in 0..<1_000 { try fetch(n) }
+        #expect(hits() == before + 1_000, "every shape's plan was kept")
+
+        // One short of full with this commit's plans; then a commit makes them all stale.
+        let capacity = LMDBIncrementalStore.planCacheCapacity
+        for n in 1_000..<(capacity - 1) { try fetch(n) }
+        #expect(store.lock.withLock { store.plans.count } == capacity - 1)
+        try context.insertNewObject(forEntityName: "Person").setValue("new", forKey: "name")
+        try context.save()
+        try fetch(-1)  // the table is full now, with one plan of the new commit
+        try fetch(-2)  // full: the stale plans go, the current one stays
+        #expect(store.lock.withLock { store.plans.count } == 2)
+        let kept = hits()
+        try fetch(-1)
+        #expect(hits() == kept + 1, "the current commit's plan survived the eviction")
+    }
+}
