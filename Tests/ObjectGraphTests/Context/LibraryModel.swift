@@ -52,8 +52,10 @@ final class Author: ManagedObject {
     var name: String? { get { self[Self.name] } set { self[Self.name] = newValue } }
     var books: RelatedObjects<ManagedObject> { self[Self.books] }
 
-    nonisolated(unsafe) static var inserted = 0
-    override func awakeFromInsert() { Author.inserted += 1; self["scratch"] = "fresh" }
+    /// How many times `awakeFromInsert` ran on this object (a count of its own: other tests insert authors at the
+    /// same time).
+    private(set) var awakenings = 0
+    override func awakeFromInsert() { awakenings += 1; self["scratch"] = "fresh" }
     override func validateForUpdate() throws {
         if name == "Forbidden" {
             throw ValidationFailure(objectID: objectID, entityName: entity.name, propertyName: "name", message: "that name is forbidden")
