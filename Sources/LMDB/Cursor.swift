@@ -230,11 +230,11 @@ extension Cursor {
             throw LMDBError(.invalidArgument, path: transaction.environment.path, database: database.name,
                             message: "\(values.count) bytes of values are not a whole number of \(size)-byte values")
         }
-        guard !values.isEmpty else { return }
         guard database.options.contains(.dupFixed) else {
             throw LMDBError(.incompatible, path: transaction.environment.path, database: database.name,
                             message: "several values are put at once only in a dupFixed database")
         }
+        guard !values.isEmpty else { return }
         try database.validateKey(key.count, in: transaction)
         var keyValue = mdbValue(key)
         // MDB_MULTIPLE reads two values: the first value (its size and where the run starts), then the count.

@@ -144,8 +144,7 @@ extension LMDBIncrementalStore {
                 // context sent the objects: inserts in key order, updates sorted by ID) — so a value one row gives
                 // up may be taken by another in the same save. Many new rows' unchecked entries wait and go last,
                 // each table's in key order (a run of one key's values at once): a bulk import through a context.
-                let sortsInserts = insertCount >= Self.sortedInsertThreshold
-                var indexes = IndexUpdates(sortingInserts: sortsInserts)
+                var indexes = IndexUpdates(sortingInserts: insertCount >= Self.sortedInsertThreshold)
                 for position in insertCount..<written.count where rewrites[position] {
                     try indexes.update(state.maintainers(of: entities[position]), old: updatedRows[position - insertCount]!, new: rows[position],
                                        key: try key(of: written[position].objectID), row: position, in: transaction)
@@ -158,12 +157,8 @@ extension LMDBIncrementalStore {
                     uniquenessViolation(written[position].objectID, constraint: constraint, rows[position])
                 }
                 for position in 0..<insertCount {
-                    let maintainers = state.maintainers(of: entities[position]), rowKey = try key(of: written[position].objectID)
-                    if sortsInserts {
-                        try indexes.insertSorted(maintainers, row: rows[position], key: rowKey, position: position, in: transaction, violation: violation)
-                    } else {
-                        try indexes.insert(maintainers, row: rows[position], key: rowKey, position: position, in: transaction, violation: violation)
-                    }
+                    try indexes.insert(state.maintainers(of: entities[position]), row: rows[position], key: try key(of: written[position].objectID),
+                                       position: position, in: transaction, violation: violation)
                 }
                 try indexes.putPending(in: transaction, violation: violation)
                 // 4. Link tables, then rows.

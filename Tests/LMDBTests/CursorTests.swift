@@ -383,6 +383,12 @@ extension CursorTests {
                 }
             }
             #expect(wrongTable == .incompatible && wrongTable?.description.contains("dupFixed") == true, "\(String(describing: wrongTable))")
+            // An empty run is refused by the table it cannot go in, and puts nothing in one it can.
+            #expect(throws: LMDBError.incompatible) {
+                try plain.withCursor(in: txn) { cursor in try bigEndianKey(1).withUnsafeBytes { try cursor.putDuplicates(UnsafeRawBufferPointer(start: nil, count: 0), size: 4, forKey: $0) } }
+            }
+            try runs.withCursor(in: txn) { cursor in try bigEndianKey(9).withUnsafeBytes { try cursor.putDuplicates(UnsafeRawBufferPointer(start: nil, count: 0), size: 4, forKey: $0) } }
+            #expect(try runs.withCursor(in: txn) { cursor in try bigEndianKey(9).withUnsafeBytes { try cursor.seek(exactly: $0) } } == nil)
             let wrongLength = #expect(throws: LMDBError.self) {
                 try runs.withCursor(in: txn) { cursor in
                     try [UInt8](repeating: 1, count: 7).withUnsafeBytes { run in try bigEndianKey(1).withUnsafeBytes { try cursor.putDuplicates(run, size: 4, forKey: $0) } }

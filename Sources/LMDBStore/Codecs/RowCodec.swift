@@ -152,7 +152,16 @@ enum RowCodec {
     /// Measures a row before ``write(_:size:into:)``: the blob is made in one buffer of the exact size (or straight
     /// into LMDB's page, `MDB_RESERVE`), with no growth, bounds checks or uniqueness checks per byte.
     static func encodedSize(_ row: StoredRow) -> EncodedSize {
-        // One walk finds the last field holding a value, where its value starts and the values' size.
+        let (fields, values, lastStart) = measure(row)
+        // Offsets only grow along the table, so the last one decides how wide they all are.
+        let width = lastStart <= Int(UInt8.max) ? 1 : lastStart <= Int(UInt16.max) ? 2 : 4
+        let header = 4 + varintSize(row.version) + varintSize(UInt64(fields))
+        return EncodedSize(bytes: header + fields * (1 + width) + values + 4, fields: fields, offsetWidth: width)
+    }
+
+    /// One walk over a row's fields: how many the field table covers (up to the last that holds a value), the
+    /// values' bytes and where the last value starts among them.
+    private static func measure(_ row: StoredRow) -> (fields: Int, values: Int, lastStart: Int) {
         var fields = 0, values = 0, lastStart = 0
         for id in row.fields.indices {
             let start = values
@@ -164,10 +173,7 @@ enum RowCodec {
             fields = id + 1
             lastStart = start
         }
-        // Offsets only grow along the table, so the last one decides how wide they all are.
-        let width = lastStart <= Int(UInt8.max) ? 1 : lastStart <= Int(UInt16.max) ? 2 : 4
-        let header = 4 + varintSize(row.version) + varintSize(UInt64(fields))
-        return EncodedSize(bytes: header + fields * (1 + width) + values + 4, fields: fields, offsetWidth: width)
+        return (fields, values, lastStart)
     }
 
     /// Writes the row in row format 3 into `buffer`, which holds exactly `size.bytes` bytes.
@@ -219,11 +225,9 @@ enum RowCodec {
 
     /// The row in row format 2, as file formats 4 and 5 wrote every row (still read; written only to test that).
     static func encodeFormatTwo(_ row: StoredRow, modelHash: UInt64) -> [UInt8] {
-        let measured = encodedSize(row)
-        let values = measured.bytes - 4 - (4 + varintSize(row.version) + varintSize(UInt64(measured.fields)))
-            - measured.fields * (1 + measured.offsetWidth)
+        let (fields, values, _) = measure(row)
         let wide = values > Int(UInt16.max)
-        let count = legacyHeaderSize + measured.fields * (wide ? 5 : 3) + values + 4
+        let count = legacyHeaderSize + fields * (wide ? 5 : 3) + values + 4
         return [UInt8](unsafeUninitializedCapacity: count) { buffer, written in
             var writer = RawWriter(UnsafeMutableRawPointer(buffer.baseAddress!))
             writer.byte(2)
@@ -231,8 +235,8 @@ enum RowCodec {
             writer.bigEndian(row.entityTag)
             writer.bigEndian(row.version)
             writer.bigEndian(modelHash)
-            writer.bigEndian(UInt16(measured.fields))
-            writeFieldTable(row, fields: measured.fields, offsetWidth: wide ? 4 : 2, at: writer.position,
+            writer.bigEndian(UInt16(fields))
+            writeFieldTable(row, fields: fields, offsetWidth: wide ? 4 : 2, at: writer.position,
                             into: UnsafeMutableRawBufferPointer(buffer))
             written = count
         }

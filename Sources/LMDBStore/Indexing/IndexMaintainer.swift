@@ -362,9 +362,11 @@ struct IndexUpdates {
         }
     }
 
-    /// Puts the entries of a new row (the row under `key`, at `position` in the save).
+    /// Puts the entries of a new row (the row under `key`, at `position` in the save) — sorting inserts, as
+    /// ``insertSorted(_:row:key:position:in:violation:)`` does.
     mutating func insert(_ maintainers: EntityMaintainers, row: StoredRow, key: UInt64, position: Int, in transaction: any KeyValueTransaction,
                          violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
+        if sortsInserts { return try insertSorted(maintainers, row: row, key: key, position: position, in: transaction, violation: violation) }
         try maintainers.forEachEntry(of: row, key: key, scratch: &scratch) { table, constraint, key, value, check in
             guard check == .none else {
                 return try Self.putChecked(value, forKey: key, check: check, in: table, transaction) { violation(position, constraint) }
@@ -448,18 +450,7 @@ struct IndexUpdates {
                                     run.baseAddress!.advanced(by: place * size).copyMemory(from: bytes.baseAddress! + pending[index].value.lowerBound, byteCount: size)
                                 }
                             }
-                            try run.withUnsafeBytes { run in
-                                let values = UnsafeRawBufferPointer(rebasing: run[..<(count * size)])
-                                do {
-                                    try cursor.putDuplicates(values, size: size, forKey: key, options: .appendDuplicate)
-                                } catch LMDBError.keyExists {
-                                    // One out of order: the rest go in place (those already put are put again as
-                                    // they are, which changes nothing).
-                                    for start in stride(from: 0, to: values.count, by: size) {
-                                        try cursor.put(UnsafeRawBufferPointer(rebasing: values[start..<start + size]), forKey: key, options: [])
-                                    }
-                                }
-                            }
+                            try run.withUnsafeBytes { try Self.putRun(UnsafeRawBufferPointer(rebasing: $0[..<(count * size)]), size: size, forKey: key, cursor) }
                             at = end
                             continue
                         }
@@ -477,6 +468,19 @@ struct IndexUpdates {
                         try Self.putChecked(value, forKey: key, check: entry.check, in: table, transaction) { violation(entry.row, entry.constraint) }
                     }
                 }
+            }
+        }
+    }
+
+    /// Puts a run of new rows' values (`size` bytes each, ascending) under `key` in one call, after the key's other
+    /// values; when one of them sorts below a value already there, LMDB refuses the run there and the rest go in place
+    /// value by value (those already put are put again as they are, which changes nothing).
+    private static func putRun(_ values: UnsafeRawBufferPointer, size: Int, forKey key: UnsafeRawBufferPointer, _ cursor: any KeyValueCursor) throws {
+        do {
+            try cursor.putDuplicates(values, size: size, forKey: key, options: .appendDuplicate)
+        } catch LMDBError.keyExists {
+            for start in stride(from: 0, to: values.count, by: size) {
+                try cursor.put(UnsafeRawBufferPointer(rebasing: values[start..<start + size]), forKey: key, options: [])
             }
         }
     }
