@@ -145,13 +145,18 @@ extension Cursor {
     /// - Throws: ``LMDBError/incompatible`` outside a ``DatabaseOptions/dupSort`` database.
     public func lastDuplicate() throws -> CursorEntry? { try get(MDB_LAST_DUP) }
 
-    /// The entry the cursor is on, or `nil` when it is not positioned on one. The corresponding LMDB operation is
-    /// `MDB_GET_CURRENT`.
+    /// The entry the cursor is on, or `nil` when it is not positioned on one; right after ``deleteCurrent(allDuplicates:)``,
+    /// the entry that followed the deleted one. The corresponding LMDB operation is `MDB_GET_CURRENT`.
     /// - Throws: ``LMDBError`` if LMDB fails.
     public func current() throws -> CursorEntry? {
         var key = MDB_val()
         var value = MDB_val()
         let code = mdb_cursor_get(handle, &key, &value, MDB_GET_CURRENT)
+        if code == MDB_NOTFOUND && database.options.contains(.dupSort) && mdb_cursor_get(handle, &key, nil, MDB_GET_CURRENT) == MDB_SUCCESS {
+            // A delete took the last of a key's values and left others before it: LMDB keeps the cursor on the key,
+            // past its values, where the entry that follows is the next key's first value.
+            return try nextKey()
+        }
         if code == MDB_NOTFOUND || code == EINVAL { return nil }
         try transaction.check(code, database: database)
         return CursorEntry(key: key, value: value)

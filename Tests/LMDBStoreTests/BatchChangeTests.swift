@@ -316,3 +316,79 @@ struct BatchChangeTests {
         #expect(try context.count(for: FetchRequest(entityName: "Book")) == 8)
     }
 }
+
+/// A batch that removes every value of an index key removes the key in one delete (``IndexUpdates``'s whole-key
+/// removal); one that removes part of a key's values, or as many values as the key holds but not the same ones,
+/// removes them one by one — and never a value it does not name.
+@Suite(.onEveryEngine) struct WholeKeyRemovalTests {
+    static let model = try! ManagedObjectModel {
+        EntityDescription("Item") {
+            AttributeDescription("group", .integer64)
+            AttributeDescription("n", .integer64)
+            FetchIndexDescription("byGroup", properties: ["group"])
+        }
+    }
+
+    /// Each key of the `byGroup` index with the row keys its values name, in the table's order.
+    static func entries(_ store: LMDBIncrementalStore) throws -> [[UInt8]: [UInt64]] {
+        let state = try store.open
+        let table = store.database("index/Item/byGroup", in: state)
+        return try state.environment.read { transaction in
+            var found: [[UInt8]: [UInt64]] = [:]
+            try table.withCursor(in: transaction) { cursor in
+                try cursor.forEach { entry in
+                    found[entry.keyBytes, default: []].append(entry.valueBytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
+                    return true
+                }
+            }
+            return found
+        }
+    }
+
+    @Test("every value of a key goes with the key; part of a key, value by value; a key holding other values keeps them")
+    func wholeKeys() throws {
+        let folder = StoreFolder()
+        let (coordinator, store) = try folder.coordinator(Self.model)
+        let context = ManagedObjectContext(coordinator: coordinator)
+        var groups: [Int: [ManagedObjectID]] = [:]
+        var items: [(group: Int, object: ManagedObject)] = []
+        for (group, count) in [(1, 20), (2, 20), (3, 5), (4, 8)] {
+            for n in 0..<count {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                try item.setValue(Int64(group), forKey: "group")
+                try item.setValue(Int64(n), forKey: "n")
+                items.append((group, item))
+            }
+        }
+        try context.save()
+        for (group, item) in items { groups[group, default: []].append(item.objectID) }
+        func rowKeys(_ group: Int) throws -> [UInt64] { try groups[group]!.map { try store.key(of: $0) } }
+        func delete(_ request: BatchDeleteRequest) throws -> Int { try ManagedObjectContext(coordinator: coordinator).execute(request).count }
+        func deleting(_ format: String) throws -> BatchDeleteRequest {
+            BatchDeleteRequest(fetchRequest: FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: format)))
+        }
+
+        // All twenty of group 1 (the whole key), then ten of group 2's twenty (ten removals, the key keeps ten).
+        #expect(try delete(deleting("group == 1")) == 20)
+        #expect(try delete(deleting("group == 2 AND n >= 10")) == 10)
+        let after = try Self.entries(store)
+        #expect(Set(after.values) == [Array(try rowKeys(2).prefix(10)), try rowKeys(3), try rowKeys(4)])
+        #expect(try store.verify() == [])
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Item", predicate: try FetchPredicate(format: "group == 2"))) == 10)
+
+        // Damage: one of group 4's eight entries replaced by one naming a row that does not exist, so the key still
+        // holds eight values. Deleting group 4's eight items by ID removes the seven entries held; the stranger stays.
+        let fourth = try #require(after.first { $0.value == (try? rowKeys(4)) }?.key)
+        let state = try store.open
+        let table = store.database("index/Item/byGroup", in: state)
+        try state.environment.write { transaction in
+            let held = try table.withCursor(in: transaction) { cursor in try fourth.withUnsafeBytes { try cursor.seek(exactly: $0)?.valueBytes } }
+            let first = try #require(held)
+            #expect(try table.delete(key: fourth, value: first, in: transaction))
+            try table.put(withUnsafeBytes(of: UInt64(999).bigEndian) { Array($0) } + first.suffix(2), forKey: fourth, in: transaction)
+        }
+        #expect(try delete(BatchDeleteRequest(objectIDs: groups[4]!)) == 8)
+        #expect(try Self.entries(store)[fourth] == [999])
+        #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Item")) == 15)
+    }
+}

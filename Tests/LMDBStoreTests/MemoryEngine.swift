@@ -477,6 +477,17 @@ final class MemoryCursor: KeyValueCursor {
         afterDelete = true
     }
 
+    func deleteCurrentKey() throws {
+        guard positioned else { throw LMDBError(.invalidArgument, database: database.name, message: "the cursor is not on an entry") }
+        let slot = self.slot
+        try transaction.modify(database) { table in
+            transaction.keep([table.slots[slot].key] + table.slots[slot].values)
+            table.slots.remove(at: slot)
+        }
+        value = 0
+        afterDelete = true
+    }
+
     /// The positions of the keys within `range`.
     private func keys(in range: KeyRange, of table: MemoryTable) -> Range<Int> {
         let start: Int

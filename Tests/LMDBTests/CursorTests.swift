@@ -161,6 +161,37 @@ import Testing
         #expect(remaining == [[0, 1, 1], [0, 3, 3], [0, 4, 40]])
     }
 
+    /// In a table of several values a key, a delete at the cursor leaves it on the entry that followed: the key's
+    /// next value, the next key's first when the deleted value was its key's last (LMDB itself reports no current
+    /// entry there), and the next key's first after a whole key goes.
+    @Test func deletesOfDuplicatesLeaveTheCursorOnWhatFollowed() throws {
+        let environment = try directory.openStore()
+        let db = try environment.openDatabase(named: "d", options: [.dupSort, .dupFixed])
+        try environment.write { txn throws in
+            for key: UInt8 in [1, 2, 3, 4] { for value: UInt8 in [10, 20, 30] { try db.put([value], forKey: [key], in: txn) } }
+            try db.withCursor(in: txn) { cursor throws in
+                _ = try [UInt8]([1]).withUnsafeBytes { key in try [UInt8]([20]).withUnsafeBytes { try cursor.seek(key: key, value: $0) } }
+                try cursor.deleteCurrent()
+                #expect(try cursor.current().map { $0.keyBytes + $0.valueBytes } == [1, 30])
+                try cursor.deleteCurrent()
+                #expect(try cursor.current().map { $0.keyBytes + $0.valueBytes } == [2, 10], "the next key's first value")
+                try cursor.deleteCurrent(allDuplicates: true)
+                #expect(try cursor.current().map { $0.keyBytes + $0.valueBytes } == [3, 10], "after a whole key, the next key's first value")
+                _ = try cursor.seek(exactly: [4])
+                try cursor.deleteCurrent(allDuplicates: true)
+                #expect(try cursor.current() == nil, "nothing follows the last key")
+            }
+        }
+        let remaining: [[UInt8]] = try environment.read { txn throws in
+            try db.withCursor(in: txn) { cursor throws in
+                var seen: [[UInt8]] = []
+                try cursor.forEach { seen.append($0.keyBytes + $0.valueBytes); return true }
+                return seen
+            }
+        }
+        #expect(remaining == [[1, 10], [3, 10], [3, 20], [3, 30]])
+    }
+
     /// A range walk over keys holding several values steps through a key's values without re-checking the key
     /// (`MDB_NEXT_DUP`): every value in range is still visited once, in either direction, bounds honoured.
     @Test func rangeWalksOverDuplicatesVisitEveryValueOnce() throws {

@@ -417,13 +417,29 @@ struct IndexUpdates {
         try bytes.withUnsafeBytes { bytes in
             try Self.forEachTable(EntryOrder.positions(of: removals.map { ($0.table.handle, $0.key, $0.value) }, in: bytes), of: { removals[$0].table }, in: transaction) { table, cursor, order in
                 let dupSort = table.options.contains(.dupSort)
-                for index in order {
-                    let removal = removals[index]
+                var at = order.startIndex
+                while at < order.endIndex {
+                    let removal = removals[order[at]]
                     let key = UnsafeRawBufferPointer(rebasing: bytes[removal.key])
-                    let found = dupSort && !removal.keyFree
-                        ? try cursor.seek(key: key, value: UnsafeRawBufferPointer(rebasing: bytes[removal.value]))
-                        : try cursor.seek(exactly: key)
-                    if found != nil { try cursor.deleteCurrent() }
+                    guard dupSort && !removal.keyFree else {
+                        if try cursor.seek(exactly: key) != nil { try cursor.deleteCurrent() }
+                        at += 1
+                        continue
+                    }
+                    // The run of removals under this key: when they are every value it holds (a range of an index
+                    // deleted, a department's employees), the key goes with all of them in one delete.
+                    var end = at + 1
+                    while end < order.endIndex, !removals[order[end]].keyFree, Self.sameBytes(removals[order[end]].key, key, in: bytes) { end += 1 }
+                    if end - at >= Self.wholeKeyRun,
+                       try Self.removeWholeKey(key, values: order[at..<end].lazy.map { UnsafeRawBufferPointer(rebasing: bytes[removals[$0].value]) }, cursor) {
+                        at = end
+                        continue
+                    }
+                    for index in order[at..<end] {
+                        let value = UnsafeRawBufferPointer(rebasing: bytes[removals[index].value])
+                        if try cursor.seek(key: key, value: value) != nil { try cursor.deleteCurrent() }
+                    }
+                    at = end
                 }
             }
             var run: [UInt8] = []
@@ -472,6 +488,38 @@ struct IndexUpdates {
         }
     }
 
+    /// The fewest removals under one key of a dupSort table for which ``removeWholeKey(_:values:_:)`` is tried
+    /// first: below it, checking costs about what it could save.
+    static let wholeKeyRun = 8
+
+    /// Deletes `key` with its values in one call when `values` (ascending, in the table's order of values) are
+    /// exactly the values it holds — checked by counting them and reading them side by side, a page at a time —
+    /// and returns whether it did; otherwise deletes nothing.
+    private static func removeWholeKey(_ key: UnsafeRawBufferPointer, values: some Collection<UnsafeRawBufferPointer>, _ cursor: any KeyValueCursor) throws -> Bool {
+        guard try cursor.seek(exactly: key) != nil, try cursor.duplicateCount() == values.count else { return false }
+        var expected = values.makeIterator()
+        var matches = true
+        try cursor.forEachValueRun(in: KeyRange(lower: .inclusive(Array(key)), upper: .inclusive(Array(key)))) { _, held, width, _ in
+            for start in stride(from: 0, to: held.count, by: width) {
+                guard let value = expected.next(), value.count == width,
+                      memcmp(value.baseAddress!, held.baseAddress! + start, width) == 0 else {
+                    matches = false
+                    return false
+                }
+            }
+            return true
+        }
+        guard matches, expected.next() == nil, try cursor.seek(exactly: key) != nil else { return false }
+        try cursor.deleteCurrentKey()
+        return true
+    }
+
+    /// Whether the bytes at `range` of `bytes` are `key`'s.
+    @inline(__always)
+    private static func sameBytes(_ range: Range<Int>, _ key: UnsafeRawBufferPointer, in bytes: UnsafeRawBufferPointer) -> Bool {
+        range.count == key.count && memcmp(bytes.baseAddress! + range.lowerBound, key.baseAddress!, key.count) == 0
+    }
+
     /// Puts a run of new rows' values (`size` bytes each, ascending) under `key` in one call, after the key's other
     /// values; when one of them sorts below a value already there, LMDB refuses the run there and the rest go in place
     /// value by value (those already put are put again as they are, which changes nothing).
@@ -489,8 +537,7 @@ struct IndexUpdates {
     /// new row, under the same key bytes.
     @inline(__always)
     private static func continuesRun(_ entry: Pending, key: UnsafeRawBufferPointer, in bytes: UnsafeRawBufferPointer) -> Bool {
-        guard entry.check == .none, entry.isNew, entry.key.count == key.count else { return false }
-        return memcmp(bytes.baseAddress! + entry.key.lowerBound, key.baseAddress!, key.count) == 0
+        entry.check == .none && entry.isNew && sameBytes(entry.key, key, in: bytes)
     }
 
     /// Calls `body` once per table with a cursor on it and the run of `order` (positions, sorted by table) whose

@@ -167,6 +167,8 @@ protocol KeyValueCursor: AnyObject {
     func duplicateCount() throws -> Int
     /// Deletes the current entry.
     func deleteCurrent() throws
+    /// Deletes the current key with every value it holds; the cursor then stands on the next key's first entry.
+    func deleteCurrentKey() throws
 
     /// Hands `body` every entry in `range`, in `direction`, until it returns `false`.
     func forEach(in range: KeyRange, direction: ScanDirection, _ body: (CursorEntry) throws -> Bool) throws

@@ -59,6 +59,8 @@ extension Transaction: KeyValueTransaction {
 extension Cursor: KeyValueCursor {
     func deleteCurrent() throws { try deleteCurrent(allDuplicates: false) }
 
+    func deleteCurrentKey() throws { try deleteCurrent(allDuplicates: true) }
+
     func forEachKey(in range: KeyRange, _ body: (CursorEntry, Int) throws -> Bool) throws {
         var keys = entries(in: range)
         while let (entry, count) = try keys.nextKey() {
