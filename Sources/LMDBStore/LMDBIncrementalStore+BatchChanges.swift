@@ -18,40 +18,45 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
                 updated = []  // the engine runs the body again after growing a full map
                 let matches = try matchingRows(fetch, state: state, transaction: transaction)
                 var writer = BatchRowWriter(store: self, state: state, transaction: transaction)
-                // Each entity's fields of the updated attributes, found once per entity (sub-entities have their own).
-                var fieldsByTag: [UInt16: [Int]] = [:]
-                func fields(of entity: StoreLayout.EntityLayout) -> [Int] {
-                    if let known = fieldsByTag[entity.tag] { return known }
-                    let found = values.attributeNames.map { entity.fieldIndex[$0]! }
-                    fieldsByTag[entity.tag] = found
-                    return found
-                }
-                /// The new values of `candidate`'s row, evaluated on its stored values, and the row decoded.
-                func evaluate(_ candidate: Candidate) throws -> (values: [AttributeValue?], row: StoredRow)? {
-                    guard let entity = layout.entity(tag: candidate.tag),
-                          let bytes = try state.rows(of: entity).bytes(key: candidate.key, in: transaction) else { return nil }
-                    let id = state.identities.objectID(entityTag: candidate.tag, key: candidate.key)
-                    do {
-                        let view = RowView(store: self, state: state, transaction: transaction, id: id, row: try EncodedRow(bytes, layout: layout))
-                        let new = try values.values(for: view, objectID: id)
-                        if let failure = view.failure { throw failure }
-                        // Decoded before anything is written: a put may move the page the bytes are borrowed from.
-                        return (new, try RowCodec.decode(bytes, layout: layout))
-                    } catch let error as RowDecodingError {
-                        throw corruptedRow(candidate.key, in: entity.root, error)
+                guard let requested = layout.entity(request.entityName) else { return }  // validated by matchingRows
+                // The rows (the entity's and its sub-entities', in their root's table) read and rewritten in key order
+                // through one cursor.
+                let rows = state.rows(of: requested)
+                try rows.withCursor(in: transaction) { cursor in
+                    // Each entity's fields of the updated attributes, found once per entity (sub-entities have their own).
+                    var fieldsByTag: [UInt16: [Int]] = [:]
+                    func fields(of entity: StoreLayout.EntityLayout) -> [Int] {
+                        if let known = fieldsByTag[entity.tag] { return known }
+                        let found = values.attributeNames.map { entity.fieldIndex[$0]! }
+                        fieldsByTag[entity.tag] = found
+                        return found
                     }
-                }
-                // Expressions that read other rows see them all as they were: every value is worked out first.
-                let evaluated = values.readsOtherObjects ? try matches.map(evaluate) : []
-                for (position, candidate) in matches.enumerated() {
-                    guard let (new, old) = values.readsOtherObjects ? evaluated[position] : try evaluate(candidate),
-                          let entity = layout.entity(tag: candidate.tag) else { continue }
-                    var row = old
-                    for (field, value) in zip(fields(of: entity), new) { row.fields[field] = value.map(RowField.attribute) }
-                    updated.append(candidate)
-                    guard row != old else { continue }
-                    row.version += 1
-                    try writer.rewrite(candidate, of: entity, from: old, to: row, position: position)
+                    /// The new values of `candidate`'s row, evaluated on its stored values, and the row decoded.
+                    func evaluate(_ candidate: Candidate) throws -> (values: [AttributeValue?], row: StoredRow)? {
+                        guard let entity = layout.entity(tag: candidate.tag), let bytes = try rows.bytes(key: candidate.key, cursor: cursor) else { return nil }
+                        let id = state.identities.objectID(entityTag: candidate.tag, key: candidate.key)
+                        do {
+                            let view = RowView(store: self, state: state, transaction: transaction, id: id, row: try EncodedRow(bytes, layout: layout))
+                            let new = try values.values(for: view, objectID: id)
+                            if let failure = view.failure { throw failure }
+                            // Decoded before anything is written: a put may move the page the bytes are borrowed from.
+                            return (new, try RowCodec.decode(bytes, layout: layout))
+                        } catch let error as RowDecodingError {
+                            throw corruptedRow(candidate.key, in: entity.root, error)
+                        }
+                    }
+                    // Expressions that read other rows see them all as they were: every value is worked out first.
+                    let evaluated = values.readsOtherObjects ? try matches.map(evaluate) : []
+                    for (position, candidate) in matches.enumerated() {
+                        guard let (new, old) = values.readsOtherObjects ? evaluated[position] : try evaluate(candidate),
+                              let entity = layout.entity(tag: candidate.tag) else { continue }
+                        var row = old
+                        for (field, value) in zip(fields(of: entity), new) { row.fields[field] = value.map(RowField.attribute) }
+                        updated.append(candidate)
+                        guard row != old else { continue }
+                        row.version += 1
+                        try writer.rewrite(candidate, of: entity, from: old, to: row, position: position, cursor: cursor)
+                    }
                 }
                 try writer.putNewEntries { position, constraint in
                     let candidate = matches[position]
@@ -168,6 +173,8 @@ private struct BatchRowWriter {
     let state: LMDBIncrementalStore.OpenState
     let transaction: any KeyValueTransaction
     private var indexes = IndexUpdates(sortingEntries: true)
+    /// Where a rewritten row is encoded before it is put through a cursor.
+    private var scratch: [UInt8] = []
 
     init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, transaction: any KeyValueTransaction) {
         self.store = store
@@ -175,11 +182,16 @@ private struct BatchRowWriter {
         self.transaction = transaction
     }
 
-    /// Writes `new` over `old`, the row of `candidate`; `position` is what a uniqueness violation of its new entries
-    /// is reported with.
-    mutating func rewrite(_ candidate: Candidate, of entity: StoreLayout.EntityLayout, from old: StoredRow, to new: StoredRow, position: Int) throws {
+    /// Writes `new` over `old`, the row of `candidate` — through `cursor` when one on the row's table is given (rows
+    /// rewritten in key order); `position` is what a uniqueness violation of its new entries is reported with.
+    mutating func rewrite(_ candidate: Candidate, of entity: StoreLayout.EntityLayout, from old: StoredRow, to new: StoredRow, position: Int,
+                          cursor: (any KeyValueCursor)? = nil) throws {
         try indexes.update(state.maintainers(of: entity), old: old, new: new, key: candidate.key, row: position, in: transaction)
-        _ = try state.rows(of: entity).write(new, key: candidate.key, inserting: false, in: transaction)
+        if let cursor {
+            try state.rows(of: entity).rewrite(new, key: candidate.key, cursor: cursor, scratch: &scratch)
+        } else {
+            _ = try state.rows(of: entity).write(new, key: candidate.key, inserting: false, in: transaction)
+        }
     }
 
     /// Removes the index entries of the row of `candidate`, whose state is `old` (the caller deletes the row).

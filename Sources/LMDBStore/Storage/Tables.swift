@@ -83,6 +83,18 @@ struct RowTable {
         return true
     }
 
+    /// Writes `row` over the row under `key` through `cursor` (on this table), encoded in `scratch`: a cursor that
+    /// just read the row, or one before it, finds its place without descending from the root.
+    func rewrite(_ row: StoredRow, key: UInt64, cursor: any KeyValueCursor, scratch: inout [UInt8]) throws {
+        let size = RowCodec.encodedSize(row)
+        if scratch.count < size.bytes { scratch = [UInt8](repeating: 0, count: max(size.bytes, 2 * scratch.count)) }
+        try scratch.withUnsafeMutableBytes { buffer in
+            let room = UnsafeMutableRawBufferPointer(rebasing: buffer[..<size.bytes])
+            RowCodec.write(row, size: size, into: room)
+            try withUnsafeBytes(of: key.bigEndian) { try cursor.put(UnsafeRawBufferPointer(room), forKey: $0, options: []) }
+        }
+    }
+
     /// Removes the row under `key` (nothing when there is none).
     func delete(key: UInt64, in transaction: any KeyValueTransaction) throws {
         _ = try withUnsafeBytes(of: key.bigEndian) { try database.delete(key: $0, in: transaction) }
