@@ -355,6 +355,15 @@ private struct BatchDeletion {
             validationFailures: failures)
     }
 
+    /// Runs `body` with a cursor on each of `tables`, in their order, open for the body's length.
+    private func withCursors(on tables: [Database], _ body: ([any KeyValueCursor]) throws -> Void) throws {
+        func open(_ next: Int, _ opened: [any KeyValueCursor]) throws {
+            guard next < tables.count else { return try body(opened) }
+            try tables[next].withCursor(in: transaction) { try open(next + 1, opened + [$0]) }
+        }
+        try open(0, [])
+    }
+
     /// Removes the rows, their entries and links, and clears them from the other sides of nullified relationships;
     /// records the change. Returns the rows deleted (those that existed), in the order they were reached.
     mutating func apply() throws -> [Candidate] {
@@ -394,7 +403,16 @@ private struct BatchDeletion {
             let table = owners[start].table
             var end = start
             while end < owners.count && owners[end].table.database.handle == table.database.handle { end += 1 }
-            try table.withCursor(in: transaction) { cursor in
+            // The tables the group's to-many rules read members from (and delete the owner's own links in), each
+            // through one cursor for the group: the owners come in key order.
+            var memberTables: [Database] = []
+            for tag in Set(owners[start..<end].map(\.row.tag)) {
+                for toMany in try rules(of: tag).toManys where (toMany.own != nil || toMany.rule == .nullify)
+                    && !memberTables.contains(where: { $0.handle == toMany.members.database.handle }) {
+                    memberTables.append(toMany.members.database)
+                }
+            }
+            try table.withCursor(in: transaction) { cursor in try withCursors(on: memberTables) { memberCursors in
                 for (entity, _, owner) in owners[start..<end] {
                     guard let bytes = try table.bytes(key: owner.key, cursor: cursor) else { continue }
                     let old: StoredRow
@@ -406,18 +424,21 @@ private struct BatchDeletion {
                         try clear(Candidate(key: target.key, tag: target.entityTag), toOne.otherSide, of: owner)
                     }
                     for toMany in rules.toManys where toMany.own != nil || toMany.rule == .nullify {
+                        let members = memberCursors[memberTables.firstIndex { $0.handle == toMany.members.database.handle }!]
                         if toMany.rule == .nullify {
-                            for member in try toMany.members.references(under: owner.key, in: transaction) {
+                            for member in try toMany.members.references(under: owner.key, cursor: members) {
                                 try clear(Candidate(key: member.key, tag: member.entityTag), toMany.otherSide, of: owner)
                             }
                         }
-                        try toMany.own?.removeAll(of: owner.key, in: transaction)
+                        guard let own = toMany.own else { continue }
+                        if own.isOrdered { try own.removeAll(of: owner.key, in: transaction) } else { try own.removeAll(of: owner.key, cursor: members) }
                     }
                     try writer.removeEntries(of: owner, entity, old: old)
                     // The cursor still stands on the row: the other tables' writes do not move it.
                     try cursor.deleteCurrent()
                     removed.insert(owner)
                 }
+            }
             }
             start = end
         }

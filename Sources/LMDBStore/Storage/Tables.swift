@@ -171,13 +171,17 @@ struct IndexTable {
     ///
     /// - Throws: ``ManagedObjectContextError`` naming the table when a value is not a reference, or the engine's error.
     func references(under owner: UInt64, in transaction: any KeyValueTransaction) throws -> [StoredRow.Reference] {
+        try withCursor(in: transaction) { try references(under: owner, cursor: $0) }
+    }
+
+    /// The references under the row key `owner`, read with `cursor` (on this table): a cursor visiting owners in key
+    /// order finds most of them on the leaf page of the one before.
+    func references(under owner: UInt64, cursor: any KeyValueCursor) throws -> [StoredRow.Reference] {
         var references: [StoredRow.Reference] = []
-        try withCursor(in: transaction) { cursor in
-            try forEachReferenceRun(in: .prefix(LMDBIncrementalStore.keyBytes(owner)), on: cursor) { run, valuesOfKey in
-                if references.isEmpty { references.reserveCapacity(valuesOfKey) }
-                references.append(contentsOf: run)
-                return true
-            }
+        try forEachReferenceRun(in: .prefix(LMDBIncrementalStore.keyBytes(owner)), on: cursor) { run, valuesOfKey in
+            if references.isEmpty { references.reserveCapacity(valuesOfKey) }
+            references.append(contentsOf: run)
+            return true
         }
         return references
     }
@@ -296,6 +300,15 @@ struct ToManyTable {
                     entry = try cursor.nextKey()
                 }
             }
+        }
+    }
+
+    /// Removes every member of `owner` in an unordered relationship with `cursor` (on this table), which then
+    /// stands where the owner's key was.
+    func removeAll(of owner: UInt64, cursor: any KeyValueCursor) throws {
+        precondition(!isOrdered, "an ordered relationship's members are keyed by position")
+        try withUnsafeBytes(of: owner.bigEndian) { owner in
+            if try cursor.seek(exactly: owner) != nil { try cursor.deleteCurrentKey() }
         }
     }
 
