@@ -18,7 +18,9 @@ extension LMDBIncrementalStore: BatchUpdatingStore {
                 updated = []  // the engine runs the body again after growing a full map
                 let matches = try matchingRows(fetch, state: state, transaction: transaction)
                 var writer = BatchRowWriter(store: self, state: state, transaction: transaction)
-                guard let requested = layout.entity(request.entityName) else { return }  // validated by matchingRows
+                guard let requested = layout.entity(request.entityName) else {
+                    throw ManagedObjectContextError(.unknownName, message: "the model has no entity named \"\(request.entityName)\"")
+                }
                 // The rows (the entity's and its sub-entities', in their root's table) read and rewritten in key order
                 // through one cursor.
                 let rows = state.rows(of: requested)
@@ -412,33 +414,34 @@ private struct BatchDeletion {
                     memberTables.append(toMany.members.database)
                 }
             }
-            try table.withCursor(in: transaction) { cursor in try withCursors(on: memberTables) { memberCursors in
-                for (entity, _, owner) in owners[start..<end] {
-                    guard let bytes = try table.bytes(key: owner.key, cursor: cursor) else { continue }
-                    let old: StoredRow
-                    do throws(RowDecodingError) { old = try RowCodec.decode(bytes, layout: store.layout) } catch { throw store.corruptedRow(owner.key, in: entity.root, error) }
-                    guard old.entityTag == owner.tag else { continue }
-                    let rules = try rules(of: owner.tag)
-                    for toOne in rules.toOnes where toOne.rule == .nullify {
-                        guard let target = old.reference(toOne.field) else { continue }
-                        try clear(Candidate(key: target.key, tag: target.entityTag), toOne.otherSide, of: owner)
-                    }
-                    for toMany in rules.toManys where toMany.own != nil || toMany.rule == .nullify {
-                        let members = memberCursors[memberTables.firstIndex { $0.handle == toMany.members.database.handle }!]
-                        if toMany.rule == .nullify {
-                            for member in try toMany.members.references(under: owner.key, cursor: members) {
-                                try clear(Candidate(key: member.key, tag: member.entityTag), toMany.otherSide, of: owner)
-                            }
+            try table.withCursor(in: transaction) { cursor in
+                try withCursors(on: memberTables) { memberCursors in
+                    for (entity, _, owner) in owners[start..<end] {
+                        guard let bytes = try table.bytes(key: owner.key, cursor: cursor) else { continue }
+                        let old: StoredRow
+                        do throws(RowDecodingError) { old = try RowCodec.decode(bytes, layout: store.layout) } catch { throw store.corruptedRow(owner.key, in: entity.root, error) }
+                        guard old.entityTag == owner.tag else { continue }
+                        let rules = try rules(of: owner.tag)
+                        for toOne in rules.toOnes where toOne.rule == .nullify {
+                            guard let target = old.reference(toOne.field) else { continue }
+                            try clear(Candidate(key: target.key, tag: target.entityTag), toOne.otherSide, of: owner)
                         }
-                        guard let own = toMany.own else { continue }
-                        if own.isOrdered { try own.removeAll(of: owner.key, in: transaction) } else { try own.removeAll(of: owner.key, cursor: members) }
+                        for toMany in rules.toManys where toMany.own != nil || toMany.rule == .nullify {
+                            let members = memberCursors[memberTables.firstIndex { $0.handle == toMany.members.database.handle }!]
+                            if toMany.rule == .nullify {
+                                for member in try toMany.members.references(under: owner.key, cursor: members) {
+                                    try clear(Candidate(key: member.key, tag: member.entityTag), toMany.otherSide, of: owner)
+                                }
+                            }
+                            guard let own = toMany.own else { continue }
+                            if own.isOrdered { try own.removeAll(of: owner.key, in: transaction) } else { try own.removeAll(of: owner.key, cursor: members) }
+                        }
+                        try writer.removeEntries(of: owner, entity, old: old)
+                        // The cursor still stands on the row: the other tables' writes do not move it.
+                        try cursor.deleteCurrent()
+                        removed.insert(owner)
                     }
-                    try writer.removeEntries(of: owner, entity, old: old)
-                    // The cursor still stands on the row: the other tables' writes do not move it.
-                    try cursor.deleteCurrent()
-                    removed.insert(owner)
                 }
-            }
             }
             start = end
         }
