@@ -392,3 +392,54 @@ struct BatchChangeTests {
         #expect(try ManagedObjectContext(coordinator: coordinator).count(for: FetchRequest(entityName: "Item")) == 15)
     }
 }
+
+/// A batch update over an inheritance tree: the entity's rows and its sub-entities' share their root's table and are
+/// rewritten through one cursor on it; each keeps its own entity, its indexes follow, and a request for a
+/// sub-entity leaves its siblings and parent alone.
+@Suite(.onEveryEngine) struct InheritedBatchUpdateTests {
+    static let model = try! ManagedObjectModel {
+        EntityDescription("Animal") {
+            AttributeDescription("name", .string)
+            AttributeDescription("weight", .integer64)
+            FetchIndexDescription("byWeight", properties: ["weight"])
+        }
+        EntityDescription("Dog", parent: "Animal") {
+            AttributeDescription("breed", .string, isOptional: true)
+        }
+        EntityDescription("Cat", parent: "Animal") {
+            AttributeDescription("lives", .integer16, defaultValue: 9)
+        }
+    }
+
+    @Test("a batch update of a parent rewrites every sub-entity's rows in place; one of a sub-entity, only its own")
+    func inheritedRows() throws {
+        let folder = StoreFolder()
+        let (lmdb, store, memory) = try folder.twinStores(Self.model) { coordinator in
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for (n, entity) in ["Animal", "Dog", "Cat", "Dog", "Animal", "Cat", "Dog"].enumerated() {
+                let animal = try context.insertNewObject(forEntityName: entity)
+                try animal.setValue("\(entity) \(n)", forKey: "name")
+                try animal.setValue(Int64(n + 1), forKey: "weight")
+            }
+            try context.save()
+        }
+        func describe(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            let heavy = try context.fetch(FetchRequest(entityName: "Animal", predicate: try FetchPredicate(format: "weight >= 20"),
+                                                       sortDescriptors: [FetchSortDescriptor(keyPath: "weight", ascending: true)]))
+            return heavy.map { "\($0.entity.name) \($0.value(forKey: "name") as! String) \($0.value(forKey: "weight") as! Int64)" }
+        }
+        for coordinator in [lmdb, memory] {
+            let context = ManagedObjectContext(coordinator: coordinator)
+            var all = BatchUpdateRequest(entityName: "Animal", propertiesToUpdate: ["weight": try PredicateExpression(format: "weight * 10")])
+            all.resultType = .count
+            #expect(try context.execute(all, fallback: .throughObjects).count == 7)
+            let dogs = BatchUpdateRequest(entityName: "Dog", propertiesToUpdate: ["weight": try PredicateExpression(format: "weight + 1")])
+            #expect(try context.execute(dogs, fallback: .throughObjects).count == 3)
+        }
+        let described = try describe(lmdb)
+        #expect(described == ["Dog Dog 1 21", "Cat Cat 2 30", "Dog Dog 3 41", "Animal Animal 4 50", "Cat Cat 5 60", "Dog Dog 6 71"])
+        #expect(try describe(memory) == described)
+        #expect(try store.verify() == [])
+    }
+}

@@ -499,7 +499,8 @@ struct IndexUpdates {
         guard try cursor.seek(exactly: key) != nil, try cursor.duplicateCount() == values.count else { return false }
         var expected = values.makeIterator()
         var matches = true
-        try cursor.forEachValueRun(in: KeyRange(lower: .inclusive(Array(key)), upper: .inclusive(Array(key)))) { _, held, width, _ in
+        let only = KeyRange.Bound.inclusive(Array(key))
+        try cursor.forEachValueRun(in: KeyRange(lower: only, upper: only)) { _, held, width, _ in
             for start in stride(from: 0, to: held.count, by: width) {
                 guard let value = expected.next(), value.count == width,
                       memcmp(value.baseAddress!, held.baseAddress! + start, width) == 0 else {
