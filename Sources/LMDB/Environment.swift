@@ -151,11 +151,11 @@ public final class Environment: @unchecked Sendable {
 
     // MARK: - Process-wide registry
 
-    private struct RegistryEntry: Sendable {
+    struct RegistryEntry: Sendable {
         weak var environment: Environment?
     }
 
-    private static let registry = Locked<[StoreFile.Identity: RegistryEntry]>([:])
+    static let registry = Locked<[StoreFile.Identity: RegistryEntry]>([:])
 }
 
 // MARK: - Transactions' plumbing
