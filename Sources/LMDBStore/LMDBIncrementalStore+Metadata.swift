@@ -25,6 +25,15 @@ extension LMDBIncrementalStore {
     public func loadMetadata() throws {
         let path = url!.path
         let environmentOptions = storeOptions.environmentOptions(databases: layout.databaseNames.count)
+        if storeOptions.compactsOnOpen {
+            do {
+                _ = try KeyValueEngines.compact(at: path, options: environmentOptions)
+            } catch let error as LMDBError where error == .busy || error == .noSuchFile {
+                // Open elsewhere, or a store about to be made: opened as it is.
+            } catch {
+                throw storeError(error, "cannot compact the store as it opens")
+            }
+        }
         let environment: any KeyValueEngine
         do {
             environment = try KeyValueEngines.open(at: path, options: environmentOptions)

@@ -53,6 +53,11 @@ extension LMDBIncrementalStore {
         /// in key order. 1 reads every scan on the calling thread — for a server whose cores are busy with other
         /// requests. `nil`: the machine's active processors, at most 4.
         public var scanThreads: Int?
+        /// Whether the file is rewritten without its free pages as the store opens (`"compactOnOpen"`; what Core
+        /// Data's `NSSQLiteManualVacuumOption` asks of SQLite): see ``LMDBIncrementalStore/compactStore(at:)``. It
+        /// copies every live page, so it is for an occasional open (after a large import or delete), not every one.
+        /// A store open elsewhere — in another process, or in another store of this one — is opened as it is.
+        public var compactsOnOpen: Bool
 
         /// The threads a scan may read with: ``scanThreads``, or the active processors, at most 4.
         var threadsPerScan: Int { scanThreads ?? min(4, ProcessInfo.processInfo.activeProcessorCount) }
@@ -66,10 +71,10 @@ extension LMDBIncrementalStore {
         public static let inferMappingModelKey = "NSInferMappingModelAutomaticallyOption"
 
         /// Options with the given values (the defaults: LMDB's map sizes, full durability, read-ahead, no foreign
-        /// files, no automatic migration).
+        /// files, no automatic migration, no compaction).
         public init(mapSize: Int? = nil, maxMapSize: Int? = nil, durability: Durability = .full, readsAhead: Bool = true,
                     createsInForeignFile: Bool = false, migratesAutomatically: Bool = false, infersMappingModel: Bool = false,
-                    migrationBatchSize: Int? = nil, scanThreads: Int? = nil) {
+                    migrationBatchSize: Int? = nil, scanThreads: Int? = nil, compactsOnOpen: Bool = false) {
             self.mapSize = mapSize
             self.maxMapSize = maxMapSize
             self.durability = durability
@@ -79,6 +84,7 @@ extension LMDBIncrementalStore {
             self.infersMappingModel = infersMappingModel
             self.migrationBatchSize = migrationBatchSize
             self.scanThreads = scanThreads
+            self.compactsOnOpen = compactsOnOpen
         }
 
         /// Reads the options from a coordinator's string options.
@@ -117,6 +123,7 @@ extension LMDBIncrementalStore {
             }
             readsAhead = try flag("readAhead", default: true)
             createsInForeignFile = try flag("createInForeignFile", default: false)
+            compactsOnOpen = try flag("compactOnOpen", default: false)
             migratesAutomatically = try coreDataFlag(Self.migrateAutomaticallyKey)
             infersMappingModel = try coreDataFlag(Self.inferMappingModelKey)
             if let text = options["migrationBatchSize"] {
@@ -141,6 +148,7 @@ extension LMDBIncrementalStore {
             if infersMappingModel { options[Self.inferMappingModelKey] = "true" }
             if let migrationBatchSize { options["migrationBatchSize"] = String(migrationBatchSize) }
             if let scanThreads { options["scanThreads"] = String(scanThreads) }
+            if compactsOnOpen { options["compactOnOpen"] = "true" }
             return options
         }
 

@@ -22,22 +22,29 @@ struct Copy: ParsableCommand {
     }
 }
 
-/// `lmdbstore compact STORE DESTINATION`: a copy without free pages.
+/// `lmdbstore compact STORE [DESTINATION]`: the store rewritten in place without its free pages, or a compacted copy.
 struct Compact: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Write a compacted copy of a store: free pages left out, pages renumbered.",
+        abstract: "Rewrite a store without its free pages, in place, or write a compacted copy.",
         discussion: """
-            After a large delete or a migration the copy can be much smaller than the store; replace the store with \
-            it while no process has the store open. The destination must not exist.
+            Without a destination the store file is replaced by a compacted copy written beside it (as SQLite's \
+            VACUUM); no process may have the store open, and one that opens it meanwhile waits. With a destination, \
+            which must not exist, a compacted copy is written while the store stays in use.
             """)
 
     @Argument(help: "The store file.")
     var store: String
 
-    @Argument(help: "The file to write (it must not exist).")
-    var destination: String
+    @Argument(help: "The file to write (it must not exist); none to compact the store in place.")
+    var destination: String?
 
     func run() throws {
+        guard let destination else {
+            let url = try existingFile(store)
+            let compaction = try Environment.compact(at: url.path)
+            emit("compacted \(store) in place: \(bytes(compaction.bytesBefore)) → \(bytes(compaction.bytesAfter))")
+            return
+        }
         try copyStore(store, to: destination, compacting: true)
     }
 }

@@ -295,6 +295,13 @@ import Testing
         }
         let exists = try tool("copy", path, copy)
         #expect(exists.status != 0 && exists.errors.contains("already exists"), "\(exists.errors)")
+
+        // In place: the store itself is replaced, and stays a sound store with every row.
+        let inPlace = try tool("compact", copy)
+        #expect(inPlace.status == 0 && inPlace.output.contains("compacted \(copy) in place"), "\(inPlace.errors)")
+        #expect(try tool("verify", copy).status == 0)
+        #expect(try json(try tool("stat", copy).output)["rows"] as? [String: Int] == ["Person": 30, "Team": 3])
+        #expect(try json(try tool("stat", copy).output)["freePages"] as? Int == 0)
     }
 
     /// The fixture as an older LMDBStore left it: `format` set back (this model has no many-to-many and no constraint

@@ -361,4 +361,11 @@ enum KeyValueEngines {
         if let opener { return try opener(path, options) }
         return try Environment.open(at: path, options: options)
     }
+
+    /// Compacts the LMDB store file at `path` in place (``Environment/compact(at:options:)``); `nil` when ``opener``
+    /// is bound (an engine of another kind has no file to compact).
+    static func compact(at path: String, options: Environment.Options) throws -> Environment.Compaction? {
+        if opener != nil { return nil }
+        return try Environment.compact(at: path, options: options)
+    }
 }
