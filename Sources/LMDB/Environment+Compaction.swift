@@ -60,8 +60,23 @@ extension Environment {
             }
             if claimed == nil { usleep(100) }
         }
-        defer { _ = registry.withLock { $0.removeValue(forKey: claimed!) } }
-        return try Compactor(path: path, options: options).run(beforeReplacing: beforeReplacing)
+        // The new file is a new identity: claimed too before it takes the old one's place, so that an open in this
+        // process waits on the registry until LMDB's lock is given back, never in `mdb_env_open` holding the
+        // registry's lock (which this compaction needs to finish).
+        var replacement: StoreFile.Identity?
+        defer {
+            registry.withLock { entries in
+                entries.removeValue(forKey: claimed!)
+                if let replacement { entries.removeValue(forKey: replacement) }
+            }
+        }
+        return try Compactor(path: path, options: options).run(beforeReplacing: beforeReplacing) { newFile in
+            registry.withLock { entries in
+                guard entries[newFile] == nil else { return }
+                entries[newFile] = RegistryEntry(environment: nil)
+                replacement = newFile
+            }
+        }
     }
 }
 
@@ -89,7 +104,9 @@ private struct Compactor {
     private static let setLock: Int32 = F_SETLK
     #endif
 
-    func run(beforeReplacing: () throws -> Void) throws -> Environment.Compaction {
+    /// Compacts the store, running `beforeReplacing` once the copy is flushed, and `claim` with the identity the
+    /// store will have (the copy's, for a single file) just before the copy takes the data file's place.
+    func run(beforeReplacing: () throws -> Void, claim: (StoreFile.Identity) -> Void) throws -> Environment.Compaction {
         guard let before = StoreFile.size(of: dataPath), before > 0 else {
             throw LMDBError(.noSuchFile, path: path, message: "there is no store here to compact")
         }
@@ -125,6 +142,7 @@ private struct Compactor {
             }
         }
         try beforeReplacing()
+        if layout == .singleFile, let newFile = StoreFile.identity(of: temporary) { claim(newFile) }
         guard rename(temporary, dataPath) == 0 else {
             throw LMDBError(LMDBError(rawValue: errno), path: path, message: "cannot put the compacted copy in the store file's place")
         }

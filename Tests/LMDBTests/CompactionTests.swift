@@ -121,6 +121,30 @@ import Darwin
         #expect(try environment.checkPages() == [])
     }
 
+    /// An open in this process while the compaction runs waits for it, then opens the compacted file.
+    @Test func anOpenInThisProcessMeanwhileWaitsAndOpensTheCompactedFile() throws {
+        let path = directory.file("store.lmdb")
+        let (entries, transaction) = try makeStoreWithFreePages(path)
+        let opened = Locked<Environment?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let compaction = try Environment.compact(at: path, options: Environment.Options()) {
+            Thread.detachNewThread {
+                let environment = try? Environment.open(at: path)
+                opened.withLock { $0 = environment }
+                done.signal()
+            }
+            usleep(300_000)
+            #expect(opened.withLock { $0 } == nil)
+        }
+        done.wait()
+        let environment = try #require(opened.withLock { $0 })
+        #expect(StoreFile.size(of: environment.dataPath) == compaction.bytesAfter)
+        #expect(try contents(of: environment) == entries)
+        #expect(try environment.info().lastTransactionID == transaction)
+        let db = try environment.openDatabase(named: "shared")
+        try environment.write { try db.put([9], forKey: [UInt8](utf8: "meanwhile"), in: $0) }
+    }
+
     @Test func refusesAStoreOpenInThisProcess() throws {
         let path = directory.file("store.lmdb")
         let (entries, _) = try makeStoreWithFreePages(path)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LMDB
 
 /// `lmdbstore-bench`: loads a generated dataset into LMDBStore and into SQLite (GRDB), runs the same workloads on
 /// both (and on raw LMDB where they map), checks that both answer the same, and reports throughput and latency.
@@ -150,8 +151,11 @@ struct Run: ParsableCommand {
             Progress.finish()
             all += workloads.results
             notes += workloads.notes
-            notes.append("Peak RSS \(formatBytes(peakResidentBytes())); LMDB file \(formatBytes(fileSize(prepared.lmdb.url))), "
-                         + "SQLite files \(formatBytes(fileSize(prepared.grdb.url))).")
+            let lmdbBytes = fileSize(prepared.lmdb.url), sqliteBytes = fileSize(prepared.grdb.url)
+            let compacted = try compactedSize(of: prepared.lmdb.url)
+            notes.append("Peak RSS \(formatBytes(peakResidentBytes())); LMDB file \(formatBytes(lmdbBytes)) "
+                         + "(\(ratio(lmdbBytes, sqliteBytes)) SQLite's), \(formatBytes(compacted)) compacted "
+                         + "(\(ratio(compacted, sqliteBytes)); `lmdbstore compact`, as SQLite's VACUUM), SQLite files \(formatBytes(sqliteBytes)).")
         }
         if json {
             let encoder = JSONEncoder()
@@ -253,6 +257,21 @@ enum Progress {
         guard isTerminal else { return }
         FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
     }
+}
+
+/// `part / whole` as "1.23×".
+func ratio(_ part: Int, _ whole: Int) -> String {
+    whole > 0 ? String(format: "%.2f×", Double(part) / Double(whole)) : "–"
+}
+
+/// The size a compaction would leave the open store at `url`: a compacted copy written beside it, measured and removed
+/// (the store stays as it is for the workloads that reuse it).
+func compactedSize(of url: URL) throws -> Int {
+    let copy = url.path + ".bench-compacted"
+    try? FileManager.default.removeItem(atPath: copy)
+    defer { try? FileManager.default.removeItem(atPath: copy) }
+    try Environment.open(at: url.path).copy(to: copy, compacting: true)
+    return fileSize(URL(fileURLWithPath: copy))
 }
 
 func formatBytes(_ bytes: Int) -> String {
