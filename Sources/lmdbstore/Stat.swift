@@ -50,8 +50,12 @@ struct Stat: ParsableCommand {
             "model    \(statistics.modelHash)" + (statistics.model.map { " (\($0.entities.count) entities)" } ?? " (not kept: format < 3)"),
             "file     \(bytes(statistics.fileSize)) of a \(bytes(statistics.mapSize)) map; \(statistics.usedPages) pages of \(statistics.pageSize) B used (\(pageBytes(statistics.usedPages))), \(statistics.freePages) free (\(pageBytes(statistics.freePages)))",
             "readers  \(statistics.readers) now, \(statistics.mostReaders) at most",
-            "",
         ]
+        // A quarter of the file free: a compaction would give it back (LMDB reuses free pages but never shrinks).
+        if statistics.freePages * statistics.pageSize * 4 >= statistics.fileSize, statistics.freePages > 0 {
+            lines.append("         \(pageBytes(statistics.freePages)) of the file is free pages: `lmdbstore compact \(statistics.path)` gives it back (with the store closed everywhere)")
+        }
+        lines.append("")
         lines += TextTable(header: ["entity", "rows"], alignRight: [false, true],
                            rows: statistics.rowCounts.sorted { $0.key < $1.key }.map { [$0.key, String($0.value)] }).lines
         lines.append("")

@@ -296,12 +296,27 @@ import Testing
         let exists = try tool("copy", path, copy)
         #expect(exists.status != 0 && exists.errors.contains("already exists"), "\(exists.errors)")
 
+        // Renaming every person in saves of one leaves free pages behind; stat points at compact for them.
+        do {
+            let (coordinator, _) = try folder.coordinator(Self.model, "copy.lmdb")
+            let context = ManagedObjectContext(coordinator: coordinator)
+            for person in try context.fetch(FetchRequest(entityName: "Person")) {
+                try person.setValue((person.value(forKey: "name") as! String) + " renamed", forKey: "name")
+                try context.save()
+            }
+        }
+        let before = try json(try tool("stat", copy).output)
+        let freeBytes = (before["freePages"] as! Int) * (before["pageSize"] as! Int)
+        #expect(freeBytes * 4 >= before["fileSize"] as! Int, "\(before)")
+        #expect(try tool("stat", copy, "--format", "text").output.contains("lmdbstore compact \(copy)` gives it back"))
+
         // In place: the store itself is replaced, and stays a sound store with every row.
         let inPlace = try tool("compact", copy)
         #expect(inPlace.status == 0 && inPlace.output.contains("compacted \(copy) in place"), "\(inPlace.errors)")
         #expect(try tool("verify", copy).status == 0)
         #expect(try json(try tool("stat", copy).output)["rows"] as? [String: Int] == ["Person": 30, "Team": 3])
         #expect(try json(try tool("stat", copy).output)["freePages"] as? Int == 0)
+        #expect(try !tool("stat", copy, "--format", "text").output.contains("gives it back"))
     }
 
     /// The fixture as an older LMDBStore left it: `format` set back (this model has no many-to-many and no constraint

@@ -67,7 +67,7 @@ public struct BatchUpdateValues {
     ///   ``ManagedObjectContextError/Code/wrongValueType`` when an expression cannot be evaluated or its result is
     ///   not a value of the attribute's type (a fraction for an integer), ``ManagedObjectContextError/Code/validation``
     ///   when the result breaks one of the model's rules (NULL for a required attribute, a value over its maximum).
-    public func values(for object: some KeyValueReadable, objectID: ManagedObjectID) throws(ManagedObjectContextError) -> [AttributeValue?] {
+    public func values(for object: some KeyValueReadable & Hashable, objectID: ManagedObjectID) throws(ManagedObjectContextError) -> [AttributeValue?] {
         var values: [AttributeValue?] = []
         values.reserveCapacity(slots.count)
         for (slot, expression) in zip(slots, expressions) {

@@ -79,6 +79,15 @@ extension PredicateExpression {
         var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
         return try evaluator.value(node)
     }
+
+    /// The expression's value for `object`; as ``value(for:variables:)-(some KeyValueReadable,_)``, for objects that
+    /// are `Hashable` (managed objects, store rows), which are read without a wrapper.
+    ///
+    /// - Throws: ``PredicateEvaluationError`` when values do not fit an operation.
+    public func value(for object: some KeyValueReadable & Hashable, variables: [String: PredicateValue] = [:]) throws(PredicateEvaluationError) -> PredicateValue {
+        var evaluator = PredicateEvaluator(root: PredicateValue.wrapping(object), variables: variables)
+        return try evaluator.value(node)
+    }
 }
 
 extension PredicateValue {
