@@ -107,6 +107,10 @@ private struct Compactor {
     /// Compacts the store, running `beforeReplacing` once the copy is flushed, and `claim` with the identity the
     /// store will have (the copy's, for a single file) just before the copy takes the data file's place.
     func run(beforeReplacing: () throws -> Void, claim: (StoreFile.Identity) -> Void) throws -> Environment.Compaction {
+        if layout == .singleFile && StoreFile.isDirectory(openPath) {
+            throw LMDBError(.invalidArgument, path: path,
+                            message: "this is a folder, not a store file: a store in the directory layout is compacted with options whose layout is .directory")
+        }
         guard let before = StoreFile.size(of: dataPath), before > 0 else {
             throw LMDBError(.noSuchFile, path: path, message: "there is no store here to compact")
         }

@@ -88,6 +88,9 @@ import Darwin
         let path = directory.file("folder-store")
         let options = Environment.Options { $0.layout = .directory }
         let (entries, _) = try makeStoreWithFreePages(path, options: options)
+        let asAFile = #expect(throws: LMDBError.self) { try Environment.compact(at: path) }
+        #expect(asAFile == .invalidArgument)
+        #expect(asAFile?.message?.contains("directory layout") == true)
         let compaction = try Environment.compact(at: path, options: options)
         #expect(compaction.bytesAfter < compaction.bytesBefore / 2)
         #expect(try contents(of: Environment.open(at: path, options: options)) == entries)
