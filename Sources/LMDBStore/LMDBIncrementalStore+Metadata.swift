@@ -30,6 +30,8 @@ extension LMDBIncrementalStore {
                 _ = try KeyValueEngines.compact(at: path, options: environmentOptions)
             } catch let error as LMDBError where error == .busy || error == .noSuchFile {
                 // Open elsewhere, or a store about to be made: opened as it is.
+            } catch let error as LMDBError where error == .invalid || error == .corrupted || error == .versionMismatch {
+                // Not a sound LMDB file: the open below says so, as it would without the option.
             } catch {
                 throw storeError(error, "cannot compact the store as it opens")
             }

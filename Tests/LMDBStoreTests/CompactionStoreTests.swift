@@ -102,6 +102,16 @@ import Testing
         // A new store with the option is simply made.
         let fresh = StoreFolder()
         _ = try fill(fresh, options: options)
+        // A file that is not a store is refused as without the option, and left as it was.
+        let foreign = StoreFolder()
+        let text = Data(repeating: 0x41, count: 9_000)
+        try text.write(to: foreign.file())
+        let error = #expect(throws: ManagedObjectContextError.self) {
+            try PersistentStoreCoordinator(managedObjectModel: model)
+                .addPersistentStore(type: LMDBIncrementalStore.storeType, at: foreign.file(), options: options.dictionary)
+        }
+        #expect(error?.message.contains("is not a usable LMDB store") == true, "\(String(describing: error))")
+        #expect(try Data(contentsOf: foreign.file()) == text)
     }
 
     @Test func compactOnOpenIsAStoreOption() throws {
