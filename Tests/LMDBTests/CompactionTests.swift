@@ -148,6 +148,36 @@ import Darwin
         try environment.write { try db.put([9], forKey: [UInt8](utf8: "meanwhile"), in: $0) }
     }
 
+    /// A compaction killed at any moment leaves the old file or the new one, whole: the store opens with every
+    /// entry, and the next compaction clears the copy a killed one left.
+    @Test func aCompactionKilledAtAnyMomentLeavesTheStoreWhole() throws {
+        let path = directory.file("store.lmdb")
+        let (entries, _) = try makeStoreWithFreePages(path, count: 12_000)
+        var generator = SystemRandomNumberGenerator()
+        var killedMidway = 0
+        for _ in 0..<12 {
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: try testHelperPath())
+            child.arguments = ["compact", path, "1000"]
+            let output = Pipe()
+            child.standardOutput = output
+            try child.run()
+            var line: [UInt8] = []
+            while let byte = try output.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") { line.append(byte) }
+            usleep(UInt32.random(in: 1_000...60_000, using: &generator))
+            kill(child.processIdentifier, SIGKILL)
+            child.waitUntilExit()
+            if child.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            let environment = try Environment.open(at: path)
+            #expect(try contents(of: environment) == entries)
+            #expect(try environment.checkPages() == [])
+        }
+        #expect(killedMidway > 0)
+        _ = try Environment.compact(at: path)
+        #expect(!FileManager.default.fileExists(atPath: path + ".compacting"))
+        #expect(try contents(of: Environment.open(at: path)) == entries)
+    }
+
     @Test func refusesAStoreOpenInThisProcess() throws {
         let path = directory.file("store.lmdb")
         let (entries, _) = try makeStoreWithFreePages(path)

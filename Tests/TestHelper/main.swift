@@ -31,6 +31,10 @@
 //     Runs one case of HostileCases (bad input from a hostile trial) in a fresh folder; prints "ok: …" and exits 0
 //     when the outcome is the documented one, "wrong: …" and exits 1 when not.
 //
+//   lmdbstore-test-helper compact <path> <times>
+//     Compacts the single-file store at <path> in place <times> times over (for a test that kills it meanwhile).
+//     Prints "compacting" first and "done" at the end.
+//
 //   lmdbstore-test-helper read-concurrently <path> <threads> <idle seconds>
 //     Opens the single-file store at <path>, holds <threads> read transactions open at once, then prints
 //     "ready <n>" (the reader slots this process holds once they are done), stays idle, prints "idle <n>" and exits.
@@ -217,6 +221,15 @@ case "read-concurrently":
 case "hostile":
     guard arguments.count == 4 else { fail("usage: hostile <case> <folder>") }
     HostileCases.run(arguments[2], folder: URL(fileURLWithPath: arguments[3]))
+case "compact":
+    guard arguments.count == 4, let times = Int(arguments[3]) else { fail("usage: compact <path> <times>") }
+    do {
+        say("compacting")
+        for _ in 0..<times { _ = try Environment.compact(at: arguments[2]) }
+        say("done")
+    } catch {
+        fail("\(error)")
+    }
 default:
     fail("unknown command \(arguments[1])")
 }
