@@ -175,7 +175,8 @@ struct PackageTrial {
         try importBoth()
         try ask()
         notes.append("\(index.packages.count) packages, \(index.sections.count) sections, \(index.maintainers.count) maintainers, "
-                     + "\(index.dependencyCount) dependencies. LMDB file \(formatBytes(fileSize(lmdbURL))), SQLite files \(formatBytes(fileSize(sqliteURL))).")
+                     + "\(index.dependencyCount) dependencies. LMDB file \(formatBytes(fileSize(lmdbURL))) (\(ratio(fileSize(lmdbURL), fileSize(sqliteURL))) SQLite's), "
+                     + "\(formatBytes(try compactedSize(of: lmdbURL))) compacted, SQLite files \(formatBytes(fileSize(sqliteURL))).")
     }
 
     // MARK: Import
