@@ -97,9 +97,9 @@ private struct Compactor {
     }
 
     #if os(Linux)
-    /// `F_OFD_SETLK` (Linux's value on every architecture; Glibc's module does not export it): a lock owned by the
-    /// descriptor, which conflicts with every other process's LMDB lock and goes away when the descriptor closes.
-    private static let setLock: Int32 = 37
+    /// `F_OFD_SETLK`: a lock owned by the descriptor, which conflicts with every other process's LMDB lock and goes
+    /// away when the descriptor closes.
+    private static let setLock = LockFileGuard.setLock
     #else
     private static let setLock: Int32 = F_SETLK
     #endif
@@ -168,11 +168,7 @@ private struct Compactor {
         guard descriptor >= 0 else {
             throw LMDBError(LMDBError(rawValue: errno), path: path, message: "cannot open the store's lock file \(lockPath) to hold it")
         }
-        var exclusive = flock()
-        exclusive.l_type = Int16(F_WRLCK)
-        exclusive.l_whence = Int16(SEEK_SET)
-        exclusive.l_start = 0
-        exclusive.l_len = 1
+        var exclusive = LockFileGuard.range(F_WRLCK, from: 0, to: 1)
         guard fcntl(descriptor, Self.setLock, &exclusive) == 0 else {
             let failure = errno
             close(descriptor)
@@ -216,22 +212,23 @@ private struct Compactor {
     /// old file's numbers, the last on the page that number picks and its predecessor on the other.
     private func continueTransactions(of copy: Int32, at temporary: String, from last: UInt64, pageSize: Int) throws {
         guard last > 0 else { return }
-        let metaEnd = 152, pageNumberOffset = 0, transactionOffset = 144
+        let metaEnd = StoreFile.metaFieldsEnd
         var pages = [[UInt8]](repeating: [UInt8](repeating: 0, count: metaEnd), count: 2)
+        var metas: [PageWalk.Meta] = []
         for slot in 0..<2 {
             let count = pages[slot].withUnsafeMutableBytes { pread(copy, $0.baseAddress, metaEnd, off_t(slot * pageSize)) }
-            guard count == metaEnd, pages[slot].withUnsafeBytes({ $0.loadUnaligned(fromByteOffset: 16, as: UInt32.self) }) == StoreFile.magic else {
+            guard count == metaEnd, let meta = pages[slot].withUnsafeBytes(PageWalk.Meta.init) else {
                 throw LMDBError(.corrupted, path: temporary, message: "the compacted copy has no meta page \(slot)")
             }
+            metas.append(meta)
         }
-        let transaction = { (page: [UInt8]) in page.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: transactionOffset, as: UInt64.self) } }
-        let newest = transaction(pages[0]) >= transaction(pages[1]) ? pages[0] : pages[1]
+        let newest = metas[0].transaction >= metas[1].transaction ? pages[0] : pages[1]
         for slot in 0..<2 {
             var page = newest
             let number: UInt64 = UInt64(slot) == last & 1 ? last : last - 1
             page.withUnsafeMutableBytes {
-                $0.storeBytes(of: UInt64(slot), toByteOffset: pageNumberOffset, as: UInt64.self)
-                $0.storeBytes(of: number, toByteOffset: transactionOffset, as: UInt64.self)
+                $0.storeBytes(of: UInt64(slot), toByteOffset: 0, as: UInt64.self)  // the page header's page number
+                $0.storeBytes(of: number, toByteOffset: StoreFile.transactionOffset, as: UInt64.self)
             }
             let written = page.withUnsafeBytes { pwrite(copy, $0.baseAddress, metaEnd, off_t(slot * pageSize)) }
             guard written == metaEnd else {

@@ -31,7 +31,7 @@ final class LockFileGuard {
     #if os(Linux)
     // Linux's values on every architecture (<asm-generic/fcntl.h>); Glibc's module does not export them.
     private static let getLock: Int32 = 36
-    private static let setLock: Int32 = 37
+    static let setLock: Int32 = 37
     #endif
 
     /// Takes this process's mark for `lockPath` on the data file and checks that no process has the data file open
@@ -98,8 +98,8 @@ final class LockFileGuard {
         close(descriptor)
     }
 
-    #if os(Linux)
-    private static func range(_ type: Int32, from start: Int64, to end: Int64) -> flock {
+    /// A lock request of `type` on the bytes `start..<end` of a file.
+    static func range(_ type: Int32, from start: Int64, to end: Int64) -> flock {
         var range = flock()
         range.l_type = Int16(type)
         range.l_whence = Int16(SEEK_SET)
@@ -107,7 +107,6 @@ final class LockFileGuard {
         range.l_len = off_t(end - start)
         return range
     }
-    #endif
 
     /// FNV-1a over the device and inode: the same in every process (Swift's `Hasher` is seeded per process).
     private static func hash(_ identity: StoreFile.Identity) -> UInt64 {

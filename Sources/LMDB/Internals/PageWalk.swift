@@ -64,13 +64,13 @@ final class PageWalk {
 
         /// The meta page in `page` (at least 152 bytes), or `nil` when it has no LMDB magic or version 1.
         init?(_ page: UnsafeRawBufferPointer) {
-            guard page.count >= 152, page.loadUnaligned(fromByteOffset: 16, as: UInt32.self) == StoreFile.magic,
+            guard page.count >= StoreFile.metaFieldsEnd, page.loadUnaligned(fromByteOffset: 16, as: UInt32.self) == StoreFile.magic,
                   page.loadUnaligned(fromByteOffset: 20, as: UInt32.self) == StoreFile.formatVersion else { return nil }
             free = Record(page, at: 40)
             main = Record(page, at: 88)
             pageSize = Int(free.fixedKeySize)
             lastPage = page.loadUnaligned(fromByteOffset: 136, as: UInt64.self)
-            transaction = page.loadUnaligned(fromByteOffset: 144, as: UInt64.self)
+            transaction = page.loadUnaligned(fromByteOffset: StoreFile.transactionOffset, as: UInt64.self)
         }
     }
 

@@ -21,7 +21,9 @@ struct StoreFile {
 
     static let magic: UInt32 = 0xBEEF_C0DE
     static let formatVersion: UInt32 = 1
-    private static let metaFieldsEnd = 152
+    /// Where a meta page's fields end, and where its transaction id lies.
+    static let metaFieldsEnd = 152
+    static let transactionOffset = 144
 
     /// The identity of the file or directory at `path`, or `nil` when nothing is there.
     static func identity(of path: String) -> Identity? {
@@ -100,7 +102,7 @@ struct StoreFile {
                 buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: T.self) }
             }
             guard load(UInt32.self, 16) == magic else { return nil }
-            return (load(UInt32.self, 40), load(UInt64.self, 136), load(UInt64.self, 144))
+            return (load(UInt32.self, 40), load(UInt64.self, 136), load(UInt64.self, transactionOffset))
         }
 
         guard let first = readMeta(at: 0) else {
