@@ -45,10 +45,15 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                             message: "the batch insert into \(rows.entityName) filled the store's map, which has grown since; nothing was inserted. Run it again, or set `commitsEachChunk` so the map grows between chunks")
                     }
                     plan.deferred = []
+                    // Tables empty at the start get their entries at the end, merged and appended.
+                    let runs = AppendRuns(budget: Self.appendRunsBudget)
+                    plan.runs = runs
                     while let chunk = try rows.nextChunk() {
                         let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
                         rows.didWrite(chunk.count, committed: false, objectIDs: ids)
                     }
+                    try runs.appendAll(in: transaction)
+                    plan.runs = nil
                     try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction)
                 }
                 rows.didCommit()
@@ -62,6 +67,11 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         }
     }
 
+    /// The most bytes of index and link entries a one-transaction batch insert holds back to append at its end
+    /// (``AppendRuns``): about 7 million entries of 30 bytes. Past it, they are put, and the rest of the request's
+    /// go in as each chunk's are when chunks commit.
+    static let appendRunsBudget = 256 << 20
+
     /// Writes one chunk in `transaction`: returns the new objects' IDs when the request wants them.
     private func insert(_ chunk: [BatchInsertRow], plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState,
                         transaction: any KeyValueTransaction) throws -> [ManagedObjectID] {
@@ -72,7 +82,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         try state.sequences.setCounter(entity.root, to: first + UInt64(chunk.count) - 1, in: transaction)
         // Entries a uniqueness constraint checks are put as each row is (the rows after it see them); the others are
         // put at the end of the chunk, each table's in key order.
-        var indexes = IndexUpdates(sortingEntries: true)
+        var indexes = IndexUpdates(sortingEntries: true, runs: plan.runs)
         // The targets found are kept for the next chunks (and for the deferred ones below).
         var resolver = plan.resolver
         var ids: [ManagedObjectID] = []
@@ -210,6 +220,10 @@ private final class BatchInsertPlan {
     /// The rows whose to-ones or to-many members point at rows the batch had not written yet: filled in at the end
     /// of the request (or of each chunk, when chunks commit).
     var deferred: [Deferred] = []
+
+    /// Where the entries of tables empty when the request's one transaction began wait to be appended at its end
+    /// (`nil` when each chunk commits, and once they are put).
+    var runs: AppendRuns?
 
     /// Puts the link entries of `member` at `position` among the to-many of link `index` (whose `table` the caller
     /// holds) of the row `key` (and, for a many-to-many, the row among the member's inverse), each table's in key

@@ -198,7 +198,7 @@ enum EntryOrder {
     }
 
     /// The bytes' order (`memcmp`, then length): LMDB's default key order, and its order of a dupSort key's values.
-    private static func compare(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Int {
+    static func compare(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Int {
         let common = min(lhs.count, rhs.count)
         if common > 0 {
             let byBytes = memcmp(lhs.baseAddress!, rhs.baseAddress!, common)

@@ -263,15 +263,21 @@ struct IndexUpdates {
     /// Whether new rows' unchecked entries wait for ``putPending(in:violation:)`` and go in key order
     /// (``insertSorted(_:row:key:position:in:violation:)``); always when sorting entries.
     private let sortsInserts: Bool
+    /// Where new rows' unchecked entries of tables empty when the transaction began wait, sorted, to be appended at
+    /// its end (a one-transaction batch insert).
+    private let runs: AppendRuns?
 
     /// Updates that remove stale entries at once and put fresh ones in the order they came (a save); with
     /// `sortingEntries`, both wait and are applied table by table in key order (a batch). With `sortingInserts` (a
     /// save of many new rows), stale entries still go at once and changed rows' fresh ones in order, and new rows'
     /// entries no uniqueness constraint checks wait and go last, table by table in key order: nothing checks them,
-    /// so when they go changes no answer.
-    init(sortingEntries: Bool = false, sortingInserts: Bool = false) {
+    /// so when they go changes no answer. With `runs` (sorting entries), those of the tables the runs hold are kept
+    /// there, sorted, instead of put.
+    init(sortingEntries: Bool = false, sortingInserts: Bool = false, runs: AppendRuns? = nil) {
         sortsEntries = sortingEntries
         sortsInserts = sortingEntries || sortingInserts
+        precondition(runs == nil || sortingEntries, "entries are kept in runs only when sorting entries")
+        self.runs = runs
     }
 
     /// Removes the entries of a row's old state (`old`) that its new state (`new`; `nil` for a deleted row) does
@@ -356,6 +362,7 @@ struct IndexUpdates {
         defer { swap(&entries, &scratch) }
         try maintainers.forEachEntry(of: row, key: key, scratch: &entries) { table, constraint, key, value, check in
             guard check == .none else {
+                try runs?.release(table, in: transaction)
                 return try Self.putChecked(value, forKey: key, check: check, in: table, transaction) { violation(position, constraint) }
             }
             putSorted(value, forKey: key, into: table, row: position)
@@ -414,6 +421,9 @@ struct IndexUpdates {
     /// one cursor per table. A checked entry (uniqueness) is put as ``putChecked(_:forKey:check:in:_:violation:)``
     /// puts it.
     private func applySorted(in transaction: any KeyValueTransaction, violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
+        if let runs {
+            for removal in removals { try runs.release(removal.table, in: transaction) }
+        }
         try bytes.withUnsafeBytes { bytes in
             try Self.forEachTable(EntryOrder.positions(of: removals.map { ($0.table.handle, $0.key, $0.value) }, in: bytes), of: { removals[$0].table }, in: transaction) { table, cursor, order in
                 let dupSort = table.options.contains(.dupSort)
@@ -443,7 +453,8 @@ struct IndexUpdates {
                 }
             }
             var run: [UInt8] = []
-            try Self.forEachTable(EntryOrder.positions(of: pending.map { ($0.table.handle, $0.key, $0.value) }, in: bytes), of: { pending[$0].table }, in: transaction) { table, cursor, order in
+            try Self.forEachTable(EntryOrder.positions(of: pending.map { ($0.table.handle, $0.key, $0.value) }, in: bytes), of: { pending[$0].table }, in: transaction,
+                                  unlessKept: { table, order in try keep(order, of: table, in: bytes, transaction) }) { table, cursor, order in
                 let dupSort = table.options.contains(.dupSort), dupFixed = table.options.contains(.dupFixed)
                 var at = order.startIndex
                 while at < order.endIndex {
@@ -486,6 +497,22 @@ struct IndexUpdates {
                 }
             }
         }
+    }
+
+    /// Keeps the fresh entries of `table` at `order` (its run of the sorted entries) in ``runs`` when it holds the
+    /// table and they are all new rows' unchecked ones; otherwise lets the runs go of the table (it is written
+    /// directly from now on) and returns `false`.
+    private func keep(_ order: ArraySlice<Int>, of table: Database, in bytes: UnsafeRawBufferPointer, _ transaction: any KeyValueTransaction) throws -> Bool {
+        guard let runs else { return false }
+        guard try runs.holds(table, in: transaction), order.allSatisfy({ pending[$0].check == .none && pending[$0].isNew }) else {
+            try runs.release(table, in: transaction)
+            return false
+        }
+        try runs.add(table, count: order.count, in: transaction) { index in
+            let entry = pending[order[order.startIndex + index]]
+            return (UnsafeRawBufferPointer(rebasing: bytes[entry.key]), UnsafeRawBufferPointer(rebasing: bytes[entry.value]))
+        }
+        return true
     }
 
     /// The fewest removals under one key of a dupSort table for which ``removeWholeKey(_:values:_:)`` is tried
@@ -543,14 +570,18 @@ struct IndexUpdates {
 
     /// Calls `body` once per table with a cursor on it and the run of `order` (positions, sorted by table) whose
     /// entries are that table's.
+    /// A table's run for which `unlessKept` returns `true` is left to it (kept for later), and `body` not called.
     private static func forEachTable(_ order: [Int], of table: (Int) -> Database, in transaction: any KeyValueTransaction,
+                                     unlessKept: (Database, ArraySlice<Int>) throws -> Bool = { _, _ in false },
                                      _ body: (Database, any KeyValueCursor, ArraySlice<Int>) throws -> Void) throws {
         var start = 0
         while start < order.count {
             let current = table(order[start])
             var end = start + 1
             while end < order.count && table(order[end]).handle == current.handle { end += 1 }
-            try current.withCursor(in: transaction) { try body(current, $0, order[start..<end]) }
+            if try !unlessKept(current, order[start..<end]) {
+                try current.withCursor(in: transaction) { try body(current, $0, order[start..<end]) }
+            }
             start = end
         }
     }

@@ -1,0 +1,294 @@
+import Foundation
+import LMDB
+
+/// The new rows' index and link entries of a one-transaction batch insert into tables that were empty when it
+/// began, held back in sorted runs (one a chunk, as ``IndexUpdates`` sorts each chunk's entries) and put once at
+/// the end, merged, each after the one before it (`MDB_APPEND`) — a bulk load: no search from the root per entry,
+/// and no page split at its middle, so the tables' pages come out full.
+///
+/// A table is held only while nothing else writes it: the first time a chunk's entries reach it, it must be a
+/// dupSort table holding no entry; when anything is about to write it directly (a checked entry, a removal),
+/// ``release(_:in:)`` puts its runs first and holds nothing of it again. Nothing in a batch insert reads an unchecked
+/// table before ``appendAll(in:)``. Past ``budget`` bytes every run is put at once and nothing more is held, so
+/// the memory a request holds stays bounded.
+final class AppendRuns {
+    /// One held table's runs, each in memory of its own. An entry is its key's and its value's lengths (four bytes
+    /// each, in the machine's order), then the key, then the value.
+    private struct Held {
+        let table: Database
+        var runs: [UnsafeMutableRawBufferPointer] = []
+    }
+
+    private var held: [Held] = []
+    /// Held tables by handle, as their position in ``held``; `nil` for a table seen and not held.
+    private var positions: [UInt32: Int?] = [:]
+    private var byteCount = 0
+    /// The most bytes held before every run is put.
+    let budget: Int
+    /// Set once the runs were put: nothing more is held.
+    private(set) var isClosed = false
+    /// The entries LMDB would not append, put in their place instead: none unless the runs were out of order.
+    private(set) var putInPlace = 0
+
+    /// Runs that hold at most `budget` bytes of entries.
+    init(budget: Int) {
+        self.budget = budget
+    }
+
+    deinit {
+        for table in held { for run in table.runs { run.deallocate() } }
+    }
+
+    /// Whether `table`'s new unchecked entries go to a run here: a held table, or one seen for the first time that
+    /// is a dupSort table holding no entry.
+    func holds(_ table: Database, in transaction: any KeyValueTransaction) throws -> Bool {
+        guard !isClosed else { return false }
+        if let known = positions[table.handle] { return known != nil }
+        guard table.options.contains(.dupSort), try table.entryCount(in: transaction) == 0 else {
+            positions[table.handle] = .some(nil)
+            return false
+        }
+        positions[table.handle] = held.count
+        held.append(Held(table: table))
+        return true
+    }
+
+    /// Adds one run of `table`'s (held) entries, `count` of them, in the table's order; `entry(i)` gives the `i`th
+    /// entry's key and value. Past the budget, puts every run (``appendAll(in:)``).
+    func add(_ table: Database, count: Int, in transaction: any KeyValueTransaction,
+             entry: (Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)) throws {
+        guard count > 0, let position = positions[table.handle] ?? nil else { return }
+        var size = 0
+        for index in 0..<count {
+            let (key, value) = entry(index)
+            size += 8 + key.count + value.count
+        }
+        let run = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 8)
+        var offset = 0
+        for index in 0..<count {
+            let (key, value) = entry(index)
+            run.storeBytes(of: UInt32(key.count), toByteOffset: offset, as: UInt32.self)
+            run.storeBytes(of: UInt32(value.count), toByteOffset: offset + 4, as: UInt32.self)
+            offset += 8
+            if key.count > 0 { (run.baseAddress! + offset).copyMemory(from: key.baseAddress!, byteCount: key.count) }
+            offset += key.count
+            if value.count > 0 { (run.baseAddress! + offset).copyMemory(from: value.baseAddress!, byteCount: value.count) }
+            offset += value.count
+        }
+        held[position].runs.append(run)
+        byteCount += size
+        if byteCount > budget { try appendAll(in: transaction) }
+    }
+
+    /// Before `table` is written directly: puts its runs (it held nothing else) and holds nothing of it again.
+    func release(_ table: Database, in transaction: any KeyValueTransaction) throws {
+        guard let known = positions[table.handle] else {
+            positions[table.handle] = .some(nil)
+            return
+        }
+        guard let position = known else { return }
+        positions[table.handle] = .some(nil)
+        try put(&held[position], in: transaction)
+    }
+
+    /// Puts every held run, each table's merged in order, and holds nothing more.
+    func appendAll(in transaction: any KeyValueTransaction) throws {
+        isClosed = true
+        for position in held.indices { try put(&held[position], in: transaction) }
+    }
+
+    /// Puts `held`'s entries, merged, into its table (empty but for them), and lets their memory go.
+    private func put(_ held: inout Held, in transaction: any KeyValueTransaction) throws {
+        let runs = held.runs, table = held.table
+        held.runs = []
+        defer {
+            for run in runs {
+                byteCount -= run.count
+                run.deallocate()
+            }
+        }
+        guard !runs.isEmpty else { return }
+        try table.withCursor(in: transaction) { cursor in
+            let writer = AppendWriter(cursor: cursor, dupFixed: table.options.contains(.dupFixed))
+            try Self.merge(runs.map(UnsafeRawBufferPointer.init)) { key, value in try writer.put(key, value) }
+            try writer.finish()
+            putInPlace += writer.putInPlace
+        }
+    }
+
+    /// A run's next entry in a merge.
+    private struct Head {
+        /// Where the entry's key begins, and how long it is.
+        var key: UnsafeRawPointer
+        var keyCount: Int
+        /// Where its value begins, and how long it is.
+        var value: UnsafeRawPointer
+        var valueCount: Int
+        /// Where the run ends.
+        let end: UnsafeRawPointer
+
+        /// The head at `start` of a run ending at `end`.
+        @inline(__always)
+        init(at start: UnsafeRawPointer, end: UnsafeRawPointer) {
+            self.end = end
+            keyCount = Int(start.loadUnaligned(as: UInt32.self))
+            valueCount = Int(start.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            key = start + 8
+            value = key + keyCount
+        }
+
+        /// Moves to the run's next entry: `false` at its end.
+        @inline(__always)
+        mutating func advance() -> Bool {
+            let next = value + valueCount
+            guard next < end else { return false }
+            self = Head(at: next, end: end)
+            return true
+        }
+
+        /// The entries' order: key, then value (`memcmp`, the shorter first when one begins the other).
+        @inline(__always)
+        func precedes(_ other: Head) -> Bool {
+            let byKey = Self.compare(key, keyCount, other.key, other.keyCount)
+            if byKey != 0 { return byKey < 0 }
+            return Self.compare(value, valueCount, other.value, other.valueCount) < 0
+        }
+
+        /// Whether `other` is the same pair.
+        @inline(__always)
+        func isSame(as other: Head) -> Bool {
+            keyCount == other.keyCount && valueCount == other.valueCount
+                && memcmp(key, other.key, keyCount) == 0 && memcmp(value, other.value, valueCount) == 0
+        }
+
+        @inline(__always)
+        static func compare(_ lhs: UnsafeRawPointer, _ lhsCount: Int, _ rhs: UnsafeRawPointer, _ rhsCount: Int) -> Int {
+            let byBytes = memcmp(lhs, rhs, min(lhsCount, rhsCount))
+            return byBytes != 0 ? Int(byBytes) : lhsCount - rhsCount
+        }
+    }
+
+    /// Calls `body` with every entry of the sorted `runs` in the table's order (key, then value; `memcmp`, the
+    /// shorter first), a pair given twice once: a binary heap of the runs by their next entry, whose top stays put
+    /// while its run keeps sorting first — two comparisons an entry when runs follow one another (a to-many's
+    /// owners, whose keys only grow) or share few keys (an age).
+    static func merge(_ runs: [UnsafeRawBufferPointer], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        var heap = runs.compactMap { run in run.isEmpty ? nil : Head(at: run.baseAddress!, end: run.baseAddress! + run.count) }
+        try heap.withUnsafeMutableBufferPointer { heap in
+            var count = heap.count
+            func siftDown(_ start: Int) {
+                var parent = start
+                let item = heap[parent]
+                while true {
+                    let left = 2 &* parent &+ 1
+                    guard left < count else { break }
+                    var child = left
+                    if left &+ 1 < count && heap[left &+ 1].precedes(heap[left]) { child = left &+ 1 }
+                    guard heap[child].precedes(item) else { break }
+                    heap[parent] = heap[child]
+                    parent = child
+                }
+                heap[parent] = item
+            }
+            for position in stride(from: count / 2 - 1, through: 0, by: -1) { siftDown(position) }
+            var last: Head?
+            while count > 0 {
+                let current = heap[0]
+                // The same pair twice (a member listed twice) is held once by a dupSort table.
+                if last.map({ !$0.isSame(as: current) }) ?? true {
+                    try body(UnsafeRawBufferPointer(start: current.key, count: current.keyCount),
+                             UnsafeRawBufferPointer(start: current.value, count: current.valueCount))
+                    last = current
+                }
+                if !heap[0].advance() {
+                    count &-= 1
+                    heap[0] = heap[count]
+                }
+                if count > 1 { siftDown(0) }
+            }
+        }
+    }
+}
+
+/// Puts a dupSort table's entries, given in its order into a table holding none below them, each after the last:
+/// a new key appended (`MDB_APPEND`), a key's further values after its others (`MDB_APPENDDUP`) — and, in a table of
+/// fixed-size values, all of a key's values in one put (`MDB_MULTIPLE`). An entry LMDB will not append (one below an
+/// entry already there) is put in its place.
+private final class AppendWriter {
+    let cursor: any KeyValueCursor
+    let dupFixed: Bool
+    /// The key whose values wait in `values` (a table of fixed-size values): `count` of them, `size` bytes each.
+    private var waitingKey: UnsafeRawBufferPointer?
+    private var values = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+    private var count = 0
+    private var size = 0
+    /// The key of the last entry put (other tables).
+    private var lastKey: UnsafeRawBufferPointer?
+    /// The entries LMDB would not append, put in their place.
+    private(set) var putInPlace = 0
+
+    init(cursor: any KeyValueCursor, dupFixed: Bool) {
+        self.cursor = cursor
+        self.dupFixed = dupFixed
+    }
+
+    deinit {
+        values.deallocate()
+    }
+
+    func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        guard dupFixed else {
+            let sameKey = lastKey.map { EntryOrder.compare($0, key) == 0 } ?? false
+            try put(value, forKey: key, options: sameKey ? .appendDuplicate : .append)
+            lastKey = key
+            return
+        }
+        if let waitingKey, value.count == size, EntryOrder.compare(waitingKey, key) == 0 {
+            return wait(value)
+        }
+        try finish()
+        waitingKey = key
+        size = value.count
+        wait(value)
+    }
+
+    /// Adds `value` to the values that wait.
+    @inline(__always)
+    private func wait(_ value: UnsafeRawBufferPointer) {
+        let end = count * size
+        if end + size > values.count {
+            let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: values.count * 2, alignment: 8)
+            larger.baseAddress!.copyMemory(from: values.baseAddress!, byteCount: end)
+            values.deallocate()
+            values = larger
+        }
+        if size > 0 { (values.baseAddress! + end).copyMemory(from: value.baseAddress!, byteCount: size) }
+        count += 1
+    }
+
+    /// Puts the values that wait.
+    func finish() throws {
+        guard let key = waitingKey else { return }
+        let run = UnsafeRawBufferPointer(rebasing: values[..<(count * size)])
+        waitingKey = nil
+        defer { count = 0 }
+        guard count > 1 else { return try put(run, forKey: key, options: .append) }
+        do {
+            try cursor.putDuplicates(run, size: size, forKey: key, options: [.append, .appendDuplicate])
+        } catch LMDBError.keyExists {
+            putInPlace += count
+            for start in stride(from: 0, to: run.count, by: size) {
+                try cursor.put(UnsafeRawBufferPointer(rebasing: run[start..<start + size]), forKey: key, options: [])
+            }
+        }
+    }
+
+    private func put(_ value: UnsafeRawBufferPointer, forKey key: UnsafeRawBufferPointer, options: PutOptions) throws {
+        do {
+            try cursor.put(value, forKey: key, options: options)
+        } catch LMDBError.keyExists {
+            putInPlace += 1
+            try cursor.put(value, forKey: key, options: [])
+        }
+    }
+}

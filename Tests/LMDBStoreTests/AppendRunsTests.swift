@@ -1,0 +1,189 @@
+import Foundation
+import LMDB
+@testable import LMDBStore
+@testable import ObjectGraph
+import Testing
+
+/// A one-transaction batch insert keeps the entries of tables empty when it began in sorted runs and appends them,
+/// merged, at its end. An entry appended out of order would fall back to a put in place, so only reading the tables
+/// back (every pair once, nothing else) and their page counts tell a wrong merge from a right one.
+@Suite("Runs of entries appended at the end of a batch insert")
+struct AppendRunsTests {
+    /// Random pairs in `runs` sorted runs (each in LMDB's order, some pairs repeated within a run and across runs),
+    /// and the set of them a table should end with, in order.
+    private static func runs(_ count: Int, runs runCount: Int, keyLength: ClosedRange<Int>, valueLength: Int, keys: Int, seed: UInt64)
+        -> (runs: [[(key: [UInt8], value: [UInt8])]], expected: [(key: [UInt8], value: [UInt8])]) {
+        var state = seed
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(state >> 33) % bound
+        }
+        func precedes(_ lhs: (key: [UInt8], value: [UInt8]), _ rhs: (key: [UInt8], value: [UInt8])) -> Bool {
+            lhs.key != rhs.key ? lhs.key.lexicographicallyPrecedes(rhs.key) : lhs.value.lexicographicallyPrecedes(rhs.value)
+        }
+        // Keys drawn from a small set of stems, so runs share keys and keys share prefixes.
+        let stems = (0..<keys).map { _ in (0..<(keyLength.lowerBound + next(keyLength.count))).map { _ in UInt8(next(4)) } }
+        var all: [(key: [UInt8], value: [UInt8])] = []
+        for _ in 0..<count {
+            let pair = (key: stems[next(stems.count)], value: (0..<valueLength).map { _ in UInt8(next(256)) })
+            all.append(pair)
+            if next(20) == 0 { all.append(pair) }  // the same pair twice (a member listed twice)
+        }
+        var runs = Array(repeating: [(key: [UInt8], value: [UInt8])](), count: runCount)
+        for pair in all { runs[next(runCount)].append(pair) }
+        var expected: [(key: [UInt8], value: [UInt8])] = []
+        for pair in all.sorted(by: precedes) where expected.last.map({ $0.key != pair.key || $0.value != pair.value }) ?? true { expected.append(pair) }
+        return (runs.map { $0.sorted(by: precedes) }, expected)
+    }
+
+    /// Every pair of `table`, in order.
+    private static func pairs(of table: Database, in environment: Environment) throws -> [(key: [UInt8], value: [UInt8])] {
+        try environment.read { transaction in
+            var pairs: [(key: [UInt8], value: [UInt8])] = []
+            try table.withCursor(in: transaction) { cursor in
+                var entry = try cursor.first()
+                while let current = entry {
+                    pairs.append((Array(current.key), Array(current.value)))
+                    entry = try cursor.next()
+                }
+            }
+            return pairs
+        }
+    }
+
+    /// Adds `run` to `runs` for `table`.
+    private static func add(_ run: [(key: [UInt8], value: [UInt8])], to table: Database, _ runs: AppendRuns, _ transaction: any KeyValueTransaction) throws {
+        var bytes: [UInt8] = []
+        var ranges: [(key: Range<Int>, value: Range<Int>)] = []
+        for pair in run {
+            let keyStart = bytes.count
+            bytes += pair.key
+            ranges.append((keyStart..<bytes.count, bytes.count..<(bytes.count + pair.value.count)))
+            bytes += pair.value
+        }
+        try bytes.withUnsafeBytes { bytes in
+            try runs.add(table, count: run.count, in: transaction) { index in
+                (UnsafeRawBufferPointer(rebasing: bytes[ranges[index].key]), UnsafeRawBufferPointer(rebasing: bytes[ranges[index].value]))
+            }
+        }
+    }
+
+    @Test("runs that share keys and repeat pairs come out merged, every pair once, in dupSort and fixed-size tables",
+          arguments: [(DatabaseOptions([.dupSort, .dupFixed]), 1...2), (DatabaseOptions.dupSort, 1...30)])
+    func runsMergeIntoOneTable(options: DatabaseOptions, keyLength: ClosedRange<Int>) throws {
+        let folder = StoreFolder()
+        let environment = try Environment.open(at: folder.file("runs.lmdb").path)
+        let table = try environment.openDatabase(named: "table", options: options)
+        let (runs, expected) = Self.runs(20_000, runs: 37, keyLength: keyLength, valueLength: 10, keys: keyLength.upperBound == 30 ? 5_000 : 40, seed: 7)
+        try environment.write { transaction in
+            let held = AppendRuns(budget: 1 << 30)
+            #expect(try held.holds(table, in: transaction))
+            for run in runs { try Self.add(run, to: table, held, transaction) }
+            #expect(try table.entryCount(in: transaction) == 0, "the entries wait for appendAll")
+            try held.appendAll(in: transaction)
+            #expect(try !held.holds(table, in: transaction), "nothing is held once the runs are put")
+            #expect(held.putInPlace == 0, "every entry was appended")
+        }
+        let stored = try Self.pairs(of: table, in: environment)
+        #expect(stored.count == expected.count)
+        #expect(stored.elementsEqual(expected) { $0.key == $1.key && $0.value == $1.value })
+        #expect(try environment.checkPages().isEmpty)
+    }
+
+    @Test("past its budget every run is put and nothing more is held; a table written directly has its runs put first")
+    func budgetAndRelease() throws {
+        let folder = StoreFolder()
+        let environment = try Environment.open(at: folder.file("runs.lmdb").path)
+        let first = try environment.openDatabase(named: "first", options: [.dupSort, .dupFixed])
+        let second = try environment.openDatabase(named: "second", options: [.dupSort])
+        let plain = try environment.openDatabase(named: "plain")
+        let filled = try environment.openDatabase(named: "filled", options: [.dupSort])
+        let (runs, expected) = Self.runs(3_000, runs: 6, keyLength: 2...2, valueLength: 10, keys: 50, seed: 11)
+        try environment.write { transaction in
+            try filled.put([1], forKey: [1], in: transaction)
+            // A budget a few runs fill: the third run's add puts all of them.
+            let held = AppendRuns(budget: 3 * runs[0].count * 20)
+            #expect(try !held.holds(plain, in: transaction), "a table without duplicates is not held")
+            #expect(try !held.holds(filled, in: transaction), "a table holding entries is not held")
+            #expect(try held.holds(first, in: transaction) && held.holds(second, in: transaction))
+            try Self.add(runs[0], to: second, held, transaction)
+            // Written directly (a checked entry, say): its run goes in first, and it is not held again.
+            try held.release(second, in: transaction)
+            let distinct = Set(runs[0].map { $0.key + [0xFF] + $0.value }).count  // keys are two bytes: the pairs stay apart
+            #expect(try second.entryCount(in: transaction) == distinct)
+            #expect(try !held.holds(second, in: transaction))
+            var added = 0
+            while try held.holds(first, in: transaction), added < runs.count {
+                try Self.add(runs[added], to: first, held, transaction)
+                added += 1
+            }
+            #expect(held.isClosed && added < runs.count, "the budget ends the holding: \(added) runs added")
+            #expect(held.putInPlace == 0)
+            #expect(try first.entryCount(in: transaction) > 0)
+            // The rest go in directly, as a chunk's entries do once nothing is held.
+            for run in runs[added...] { for pair in run { try first.put(pair.value, forKey: pair.key, in: transaction) } }
+        }
+        let stored = try Self.pairs(of: first, in: environment)
+        #expect(stored.elementsEqual(expected) { $0.key == $1.key && $0.value == $1.value })
+        #expect(try environment.checkPages().isEmpty)
+    }
+
+    @Test("a one-transaction batch insert fills its index pages, and answers as a chunked one does")
+    func aBulkLoadFillsItsPages() throws {
+        let model = try ManagedObjectModel {
+            EntityDescription("Reading") {
+                AttributeDescription("value", .double)
+                AttributeDescription("sensor", .integer32)
+                RelationshipDescription("tags", destination: "Tag", inverse: "readings", toMany: true)
+                FetchIndexDescription("byValue", properties: ["value"])
+                FetchIndexDescription("bySensorValue", properties: ["sensor", "value"])
+            }
+            EntityDescription("Tag") {
+                AttributeDescription("name", .string)
+                RelationshipDescription("readings", destination: "Reading", inverse: "tags", toMany: true)
+                UniquenessConstraint("name")
+            }
+        }
+        let folder = StoreFolder()
+        var answers: [[Double]] = [], pages: [[String: Int]] = []
+        for (name, commitsEachChunk) in [("bulk.lmdb", false), ("chunked.lmdb", true)] {
+            let (coordinator, store) = try folder.coordinator(model, name)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            _ = try context.execute(BatchInsertRequest(entityName: "Tag", objects: (0..<8).map { ["name": .attribute(.string("t\($0)"))] }))
+            var state = UInt64(3), next = 0
+            func draw(_ bound: Int) -> Int {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return Int(state >> 33) % bound
+            }
+            var request = BatchInsertRequest(entityName: "Reading", properties: ["value", "sensor", "tags"]) { row in
+                guard next < 30_000 else { return true }
+                next += 1
+                row[0] = .attribute(.double(Double(draw(1_000_000)) / 7))
+                row[1] = .attribute(.integer(Int64(draw(20))))
+                // A tag listed twice is one member.
+                let tag = draw(8)
+                row[2] = .uniqueValues([.string("t\(tag)"), .string("t\((tag + 3) % 8)"), .string("t\(tag)")])
+                return false
+            }
+            request.chunkSize = 1_000
+            request.commitsEachChunk = commitsEachChunk
+            #expect(try context.execute(request).count == 30_000)
+            try #require(try store.verify().isEmpty)
+            var fetch = FetchRequest(entityName: "Reading", predicate: try FetchPredicate(format: "sensor == 4 AND value > 50000"),
+                                     sortDescriptors: [FetchSortDescriptor(keyPath: "value", ascending: true)])
+            fetch.fetchLimit = 200
+            var answer = try context.fetch(fetch).map { $0.value(forKey: "value") as! Double }
+            answer.append(Double(try context.count(for: FetchRequest(entityName: "Reading", predicate: try FetchPredicate(format: "ANY tags.name == 't5'")))))
+            answers.append(answer)
+            try coordinator.removePersistentStore(store)
+            let statistics = try LMDBIncrementalStore.statistics(at: folder.file(name))
+            pages.append(Dictionary(uniqueKeysWithValues: statistics.tables.map { ($0.name, $0.pages) }))
+        }
+        #expect(answers[0] == answers[1] && answers[0].count == 201)
+        // Random keys put a chunk at a time split pages at their middle; appended, the pages come out full.
+        for table in ["index/Reading/byValue", "index/Reading/bySensorValue"] {
+            let bulk = try #require(pages[0][table]), chunked = try #require(pages[1][table])
+            #expect(bulk * 4 < chunked * 3, "\(table): \(bulk) pages appended, \(chunked) put a chunk at a time")
+        }
+    }
+}
