@@ -1,3 +1,4 @@
+import Foundation
 import LMDB
 import ObjectGraph
 
@@ -46,7 +47,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     }
                     plan.deferred = []
                     // Tables empty at the start get their entries at the end, merged and appended.
-                    let runs = AppendRuns(budget: Self.appendRunsBudget)
+                    let runs = AppendRuns(memoryBudget: Self.appendRunsMemoryBudget, spillFolder: spillFolder)
                     plan.runs = runs
                     while let chunk = try rows.nextChunk() {
                         let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
@@ -67,10 +68,14 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         }
     }
 
-    /// The most bytes of index and link entries a one-transaction batch insert holds back to append at its end
-    /// (``AppendRuns``): about 7 million entries of 30 bytes. Past it, they are put, and the rest of the request's
-    /// go in as each chunk's are when chunks commit.
-    static let appendRunsBudget = 256 << 20
+    /// The most bytes of index and link entries a one-transaction batch insert holds in memory to append at its end
+    /// (``AppendRuns``): about 10 million entries of 26 bytes. Past it, they go to a file beside the store.
+    static let appendRunsMemoryBudget = 256 << 20
+
+    /// The folder a batch insert's entries go to past ``appendRunsMemoryBudget``: the store's.
+    private var spillFolder: URL {
+        url.map { $0.deletingLastPathComponent() } ?? FileManager.default.temporaryDirectory
+    }
 
     /// Writes one chunk in `transaction`: returns the new objects' IDs when the request wants them.
     private func insert(_ chunk: [BatchInsertRow], plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState,

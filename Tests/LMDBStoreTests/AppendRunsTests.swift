@@ -76,7 +76,7 @@ struct AppendRunsTests {
         let table = try environment.openDatabase(named: "table", options: options)
         let (runs, expected) = Self.runs(20_000, runs: 37, keyLength: keyLength, valueLength: 10, keys: keyLength.upperBound == 30 ? 5_000 : 40, seed: 7)
         try environment.write { transaction in
-            let held = AppendRuns(budget: 1 << 30)
+            let held = AppendRuns(memoryBudget: 1 << 30, spillFolder: folder.url)
             #expect(try held.holds(table, in: transaction))
             for run in runs { try Self.add(run, to: table, held, transaction) }
             #expect(try table.entryCount(in: transaction) == 0, "the entries wait for appendAll")
@@ -90,8 +90,8 @@ struct AppendRunsTests {
         #expect(try environment.checkPages().isEmpty)
     }
 
-    @Test("past its budget every run is put and nothing more is held; a table written directly has its runs put first")
-    func budgetAndRelease() throws {
+    @Test("past its memory budget runs go to a file the folder does not keep, and come back merged; a table written directly has its runs put first")
+    func spillAndRelease() throws {
         let folder = StoreFolder()
         let environment = try Environment.open(at: folder.file("runs.lmdb").path)
         let first = try environment.openDatabase(named: "first", options: [.dupSort, .dupFixed])
@@ -99,33 +99,51 @@ struct AppendRunsTests {
         let plain = try environment.openDatabase(named: "plain")
         let filled = try environment.openDatabase(named: "filled", options: [.dupSort])
         let (runs, expected) = Self.runs(3_000, runs: 6, keyLength: 2...2, valueLength: 10, keys: 50, seed: 11)
+        let (secondRuns, secondExpected) = Self.runs(2_000, runs: 5, keyLength: 1...12, valueLength: 10, keys: 300, seed: 13)
         try environment.write { transaction in
             try filled.put([1], forKey: [1], in: transaction)
-            // A budget a few runs fill: the third run's add puts all of them.
-            let held = AppendRuns(budget: 3 * runs[0].count * 20)
+            // A budget a run and a half fill: every second run sends those in memory to the file.
+            let held = AppendRuns(memoryBudget: runs[0].count * 24, spillFolder: folder.url)
             #expect(try !held.holds(plain, in: transaction), "a table without duplicates is not held")
             #expect(try !held.holds(filled, in: transaction), "a table holding entries is not held")
             #expect(try held.holds(first, in: transaction) && held.holds(second, in: transaction))
-            try Self.add(runs[0], to: second, held, transaction)
-            // Written directly (a checked entry, say): its run goes in first, and it is not held again.
-            try held.release(second, in: transaction)
-            let distinct = Set(runs[0].map { $0.key + [0xFF] + $0.value }).count  // keys are two bytes: the pairs stay apart
-            #expect(try second.entryCount(in: transaction) == distinct)
-            #expect(try !held.holds(second, in: transaction))
-            var added = 0
-            while try held.holds(first, in: transaction), added < runs.count {
-                try Self.add(runs[added], to: first, held, transaction)
-                added += 1
+            for index in 0..<max(runs.count, secondRuns.count) {
+                if index < runs.count { try Self.add(runs[index], to: first, held, transaction) }
+                if index < secondRuns.count { try Self.add(secondRuns[index], to: second, held, transaction) }
             }
-            #expect(held.isClosed && added < runs.count, "the budget ends the holding: \(added) runs added")
-            #expect(held.putInPlace == 0)
-            #expect(try first.entryCount(in: transaction) > 0)
-            // The rest go in directly, as a chunk's entries do once nothing is held.
-            for run in runs[added...] { for pair in run { try first.put(pair.value, forKey: pair.key, in: transaction) } }
+            #expect(held.spilledBytes > 0)
+            let left = try FileManager.default.contentsOfDirectory(atPath: folder.url.path).filter { $0.hasPrefix(".lmdbstore-runs-") }
+            #expect(left.isEmpty, "the spill file is removed from the folder as soon as it is made: \(left)")
+            // Written directly (a checked entry, say): its runs — some from the file — go in first, and it is not
+            // held again.
+            try held.release(second, in: transaction)
+            #expect(try second.entryCount(in: transaction) == secondExpected.count)
+            #expect(try !held.holds(second, in: transaction))
+            try held.appendAll(in: transaction)
+            #expect(held.putInPlace == 0, "every entry was appended")
         }
-        let stored = try Self.pairs(of: first, in: environment)
-        #expect(stored.elementsEqual(expected) { $0.key == $1.key && $0.value == $1.value })
+        for (table, expected) in [(first, expected), (second, secondExpected)] {
+            let stored = try Self.pairs(of: table, in: environment)
+            #expect(stored.elementsEqual(expected) { $0.key == $1.key && $0.value == $1.value })
+        }
         #expect(try environment.checkPages().isEmpty)
+    }
+
+    @Test("runs that cannot go to their file stop the request with an error that names the file")
+    func aSpillThatFailsIsNamed() throws {
+        let folder = StoreFolder()
+        let environment = try Environment.open(at: folder.file("runs.lmdb").path)
+        let table = try environment.openDatabase(named: "table", options: [.dupSort])
+        let missing = folder.url.appendingPathComponent("no such folder")
+        let error = try #require(throws: ManagedObjectContextError.self) {
+            try environment.write { transaction in
+                let held = AppendRuns(memoryBudget: 10, spillFolder: missing)
+                #expect(try held.holds(table, in: transaction))
+                try Self.add([(key: [1, 2], value: Array(repeating: 7, count: 10))], to: table, held, transaction)
+            }
+        }
+        #expect(error.code == .storeUnusable)
+        #expect(error.message.contains(missing.path) && error.message.contains("could not make") && error.message.contains("nothing was inserted"), "\(error.message)")
     }
 
     @Test("a one-transaction batch insert fills its index pages, and answers as a chunked one does")

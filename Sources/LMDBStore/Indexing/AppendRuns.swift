@@ -1,5 +1,6 @@
 import Foundation
 import LMDB
+import ObjectGraph
 
 /// The new rows' index and link entries of a one-transaction batch insert into tables that were empty when it
 /// began, held back in sorted runs (one a chunk, as ``IndexUpdates`` sorts each chunk's entries) and put once at
@@ -9,30 +10,40 @@ import LMDB
 /// A table is held only while nothing else writes it: the first time a chunk's entries reach it, it must be a
 /// dupSort table holding no entry; when anything is about to write it directly (a checked entry, a removal),
 /// ``release(_:in:)`` puts its runs first and holds nothing of it again. Nothing in a batch insert reads an unchecked
-/// table before ``appendAll(in:)``. Past ``budget`` bytes every run is put at once and nothing more is held, so
-/// the memory a request holds stays bounded.
+/// table before ``appendAll(in:)``. Past ``memoryBudget`` bytes the runs in memory are written to a file beside the
+/// store (``SpillFile``) and read back through a memory map when they are merged, so an import of any size holds a
+/// bounded amount of memory.
 final class AppendRuns {
-    /// One held table's runs, each in memory of its own. An entry is its key's and its value's lengths (four bytes
-    /// each, in the machine's order), then the key, then the value.
+    /// One held table's runs: those in memory, each an allocation of its own, and those written to the spill file
+    /// (where they begin, and their size). An entry is its key's and its value's lengths (two bytes each, in the
+    /// machine's order: keys and dupSort values are at most 511 bytes), then the key, then the value.
     private struct Held {
         let table: Database
         var runs: [UnsafeMutableRawBufferPointer] = []
+        var spilled: [Range<Int>] = []
     }
 
     private var held: [Held] = []
     /// Held tables by handle, as their position in ``held``; `nil` for a table seen and not held.
     private var positions: [UInt32: Int?] = [:]
+    /// The bytes of the runs in memory.
     private var byteCount = 0
-    /// The most bytes held before every run is put.
-    let budget: Int
+    /// The most bytes of runs kept in memory; past it they go to the spill file.
+    let memoryBudget: Int
+    /// The folder the spill file is made in, and the file once made.
+    private let spillFolder: URL
+    private var spill: SpillFile?
     /// Set once the runs were put: nothing more is held.
     private(set) var isClosed = false
     /// The entries LMDB would not append, put in their place instead: none unless the runs were out of order.
     private(set) var putInPlace = 0
+    /// The bytes of runs written to the spill file.
+    var spilledBytes: Int { spill?.size ?? 0 }
 
-    /// Runs that hold at most `budget` bytes of entries.
-    init(budget: Int) {
-        self.budget = budget
+    /// Runs that keep at most `memoryBudget` bytes in memory, and write the rest to a file in `spillFolder`.
+    init(memoryBudget: Int, spillFolder: URL) {
+        self.memoryBudget = memoryBudget
+        self.spillFolder = spillFolder
     }
 
     deinit {
@@ -54,30 +65,45 @@ final class AppendRuns {
     }
 
     /// Adds one run of `table`'s (held) entries, `count` of them, in the table's order; `entry(i)` gives the `i`th
-    /// entry's key and value. Past the budget, puts every run (``appendAll(in:)``).
+    /// entry's key and value (each at most 65 535 bytes). Past the memory budget, the runs in memory go to the
+    /// spill file.
     func add(_ table: Database, count: Int, in transaction: any KeyValueTransaction,
              entry: (Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)) throws {
         guard count > 0, let position = positions[table.handle] ?? nil else { return }
         var size = 0
         for index in 0..<count {
             let (key, value) = entry(index)
-            size += 8 + key.count + value.count
+            precondition(key.count <= UInt16.max && value.count <= UInt16.max, "an index entry longer than a dupSort table holds")
+            size += 4 + key.count + value.count
         }
         let run = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 8)
-        var offset = 0
+        var at = run.baseAddress!
         for index in 0..<count {
             let (key, value) = entry(index)
-            run.storeBytes(of: UInt32(key.count), toByteOffset: offset, as: UInt32.self)
-            run.storeBytes(of: UInt32(value.count), toByteOffset: offset + 4, as: UInt32.self)
-            offset += 8
-            if key.count > 0 { (run.baseAddress! + offset).copyMemory(from: key.baseAddress!, byteCount: key.count) }
-            offset += key.count
-            if value.count > 0 { (run.baseAddress! + offset).copyMemory(from: value.baseAddress!, byteCount: value.count) }
-            offset += value.count
+            at.storeBytes(of: UInt16(truncatingIfNeeded: key.count), as: UInt16.self)
+            (at + 2).storeBytes(of: UInt16(truncatingIfNeeded: value.count), as: UInt16.self)
+            at += 4
+            if key.count > 0 { at.copyMemory(from: key.baseAddress!, byteCount: key.count) }
+            at += key.count
+            if value.count > 0 { at.copyMemory(from: value.baseAddress!, byteCount: value.count) }
+            at += value.count
         }
         held[position].runs.append(run)
         byteCount += size
-        if byteCount > budget { try appendAll(in: transaction) }
+        if byteCount > memoryBudget { try spillRuns() }
+    }
+
+    /// Writes every run in memory to the spill file (made on first use) and lets its memory go.
+    private func spillRuns() throws {
+        let file = try spill ?? SpillFile(in: spillFolder)
+        spill = file
+        for position in held.indices {
+            let runs = held[position].runs
+            held[position].runs = []
+            defer { for run in runs { run.deallocate() } }
+            for run in runs { held[position].spilled.append(try file.append(UnsafeRawBufferPointer(run))) }
+        }
+        byteCount = 0
     }
 
     /// Before `table` is written directly: puts its runs (it held nothing else) and holds nothing of it again.
@@ -95,25 +121,32 @@ final class AppendRuns {
     func appendAll(in transaction: any KeyValueTransaction) throws {
         isClosed = true
         for position in held.indices { try put(&held[position], in: transaction) }
+        spill = nil
     }
 
     /// Puts `held`'s entries, merged, into its table (empty but for them), and lets their memory go.
     private func put(_ held: inout Held, in transaction: any KeyValueTransaction) throws {
-        let runs = held.runs, table = held.table
+        let runs = held.runs, spilled = held.spilled, table = held.table
         held.runs = []
+        held.spilled = []
         defer {
             for run in runs {
                 byteCount -= run.count
                 run.deallocate()
             }
         }
-        guard !runs.isEmpty else { return }
-        try table.withCursor(in: transaction) { cursor in
-            let writer = AppendWriter(cursor: cursor, dupFixed: table.options.contains(.dupFixed))
-            try Self.merge(runs.map(UnsafeRawBufferPointer.init)) { key, value in try writer.put(key, value) }
-            try writer.finish()
-            putInPlace += writer.putInPlace
+        guard !runs.isEmpty || !spilled.isEmpty else { return }
+        func merge(_ mapped: UnsafeRawBufferPointer?) throws {
+            let all = runs.map(UnsafeRawBufferPointer.init) + spilled.map { UnsafeRawBufferPointer(rebasing: mapped![$0]) }
+            try table.withCursor(in: transaction) { cursor in
+                let writer = AppendWriter(cursor: cursor, dupFixed: table.options.contains(.dupFixed))
+                try Self.merge(all) { key, value in try writer.put(key, value) }
+                try writer.finish()
+                putInPlace += writer.putInPlace
+            }
         }
+        guard let spill, !spilled.isEmpty else { return try merge(nil) }
+        try spill.withMap { try merge($0) }
     }
 
     /// A run's next entry in a merge.
@@ -131,9 +164,9 @@ final class AppendRuns {
         @inline(__always)
         init(at start: UnsafeRawPointer, end: UnsafeRawPointer) {
             self.end = end
-            keyCount = Int(start.loadUnaligned(as: UInt32.self))
-            valueCount = Int(start.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-            key = start + 8
+            keyCount = Int(start.loadUnaligned(as: UInt16.self))
+            valueCount = Int(start.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
+            key = start + 4
             value = key + keyCount
         }
 
@@ -290,5 +323,56 @@ private final class AppendWriter {
             putInPlace += 1
             try cursor.put(value, forKey: key, options: [])
         }
+    }
+}
+
+/// The file a batch insert's runs go to past their memory budget: made in the store's folder (the disk the store
+/// grows on) and removed from it at once, so nothing is left behind when the process ends, however it ends. Runs are
+/// appended with `pwrite`; the merge reads them through a read-only memory map.
+private final class SpillFile {
+    private let descriptor: Int32
+    private let path: String
+    /// The bytes written.
+    private(set) var size = 0
+
+    init(in folder: URL) throws {
+        path = folder.appendingPathComponent(".lmdbstore-runs-\(UUID().uuidString)").path
+        descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Self.failure("could not make", path) }
+        unlink(path)
+    }
+
+    deinit {
+        close(descriptor)
+    }
+
+    /// Appends `bytes`; returns where they lie in the file.
+    func append(_ bytes: UnsafeRawBufferPointer) throws -> Range<Int> {
+        let start = size
+        var written = 0
+        while written < bytes.count {
+            let result = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(start + written))
+            if result < 0 && errno == EINTR { continue }
+            guard result > 0 else { throw Self.failure("could not write", path) }
+            written += result
+        }
+        size += bytes.count
+        return start..<size
+    }
+
+    /// Lends `body` the file's bytes, mapped read-only.
+    func withMap<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) throws -> Result {
+        guard size > 0 else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        guard let map = mmap(nil, size, PROT_READ, MAP_SHARED, descriptor, 0), map != MAP_FAILED else {
+            throw Self.failure("could not map", path)
+        }
+        defer { munmap(map, size) }
+        return try body(UnsafeRawBufferPointer(start: map, count: size))
+    }
+
+    private static func failure(_ what: String, _ path: String) -> ManagedObjectContextError {
+        let reason = String(cString: strerror(errno))
+        return ManagedObjectContextError(.storeUnusable,
+            message: "the batch insert \(what) the file of its sorted index entries \(path): \(reason); nothing was inserted")
     }
 }
