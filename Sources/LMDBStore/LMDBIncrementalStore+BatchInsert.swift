@@ -13,6 +13,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// again and stops with ``ManagedObjectContextError/Code/storeUnusable``, having written nothing (the map has
     /// grown by then): imports larger than the map's room should commit each chunk.
     ///
+    /// A request in one transaction loads the index and link tables that were empty when it began as a bulk load:
+    /// their entries wait, sorted a chunk at a time (in memory up to 256 MiB, then in a file beside the store that
+    /// is removed from its folder at once), and are appended merged at the end, which fills their pages.
+    ///
     /// A to-one or a to-many member given by unique value may point at a row later in the same batch (an employee's
     /// manager, listed after the employee; a person's friends): the row is written without it, and the reference is
     /// filled in once the rows are written — at the end of the request, or of each chunk when each chunk commits; a
