@@ -61,11 +61,12 @@ struct AppendRunsTests {
             ranges.append((keyStart..<bytes.count, bytes.count..<(bytes.count + pair.value.count)))
             bytes += pair.value
         }
-        try bytes.withUnsafeBytes { bytes in
+        let kept = try bytes.withUnsafeBytes { bytes in
             try runs.add(table, count: run.count, in: transaction) { index in
                 (UnsafeRawBufferPointer(rebasing: bytes[ranges[index].key]), UnsafeRawBufferPointer(rebasing: bytes[ranges[index].value]))
             }
         }
+        #expect(kept, "a held table's run is kept")
     }
 
     @Test("runs that share keys and repeat pairs come out merged, every pair once, in dupSort and fixed-size tables",
@@ -127,6 +128,25 @@ struct AppendRunsTests {
             #expect(stored.elementsEqual(expected) { $0.key == $1.key && $0.value == $1.value })
         }
         #expect(try environment.checkPages().isEmpty)
+    }
+
+    @Test("an entry longer than a run keeps is not held: the table's runs go in, and the caller puts it as before")
+    func anEntryTooLongForARun() throws {
+        let folder = StoreFolder()
+        let environment = try Environment.open(at: folder.file("runs.lmdb").path)
+        let table = try environment.openDatabase(named: "table", options: [.dupSort])
+        try environment.write { transaction in
+            let held = AppendRuns(memoryBudget: 1 << 20, spillFolder: folder.url)
+            #expect(try held.holds(table, in: transaction))
+            try Self.add([(key: [1], value: [2, 3])], to: table, held, transaction)
+            let long = [UInt8](repeating: 9, count: 70_000)
+            let kept = try long.withUnsafeBytes { value in
+                try [UInt8]([4]).withUnsafeBytes { key in try held.add(table, count: 1, in: transaction) { _ in (key, value) } }
+            }
+            #expect(!kept)
+            #expect(try table.entryCount(in: transaction) == 1, "the run before it went in")
+            #expect(try !held.holds(table, in: transaction))
+        }
     }
 
     @Test("runs that cannot go to their file stop the request with an error that names the file")

@@ -65,17 +65,22 @@ final class AppendRuns {
     }
 
     /// Adds one run of `table`'s (held) entries, `count` of them, in the table's order; `entry(i)` gives the `i`th
-    /// entry's key and value (each at most 65 535 bytes). Past the memory budget, the runs in memory go to the
-    /// spill file.
+    /// entry's key and value. Past the memory budget, the runs in memory go to the spill file. Returns `false`,
+    /// having put the table's runs and holding nothing of it again, when a key or value is longer than a run keeps
+    /// (65 535 bytes; LMDB's dupSort tables hold 511): the caller puts the entries, and LMDB's refusal names them.
     func add(_ table: Database, count: Int, in transaction: any KeyValueTransaction,
-             entry: (Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)) throws {
-        guard count > 0, let position = positions[table.handle] ?? nil else { return }
+             entry: (Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)) throws -> Bool {
+        guard let position = positions[table.handle] ?? nil else { return false }
         var size = 0
         for index in 0..<count {
             let (key, value) = entry(index)
-            precondition(key.count <= UInt16.max && value.count <= UInt16.max, "an index entry longer than a dupSort table holds")
+            guard key.count <= UInt16.max && value.count <= UInt16.max else {
+                try release(table, in: transaction)
+                return false
+            }
             size += 4 + key.count + value.count
         }
+        guard count > 0 else { return true }
         let run = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 8)
         var at = run.baseAddress!
         for index in 0..<count {
@@ -91,6 +96,7 @@ final class AppendRuns {
         held[position].runs.append(run)
         byteCount += size
         if byteCount > memoryBudget { try spillRuns() }
+        return true
     }
 
     /// Writes every run in memory to the spill file (made on first use) and lets its memory go.

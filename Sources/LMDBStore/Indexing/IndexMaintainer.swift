@@ -500,19 +500,18 @@ struct IndexUpdates {
     }
 
     /// Keeps the fresh entries of `table` at `order` (its run of the sorted entries) in ``runs`` when it holds the
-    /// table and they are all new rows' unchecked ones; otherwise lets the runs go of the table (it is written
-    /// directly from now on) and returns `false`.
+    /// table, they are all new rows' unchecked ones and the runs can keep them; otherwise lets the runs go of the
+    /// table (it is written directly from now on) and returns `false`.
     private func keep(_ order: ArraySlice<Int>, of table: Database, in bytes: UnsafeRawBufferPointer, _ transaction: any KeyValueTransaction) throws -> Bool {
         guard let runs else { return false }
         guard try runs.holds(table, in: transaction), order.allSatisfy({ pending[$0].check == .none && pending[$0].isNew }) else {
             try runs.release(table, in: transaction)
             return false
         }
-        try runs.add(table, count: order.count, in: transaction) { index in
+        return try runs.add(table, count: order.count, in: transaction) { index in
             let entry = pending[order[order.startIndex + index]]
             return (UnsafeRawBufferPointer(rebasing: bytes[entry.key]), UnsafeRawBufferPointer(rebasing: bytes[entry.value]))
         }
-        return true
     }
 
     /// The fewest removals under one key of a dupSort table for which ``removeWholeKey(_:values:_:)`` is tried
