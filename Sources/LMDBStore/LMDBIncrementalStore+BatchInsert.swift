@@ -51,7 +51,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     }
                     plan.deferred = []
                     // Tables empty at the start get their entries at the end, merged and appended.
-                    let runs = AppendRuns(memoryBudget: Self.appendRunsMemoryBudget, spillFolder: spillFolder)
+                    let runs = AppendRuns(memoryBudget: Self.appendRunsMemoryBudget, spillFolder: spillFolder(state))
                     plan.runs = runs
                     while let chunk = try rows.nextChunk() {
                         let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
@@ -73,12 +73,14 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     }
 
     /// The most bytes of index and link entries a one-transaction batch insert holds in memory to append at its end
-    /// (``AppendRuns``): about 10 million entries of 26 bytes. Past it, they go to a file beside the store.
-    static let appendRunsMemoryBudget = 256 << 20
+    /// (``AppendRuns``): about 10 million entries of 26 bytes. Past it, they go to a file beside the store. Bound to
+    /// less in a task, it makes a test's small import go through the file.
+    @TaskLocal static var appendRunsMemoryBudget = 256 << 20
 
-    /// The folder a batch insert's entries go to past ``appendRunsMemoryBudget``: the store's.
-    private var spillFolder: URL {
-        url.map { $0.deletingLastPathComponent() } ?? FileManager.default.temporaryDirectory
+    /// The folder a batch insert's entries go to past ``appendRunsMemoryBudget``: the data file's.
+    private func spillFolder(_ state: OpenState) -> URL {
+        if let environment = state.environment as? Environment { return URL(fileURLWithPath: environment.dataPath).deletingLastPathComponent() }
+        return url.map { $0.deletingLastPathComponent() } ?? FileManager.default.temporaryDirectory
     }
 
     /// Writes one chunk in `transaction`: returns the new objects' IDs when the request wants them.

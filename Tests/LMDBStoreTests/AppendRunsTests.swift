@@ -166,6 +166,39 @@ struct AppendRunsTests {
         #expect(error.message.contains(missing.path) && error.message.contains("could not make") && error.message.contains("nothing was inserted"), "\(error.message)")
     }
 
+    @Test("a batch insert whose entries go through the file answers as one whose entries stay in memory, and leaves no file")
+    func aStoreImportThroughTheFile() throws {
+        let folder = StoreFolder()
+        var answers: [[Int]] = []
+        for (name, budget) in [("memory.lmdb", 256 << 20), ("file.lmdb", 4_096)] {
+            try LMDBIncrementalStore.$appendRunsMemoryBudget.withValue(budget) {
+                let (coordinator, store) = try folder.coordinator(batchModel, name)
+                let context = ManagedObjectContext(coordinator: coordinator)
+                try seed(context, departments: 5, projects: 7)
+                var request = BatchInsertRequest(entityName: "Employee", objects: (0..<3_000).map { n in
+                    ["name": .attribute(.string("E\(n)")), "age": .attribute(.integer(Int64(18 + (n * 7919) % 70))),
+                     "department": .uniqueValue(.string("D\(n % 5)")), "projects": .uniqueValues([.string("P\(n % 7)"), .string("P\((n * 3) % 7)")])]
+                })
+                request.chunkSize = 250
+                #expect(try context.execute(request).count == 3_000)
+                #expect(try store.verify().isEmpty)
+                var answer: [Int] = []
+                for age in stride(from: 18, to: 88, by: 9) {
+                    answer.append(try context.count(for: FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "age == %d", age))))
+                }
+                for code in ["P0", "P3", "P6"] {
+                    answer.append(try context.count(for: FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "ANY projects.code == %@", code))))
+                }
+                answer.append(try context.count(for: FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "department.name == 'D3' AND age > 50"))))
+                answers.append(answer)
+            }
+        }
+        #expect(answers[0] == answers[1], "\(answers)")
+        #expect(answers[0].allSatisfy { $0 > 0 }, "\(answers[0])")
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.url.path).filter { $0.hasPrefix(".lmdbstore-runs-") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
     @Test("a one-transaction batch insert fills its index pages, and answers as a chunked one does")
     func aBulkLoadFillsItsPages() throws {
         let model = try ManagedObjectModel {

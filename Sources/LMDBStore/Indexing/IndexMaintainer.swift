@@ -568,8 +568,8 @@ struct IndexUpdates {
     }
 
     /// Calls `body` once per table with a cursor on it and the run of `order` (positions, sorted by table) whose
-    /// entries are that table's.
-    /// A table's run for which `unlessKept` returns `true` is left to it (kept for later), and `body` not called.
+    /// entries are that table's — unless `unlessKept`, given the table and its run first, returns `true` (it kept
+    /// them for later).
     private static func forEachTable(_ order: [Int], of table: (Int) -> Database, in transaction: any KeyValueTransaction,
                                      unlessKept: (Database, ArraySlice<Int>) throws -> Bool = { _, _ in false },
                                      _ body: (Database, any KeyValueCursor, ArraySlice<Int>) throws -> Void) throws {
