@@ -81,6 +81,13 @@ public final class BatchInsertRows {
     private var columns: [ManagedObjectModel.Slot] = []
     /// The values a values handler fills, kept between rows.
     private var rowValues = BatchRowValues(count: 0)
+    /// A row's to-one and to-many positions before it sets any, copied for each row.
+    private let noTargets: ContiguousArray<BatchTarget?>
+    private let noMembers: ContiguousArray<[BatchTarget]?>
+    /// The stored properties whose rules a row's values may break (``check(_:)``), in the entity's order: a required
+    /// value, an attribute with validation rules or of a type that holds NaN, a to-many with bounds. An optional
+    /// string without rules cannot fail, and is not looked at.
+    private let checkedSlots: [ManagedObjectModel.Slot]
 
     package init(_ request: BatchInsertRequest, model: ManagedObjectModel) throws(ManagedObjectContextError) {
         guard let entity = model.existingHandle(forEntityNamed: request.entityName) else {
@@ -102,6 +109,16 @@ public final class BatchInsertRows {
         self.progressHandler = request.progressHandler
         self.rowName = request.rowName
         if case .rows(let rows) = request.source { total = rows.count } else { total = nil }
+        noTargets = Self.nils(entity.emptyToOne.count)
+        noMembers = Self.nils(entity.toManyCount)
+        checkedSlots = entity.persistentSlots.filter { slot in
+            switch slot.kind {
+            case .attribute: !slot.isOptional || slot.hasRules || ![.integer16, .integer32, .integer64, .string, .boolean, .binaryData, .uuid, .uri].contains(slot.type)
+            case .toOne: !slot.isOptional
+            case .toMany: slot.hasRules
+            case .fetched: false
+            }
+        }
         if case .valuesHandler(let properties, _) = request.source {
             columns = try Self.columns(properties, of: entity, entityName: request.entityName)
             rowValues = BatchRowValues(count: columns.count)
@@ -253,8 +270,7 @@ public final class BatchInsertRows {
 
     /// A row with every value at its default, no objects and no members.
     private func emptyRow(_ position: Int) -> BatchInsertRow {
-        BatchInsertRow(position: position, attributes: entity.newDefaultValues(), toOne: Self.nils(entity.emptyToOne.count),
-                       toMany: Self.nils(entity.toManyCount), entity: entity)
+        BatchInsertRow(position: position, attributes: entity.newDefaultValues(), toOne: noTargets, toMany: noMembers, entity: entity)
     }
 
     private func prepare(_ values: [String: BatchValue], position: Int) throws(ManagedObjectContextError) -> BatchInsertRow {
@@ -327,7 +343,7 @@ public final class BatchInsertRows {
     /// The model's rules for a prepared row: required values, each attribute's rules, to-many counts.
     private func check(_ row: BatchInsertRow) throws(ManagedObjectContextError) {
         var failures: [String] = []
-        for slot in entity.persistentSlots {
+        for slot in checkedSlots {
             switch slot.kind {
             case .attribute:
                 guard let value = row.attributes[slot.position] else {
