@@ -119,6 +119,9 @@ struct BatchRequestTests {
         (employee(7).merging(["age": "old"]) { $1 }, "row 7", "age is Integer 16, but the value is string \"old\""),
         (employee(7).merging(["name": nil]) { $1 }, "row 7", "name: a value is required"),
         (employee(7).merging(["age": 120]) { $1 }, "row 7", "above the maximum"),
+        // An optional attribute without rules is still refused NaN (it is not equal to itself).
+        (employee(7).merging(["salary": .attribute(.double(.nan))]) { $1 }, "row 7", "salary: NaN is not a"),
+        (employee(7).merging(["hired": .attribute(.date(Date(timeIntervalSinceReferenceDate: .nan)))]) { $1 }, "row 7", "hired: NaN is not a"),
         (employee(7).merging(["nickname": "x"]) { $1 }, "row 7", "no property \"nickname\""),
         (employee(7).merging(["email": "e2@example.com"]) { $1 }, "row 7", "(email) = (\"e2@example.com\") is already taken"),
         (employee(7).merging(["department": .uniqueValue("Nowhere")]) { $1 }, "row 7", "whose name is \"Nowhere\", and there is none"),
