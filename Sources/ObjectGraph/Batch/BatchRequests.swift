@@ -136,11 +136,11 @@ public struct BatchProgress: Sendable, Hashable {
 /// ``ManagedObjectContext/mergeChanges(fromRemoteContextSave:into:)`` for contexts that show results already.
 ///
 /// By default the whole request is one transaction: all rows or none. With ``commitsEachChunk`` each chunk of
-/// ``chunkSize`` rows commits on its own; an error or a stop then leaves the chunks before it in the store. Large
-/// imports should commit each chunk: a store's transaction holds what it writes until it commits (the LMDB store
-/// keeps up to 512 MiB of changed pages in memory, then writes them out and reads back those it changes again, which
-/// makes a transaction of millions of rows several times slower), and a whole-request insert whose rows a handler
-/// makes cannot start again if the store's map fills.
+/// ``chunkSize`` rows commits on its own; an error or a stop then leaves the chunks before it in the store. A
+/// whole-request insert whose rows a handler makes cannot start again if the store runs out of room (the LMDB store's
+/// map fills): a large import should commit each chunk, or give the store room for all of it. One transaction can be
+/// the faster way in: the LMDB store loads the index and link tables that were empty when it began as a bulk load
+/// (10 000 000 rows in half the time of chunks committed one by one, into a smaller file).
 public struct BatchInsertRequest {
     /// Where the rows come from.
     enum Source {
