@@ -57,13 +57,20 @@ struct EntryScratch {
     /// The row's reference (row key, entity tag), then — for a covering index — the attributes it stores.
     var value: [UInt8] = []
     /// Where each element of ``key`` ends, in the first ``boundCount`` positions (overwritten, not emptied).
-    private var bounds: [Int] = Array(repeating: 0, count: 8)
+    private var bounds: [Int] = []
     private var boundCount = 0
 
     init() {
         key.reserveCapacity(64)
         value.reserveCapacity(32)
+        bounds = Array(repeating: 0, count: 8)
     }
+
+    /// A scratch holding no memory, standing in for one moved out for a while: making it allocates nothing.
+    private init(standIn: Void) {}
+
+    /// A scratch holding no memory (see ``init(standIn:)``).
+    static var standIn: EntryScratch { EntryScratch(standIn: ()) }
 
     /// Starts the entries of the row under `reference` tagged `tag`: every entry's value begins with them.
     @inline(__always)
@@ -356,8 +363,9 @@ struct IndexUpdates {
     mutating func insertSorted(_ maintainers: EntityMaintainers, row: StoredRow, key: UInt64, position: Int, in transaction: any KeyValueTransaction,
                                violation: (_ row: Int, _ constraint: Int) -> ManagedObjectContextError) throws {
         precondition(sortsInserts, "an entry waits for putPending only when entries are sorted")
-        // The scratch is moved out for the walk, so the entries can be kept in `bytes` as they come.
-        var entries = EntryScratch()
+        // The scratch is moved out for the walk, so the entries can be kept in `bytes` as they come; what stands in
+        // for it meanwhile holds no memory (a new scratch would take three allocations a row).
+        var entries = EntryScratch.standIn
         swap(&entries, &scratch)
         defer { swap(&entries, &scratch) }
         try maintainers.forEachEntry(of: row, key: key, scratch: &entries) { table, constraint, key, value, check in
