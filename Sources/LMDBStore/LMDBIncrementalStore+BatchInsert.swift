@@ -98,17 +98,19 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         var resolver = plan.resolver
         var ids: [ManagedObjectID] = []
         if rows.resultType == .objectIDs { ids.reserveCapacity(chunk.count) }
+        // One row's fields, every one of them set again for each row: no allocation a row.
+        var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
         for (offset, input) in chunk.enumerated() {
             let key = first + UInt64(offset)
             try plan.checkRelationships(of: input)
-            var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
             var unfilled: [BatchInsertPlan.Unfilled] = [], unfilledMembers: [BatchInsertPlan.UnfilledMember] = []
             for field in entity.fields.indices {
                 let slot = entity.slotPositions[field]
                 guard entity.referenceFields[field] else {
-                    if let value = input.attributes[slot] { row.fields[field] = .attribute(value) }
+                    row.fields[field] = input.attributes[slot].map(RowField.attribute)
                     continue
                 }
+                row.fields[field] = nil
                 guard let target = input.toOne[slot] else { continue }
                 let (relationship, check) = plan.toOneSlots[slot]!
                 if let reference = try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction,
