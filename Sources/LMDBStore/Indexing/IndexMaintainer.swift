@@ -51,6 +51,46 @@ extension IndexMaintainer {
     }
 }
 
+/// The keys and values of the entries ``IndexUpdates`` holds until it puts them, side by side in memory that grows
+/// by doubling and is kept from batch to batch: each is copied in with one `memcpy` (an array's
+/// `append(contentsOf:)` copies raw bytes one at a time). A class, so an `IndexUpdates` holds it by reference.
+final class PendingBytes {
+    private var memory = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+    /// The bytes in use.
+    private(set) var count = 0
+
+    deinit {
+        memory.deallocate()
+    }
+
+    /// Copies `bytes` in after the others; returns where they lie.
+    @inline(__always)
+    func append(_ bytes: UnsafeRawBufferPointer) -> Range<Int> {
+        let start = count
+        if start + bytes.count > memory.count { grow(toHold: start + bytes.count) }
+        if let source = bytes.baseAddress, bytes.count > 0 { (memory.baseAddress! + start).copyMemory(from: source, byteCount: bytes.count) }
+        count = start + bytes.count
+        return start..<count
+    }
+
+    private func grow(toHold size: Int) {
+        let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, memory.count * 2), alignment: 8)
+        larger.baseAddress!.copyMemory(from: memory.baseAddress!, byteCount: count)
+        memory.deallocate()
+        memory = larger
+    }
+
+    /// Lends `body` the bytes in use.
+    func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try body(UnsafeRawBufferPointer(rebasing: memory[..<count]))
+    }
+
+    /// Forgets every byte, keeping the memory.
+    func removeAll() {
+        count = 0
+    }
+}
+
 /// The bytes of one entry being made, reused from entry to entry and row to row: no allocation per entry.
 struct EntryScratch {
     var key: [UInt8] = []
@@ -264,7 +304,7 @@ struct IndexUpdates {
     /// Entries to remove when they are sorted (``sortsEntries``): their table, whether the key goes with its only
     /// value, and where their key and value lie in ``bytes``.
     private var removals: [(table: Database, keyFree: Bool, key: Range<Int>, value: Range<Int>)] = []
-    private var bytes: [UInt8] = []
+    private var bytes = PendingBytes()
     /// Whether removals wait for ``putPending(in:violation:)`` and both are applied in key order.
     private let sortsEntries: Bool
     /// Whether new rows' unchecked entries wait for ``putPending(in:violation:)`` and go in key order
@@ -339,13 +379,14 @@ struct IndexUpdates {
 
     /// Copies `key` and `value` into ``bytes`` for an entry that waits, and returns where they lie.
     @inline(__always)
-    private mutating func keep<Key: Collection, Value: Collection>(_ key: Key, _ value: Value) -> (key: Range<Int>, value: Range<Int>)
-    where Key.Element == UInt8, Value.Element == UInt8 {
-        let keyStart = bytes.count
-        bytes.append(contentsOf: key)
-        let valueStart = bytes.count
-        bytes.append(contentsOf: value)
-        return (keyStart..<valueStart, valueStart..<bytes.count)
+    private func keep(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) -> (key: Range<Int>, value: Range<Int>) {
+        (bytes.append(key), bytes.append(value))
+    }
+
+    /// ``keep(_:_:)`` for an entry made in a scratch's arrays.
+    @inline(__always)
+    private func keep(_ key: [UInt8], _ value: [UInt8]) -> (key: Range<Int>, value: Range<Int>) {
+        key.withUnsafeBytes { key in value.withUnsafeBytes { keep(key, $0) } }
     }
 
     /// Puts the pair `key` → `value` into `table` with the other fresh entries, in key order (a new row's link);
@@ -422,7 +463,7 @@ struct IndexUpdates {
         }
         pending.removeAll(keepingCapacity: true)
         removals.removeAll(keepingCapacity: true)
-        bytes.removeAll(keepingCapacity: true)
+        bytes.removeAll()
     }
 
     /// Every stale entry removed, then every fresh one put, table by table in key order (then value order) through
