@@ -52,10 +52,11 @@ extension IndexMaintainer {
 }
 
 /// The keys and values of the entries ``IndexUpdates`` holds until it puts them, side by side in memory that grows
-/// by doubling and is kept from batch to batch: each is copied in with one `memcpy` (an array's
-/// `append(contentsOf:)` copies raw bytes one at a time). A class, so an `IndexUpdates` holds it by reference.
+/// by doubling (from nothing: a save that keeps no entry allocates none) and is kept from one `putPending` to the
+/// next: each is copied in with one `memcpy` (an array's `append(contentsOf:)` copies raw bytes one at a time). A
+/// class, so an `IndexUpdates` holds it by reference.
 final class PendingBytes {
-    private var memory = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+    private var memory = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     /// The bytes in use.
     private(set) var count = 0
 
@@ -74,8 +75,8 @@ final class PendingBytes {
     }
 
     private func grow(toHold size: Int) {
-        let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, memory.count * 2), alignment: 8)
-        larger.baseAddress!.copyMemory(from: memory.baseAddress!, byteCount: count)
+        let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, memory.count * 2, 1024), alignment: 8)
+        if let old = memory.baseAddress, count > 0 { larger.baseAddress!.copyMemory(from: old, byteCount: count) }
         memory.deallocate()
         memory = larger
     }
