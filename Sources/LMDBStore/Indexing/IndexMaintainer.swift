@@ -51,10 +51,10 @@ extension IndexMaintainer {
     }
 }
 
-/// The keys and values of the entries ``IndexUpdates`` holds until it puts them, side by side in memory that grows
-/// by doubling (from nothing: a save that keeps no entry allocates none) and is kept from one `putPending` to the
-/// next: each is copied in with one `memcpy` (an array's `append(contentsOf:)` copies raw bytes one at a time). A
-/// class, so an `IndexUpdates` holds it by reference.
+/// Bytes kept side by side until they are put — the keys and values of the entries ``IndexUpdates`` holds, the values
+/// of one key an append writes at once (`AppendRuns`) — in memory that grows by doubling (from nothing: a save that
+/// keeps no entry allocates none) and is kept when emptied: each piece is copied in with one `memcpy` (an array's
+/// `append(contentsOf:)` copies raw bytes one at a time). A class, so an `IndexUpdates` holds it by reference.
 final class PendingBytes {
     private var memory = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     /// The bytes in use.
