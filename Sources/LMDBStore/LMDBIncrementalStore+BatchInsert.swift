@@ -15,7 +15,9 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     ///
     /// A request in one transaction loads the index and link tables that were empty when it began as a bulk load:
     /// their entries wait, sorted a chunk at a time (in memory up to 256 MiB, then in a file beside the store that
-    /// is removed from its folder at once), and are appended merged at the end, which fills their pages.
+    /// is removed from its folder at once), and are appended merged at the end, which fills their pages. With more
+    /// than one processor, a second thread makes, sorts and keeps each chunk's entries for those tables while this
+    /// one writes the next chunk's rows; it never touches the transaction.
     ///
     /// A to-one or a to-many member given by unique value may point at a row later in the same batch (an employee's
     /// manager, listed after the employee; a person's friends): the row is written without it, and the reference is
@@ -52,13 +54,16 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     plan.deferred = []
                     // Tables empty at the start get their entries at the end, merged and appended.
                     let runs = AppendRuns(memoryBudget: Self.appendRunsMemoryBudget, spillFolder: spillFolder(state))
-                    plan.runs = runs
+                    try plan.startBulkLoad(runs, maintainers: state.maintainers(of: entity), usingLane: Self.bulkLoadUsesLane, in: transaction)
+                    // However the request ends, the lane's last job is over before the runs and the transaction go.
+                    defer { plan.endBulkLoad() }
                     while let chunk = try rows.nextChunk() {
                         let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
                         rows.didWrite(chunk.count, committed: false, objectIDs: ids)
                     }
+                    try putLeftovers(plan: plan, rows: rows, transaction: transaction)
                     try runs.appendAll(in: transaction)
-                    plan.runs = nil
+                    plan.endBulkLoad()
                     try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction)
                 }
                 rows.didCommit()
@@ -77,6 +82,22 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// less in a task, it makes a test's small import go through the file.
     @TaskLocal static var appendRunsMemoryBudget = 256 << 20
 
+    /// Whether a one-transaction batch insert makes, sorts and keeps the entries of the tables it bulk-loads on a
+    /// second thread (``BulkLoadLane``) while this one reads rows and writes them: when the machine has more than one
+    /// processor. Bound in a task, it lets a test or a benchmark compare the two ways.
+    @_spi(Benchmarks) @TaskLocal public static var bulkLoadUsesLane = ProcessInfo.processInfo.activeProcessorCount > 1
+
+    /// Puts what the lane's last job could not keep in the runs (entries of tables no longer held), after waiting
+    /// for it: the transaction's thread writes them.
+    private func putLeftovers(plan: BatchInsertPlan, rows: BatchInsertRows, transaction: any KeyValueTransaction) throws {
+        guard var (left, _) = try plan.lane?.finish() else { return }
+        // The chunk the lane read is let go here, on the thread that made it: memory freed on another thread than
+        // the one that allocated it waits for the allocator's lock.
+        try left.putPending(in: transaction) { position, _ in
+            rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
+        }
+    }
+
     /// The folder a batch insert's entries go to past ``appendRunsMemoryBudget``: the data file's.
     private func spillFolder(_ state: OpenState) -> URL {
         if let environment = state.environment as? Environment { return URL(fileURLWithPath: environment.dataPath).deletingLastPathComponent() }
@@ -87,13 +108,18 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     private func insert(_ chunk: [BatchInsertRow], plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState,
                         transaction: any KeyValueTransaction) throws -> [ManagedObjectID] {
         let entity = plan.entity
-        let table = state.rows(of: entity), maintainers = state.maintainers(of: entity)
+        let table = state.rows(of: entity), maintainers = plan.staying ?? state.maintainers(of: entity)
         // Keys for the whole chunk in one step.
         let first = try state.sequences.counter(entity.root, in: transaction) + 1
         try state.sequences.setCounter(entity.root, to: first + UInt64(chunk.count) - 1, in: transaction)
         // Entries a uniqueness constraint checks are put as each row is (the rows after it see them); the others are
         // put at the end of the chunk, each table's in key order.
         var indexes = IndexUpdates(sortingEntries: true, runs: plan.runs)
+        // With a lane: the entries it makes, sorts and keeps for this chunk — the links of held tables, given here,
+        // and the moving maintainers', made there from the chunk and each row's to-one references, in field order.
+        var moved = plan.lane == nil ? nil : IndexUpdates(sortingEntries: true, runs: plan.runs)
+        var references: [StoredRow.Reference?] = []
+        if moved != nil { references.reserveCapacity(chunk.count * plan.referenceFields.count) }
         // The targets found are kept for the next chunks (and for the deferred ones below).
         var resolver = plan.resolver
         var ids: [ManagedObjectID] = []
@@ -126,6 +152,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             guard try table.write(row, key: key, inserting: true, in: transaction) else {
                 throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
             }
+            if moved != nil { for field in plan.referenceFields { references.append(row.reference(field)) } }
             // Links wait with the index entries: the row's own go after every other (its key is new), and the
             // inverse's after each member's others.
             for (index, link) in plan.links.enumerated() {
@@ -133,7 +160,8 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                 for (position, target) in members.enumerated() {
                     if let member = try resolver.reference(target, link.slot, link.check, row: input.position, rows: rows, transaction: transaction,
                                                            deferringBatchRows: true) {
-                        try plan.putLink(index, table: link.table, member: member, at: position, of: key, row: input.position, into: &indexes)
+                        try plan.putLink(index, table: link.table, member: member, at: position, of: key, row: input.position, into: &indexes,
+                                         moving: &moved, in: transaction)
                     } else {
                         unfilledMembers.append(BatchInsertPlan.UnfilledMember(link: index, target: target, position: position))
                     }
@@ -146,6 +174,32 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         }
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
+        }
+        if let lane = plan.lane, let moved, let moving = plan.moving {
+            // The last chunk's job is over before this one's starts: one at a time, and what it left is put here.
+            try putLeftovers(plan: plan, rows: rows, transaction: transaction)
+            // The lane hands the chunk back, so the thread that made it lets it go (see putLeftovers).
+            let handoff = ChunkHandoff(chunk)
+            let referenceFields = plan.referenceFields
+            lane.submit { [references] in
+                let chunk = handoff.take()
+                var entries = moved
+                var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
+                for (offset, input) in chunk.enumerated() {
+                    var next = offset * referenceFields.count
+                    for field in entity.fields.indices {
+                        guard entity.referenceFields[field] else {
+                            row.fields[field] = input.attributes[entity.slotPositions[field]].map(RowField.attribute)
+                            continue
+                        }
+                        row.fields[field] = references[next].map(RowField.reference)
+                        next += 1
+                    }
+                    entries.keepEntries(moving, row: row, key: first + UInt64(offset), position: input.position)
+                }
+                try entries.keepHeldInRuns()
+                return (entries, chunk)
+            }
         }
         plan.resolver = resolver
         if rows.commitsEachChunk { try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction) }
@@ -166,7 +220,9 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             for member in item.members {
                 let link = plan.links[member.link]
                 let reference = try plan.resolver.reference(member.target, link.slot, link.check, row: item.position, rows: rows, transaction: transaction)
-                try plan.putLink(member.link, table: link.table, member: reference, at: member.position, of: item.key, row: item.position, into: &indexes)
+                var none: IndexUpdates?
+                try plan.putLink(member.link, table: link.table, member: reference, at: member.position, of: item.key, row: item.position, into: &indexes,
+                                 moving: &none, in: transaction)
             }
             guard !item.unfilled.isEmpty else { continue }
             let id = objectID(entityTag: entity.tag, key: item.key, in: state)
@@ -187,6 +243,20 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
         plan.deferred = []
+    }
+}
+
+/// A chunk on its way to a ``BulkLoadLane``: the job takes it out, so the closure that carried it does not hold it
+/// when the lane lets the closure go.
+private final class ChunkHandoff: @unchecked Sendable {
+    private var chunk: [BatchInsertRow]
+
+    init(_ chunk: [BatchInsertRow]) { self.chunk = chunk }
+
+    /// The chunk, once: it is no longer held here.
+    func take() -> [BatchInsertRow] {
+        defer { chunk = [] }
+        return chunk
     }
 }
 
@@ -237,18 +307,66 @@ private final class BatchInsertPlan {
     /// Where the entries of tables empty when the request's one transaction began wait to be appended at its end
     /// (`nil` when each chunk commits, and once they are put).
     var runs: AppendRuns?
+    /// The second thread that makes, sorts and keeps the entries of held tables during a bulk load (`nil` without
+    /// one), with the maintainers whose entries it makes and those the transaction's thread keeps.
+    var lane: BulkLoadLane<(IndexUpdates, [BatchInsertRow])>?
+    var moving: EntityMaintainers?
+    var staying: EntityMaintainers?
+    /// By table handle: whether its entries go to the lane (a table the runs hold at first sight).
+    private var movingTables: [UInt32: Bool] = [:]
+    /// The entity's to-one fields, in field order.
+    let referenceFields: [Int]
+
+    /// Starts a one-transaction request's bulk load into `runs`; with `usingLane`, the entries of the tables `runs`
+    /// holds that no uniqueness constraint checks go to a ``BulkLoadLane``.
+    func startBulkLoad(_ runs: AppendRuns, maintainers: EntityMaintainers, usingLane: Bool, in transaction: any KeyValueTransaction) throws {
+        endBulkLoad()
+        self.runs = runs
+        guard usingLane else { return }
+        let (staying, moving) = try maintainers.split { try runs.holds($0, in: transaction) }
+        self.staying = staying
+        self.moving = moving
+        lane = BulkLoadLane()
+    }
+
+    /// Ends the bulk load: waits for the lane's last job (its output dropped: after ``LMDBIncrementalStore``'s
+    /// `putLeftovers` took it, or when the request failed) and lets the runs, lane and maintainers go.
+    func endBulkLoad() {
+        lane?.close()
+        lane = nil
+        runs = nil
+        staying = nil
+        moving = nil
+        movingTables = [:]
+    }
+
+    /// Whether `table`'s new entries go to the lane: it has one, and the runs hold the table at first sight.
+    private func moves(_ table: Database, in transaction: any KeyValueTransaction) throws -> Bool {
+        guard lane != nil, let runs else { return false }
+        if let known = movingTables[table.handle] { return known }
+        let held = try runs.holds(table, in: transaction)
+        movingTables[table.handle] = held
+        return held
+    }
 
     /// Puts the link entries of `member` at `position` among the to-many of link `index` (whose `table` the caller
     /// holds) of the row `key` (and, for a many-to-many, the row among the member's inverse), each table's in key
-    /// order when `indexes` puts its pending entries.
+    /// order when `indexes` puts its pending entries — or, with `moving`, those of tables the lane keeps there.
     @inline(__always)
     func putLink(_ index: Int, table: ToManyTable, member: StoredRow.Reference, at position: Int, of key: UInt64, row: Int,
-                 into indexes: inout IndexUpdates) throws {
-        table.withNewEntry(member, of: key, at: position) { indexes.putSorted($1, forKey: $0, into: table.database, row: row) }
+                 into indexes: inout IndexUpdates, moving: inout IndexUpdates?, in transaction: any KeyValueTransaction) throws {
+        if moving != nil, try moves(table.database, in: transaction) {
+            table.withNewEntry(member, of: key, at: position) { moving!.putSorted($1, forKey: $0, into: table.database, row: row) }
+        } else {
+            table.withNewEntry(member, of: key, at: position) { indexes.putSorted($1, forKey: $0, into: table.database, row: row) }
+        }
         guard links[index].inverse != nil else { return }
         let inverse = try inverseTable(index, tag: member.entityTag)
-        inverse.withNewEntry(StoredRow.Reference(entityTag: entity.tag, key: key), of: member.key, at: 0) {
-            indexes.putSorted($1, forKey: $0, into: inverse.database, row: row)
+        let inverseKey = StoredRow.Reference(entityTag: entity.tag, key: key)
+        if moving != nil, try moves(inverse.database, in: transaction) {
+            inverse.withNewEntry(inverseKey, of: member.key, at: 0) { moving!.putSorted($1, forKey: $0, into: inverse.database, row: row) }
+        } else {
+            inverse.withNewEntry(inverseKey, of: member.key, at: 0) { indexes.putSorted($1, forKey: $0, into: inverse.database, row: row) }
         }
     }
 
@@ -273,6 +391,7 @@ private final class BatchInsertPlan {
 
     init(_ entity: StoreLayout.EntityLayout, rows: BatchInsertRows, store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState) throws {
         self.entity = entity
+        referenceFields = entity.fields.indices.filter { entity.referenceFields[$0] }
         let handle = entity.handle
         let model = store.model
         func refuse(_ slot: ManagedObjectModel.Slot, _ why: String) -> ManagedObjectContextError {

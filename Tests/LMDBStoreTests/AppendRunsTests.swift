@@ -166,12 +166,14 @@ struct AppendRunsTests {
         #expect(error.message.contains(missing.path) && error.message.contains("could not make") && error.message.contains("nothing was inserted"), "\(error.message)")
     }
 
-    @Test("a batch insert whose entries go through the file answers as one whose entries stay in memory, and leaves no file")
-    func aStoreImportThroughTheFile() throws {
+    @Test("a batch insert whose entries go through the file answers as one whose entries stay in memory, and leaves no file",
+          arguments: [true, false])
+    func aStoreImportThroughTheFile(sortedOnASecondThread: Bool) throws {
         let folder = StoreFolder()
         var answers: [[Int]] = []
         for (name, budget) in [("memory.lmdb", 256 << 20), ("file.lmdb", 4_096)] {
             try LMDBIncrementalStore.$appendRunsMemoryBudget.withValue(budget) {
+              try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(sortedOnASecondThread) {
                 let (coordinator, store) = try folder.coordinator(batchModel, name)
                 let context = ManagedObjectContext(coordinator: coordinator)
                 try seed(context, departments: 5, projects: 7)
@@ -191,6 +193,7 @@ struct AppendRunsTests {
                 }
                 answer.append(try context.count(for: FetchRequest(entityName: "Employee", predicate: try FetchPredicate(format: "department.name == 'D3' AND age > 50"))))
                 answers.append(answer)
+              }
             }
         }
         #expect(answers[0] == answers[1], "\(answers)")

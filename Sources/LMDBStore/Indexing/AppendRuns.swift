@@ -13,7 +13,13 @@ import ObjectGraph
 /// table before ``appendAll(in:)``. Past ``memoryBudget`` bytes the runs in memory are written to a file beside the
 /// store (``SpillFile``) and read back through a memory map when they are merged, so an import of any size holds a
 /// bounded amount of memory.
-final class AppendRuns {
+///
+/// The runs may be added to from a second thread (``BulkLoadLane``) while the transaction's thread writes: every
+/// method takes one lock, and the one a second thread calls, ``addHeld(_:count:entry:)``, never touches the
+/// transaction.
+final class AppendRuns: @unchecked Sendable {
+    /// Held by each method for its whole call: the transaction's thread and a lane's may both reach the runs.
+    private let lock = NSLock()
     /// One held table's runs: those in memory, each an allocation of its own, and those written to the spill file
     /// (where they begin, and their size). An entry is its key's and its value's lengths (two bytes each, in the
     /// machine's order: keys and dupSort values are at most 511 bytes), then the key, then the value.
@@ -53,6 +59,8 @@ final class AppendRuns {
     /// Whether `table`'s new unchecked entries go to a run here: a held table, or one seen for the first time that
     /// is a dupSort table holding no entry.
     func holds(_ table: Database, in transaction: any KeyValueTransaction) throws -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
         guard !isClosed else { return false }
         if let known = positions[table.handle] { return known != nil }
         guard table.options.contains(.dupSort), try table.entryCount(in: transaction) == 0 else {
@@ -70,14 +78,29 @@ final class AppendRuns {
     /// (65 535 bytes; LMDB's dupSort tables hold 511): the caller puts the entries, and LMDB's refusal names them.
     func add(_ table: Database, count: Int, in transaction: any KeyValueTransaction,
              entry: (Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)) throws -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if try keep(table, count: count, entry: entry) { return true }
+        try put(table, in: transaction)
+        return false
+    }
+
+    /// ``add(_:count:in:entry:)`` without the transaction, for a thread that does not own it: returns `false`,
+    /// keeping nothing, when `table` is not held (never seen, or released) or an entry is longer than a run keeps —
+    /// the caller then hands the entries to the transaction's thread, whose ``add(_:count:in:entry:)`` decides.
+    func addHeld(_ table: Database, count: Int, entry: (Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)) throws -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return try keep(table, count: count, entry: entry)
+    }
+
+    /// Copies the entries into a new run of `table` when it is held and each fits a run (the lock held).
+    private func keep(_ table: Database, count: Int, entry: (Int) -> (key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)) throws -> Bool {
         guard let position = positions[table.handle] ?? nil else { return false }
         var size = 0
         for index in 0..<count {
             let (key, value) = entry(index)
-            guard key.count <= UInt16.max && value.count <= UInt16.max else {
-                try release(table, in: transaction)
-                return false
-            }
+            guard key.count <= UInt16.max && value.count <= UInt16.max else { return false }
             size += 4 + key.count + value.count
         }
         guard count > 0 else { return true }
@@ -114,6 +137,13 @@ final class AppendRuns {
 
     /// Before `table` is written directly: puts its runs (it held nothing else) and holds nothing of it again.
     func release(_ table: Database, in transaction: any KeyValueTransaction) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try put(table, in: transaction)
+    }
+
+    /// ``release(_:in:)`` with the lock held.
+    private func put(_ table: Database, in transaction: any KeyValueTransaction) throws {
         guard let known = positions[table.handle] else {
             positions[table.handle] = .some(nil)
             return
@@ -125,6 +155,8 @@ final class AppendRuns {
 
     /// Puts every held run, each table's merged in order, and holds nothing more.
     func appendAll(in transaction: any KeyValueTransaction) throws {
+        lock.lock()
+        defer { lock.unlock() }
         isClosed = true
         for position in held.indices { try put(&held[position], in: transaction) }
         spill = nil

@@ -268,8 +268,23 @@ final class EntityMaintainers {
         }
     }
 
+    private init(fetchIndexes: [FetchIndexMaintainer], uniqueness: [UniquenessMaintainer], toOneIndexes: [ToOneIndexMaintainer]) {
+        self.fetchIndexes = fetchIndexes
+        self.uniqueness = uniqueness
+        self.toOneIndexes = toOneIndexes
+    }
+
     /// Whether the entity has no secondary table to keep.
     var isEmpty: Bool { fetchIndexes.isEmpty && uniqueness.isEmpty && toOneIndexes.isEmpty }
+
+    /// These maintainers in two groups: those whose entries no uniqueness constraint checks and whose table
+    /// `moves` picks, and the others.
+    func split(moving moves: (Database) throws -> Bool) rethrows -> (staying: EntityMaintainers, moving: EntityMaintainers) {
+        let fetch = try fetchIndexes.map { ($0, try $0.constraint < 0 && moves($0.table)) }
+        let toOne = try toOneIndexes.map { ($0, try moves($0.table)) }
+        return (EntityMaintainers(fetchIndexes: fetch.filter { !$0.1 }.map(\.0), uniqueness: uniqueness, toOneIndexes: toOne.filter { !$0.1 }.map(\.0)),
+                EntityMaintainers(fetchIndexes: fetch.filter(\.1).map(\.0), uniqueness: [], toOneIndexes: toOne.filter(\.1).map(\.0)))
+    }
 
     /// Calls `body` with every entry of `row` (the row under `key`): its table, the constraint it checks, its bytes.
     func forEachEntry(of row: StoredRow, key: UInt64, scratch: inout EntryScratch,
@@ -417,6 +432,46 @@ struct IndexUpdates {
             }
             putSorted(value, forKey: key, into: table, row: position)
         }
+    }
+
+    /// Keeps the entries of a new row for ``keepHeldInRuns()``, without the transaction: `maintainers` are ones whose
+    /// entries no uniqueness constraint checks (a precondition), so none is put at once.
+    mutating func keepEntries(_ maintainers: EntityMaintainers, row: StoredRow, key: UInt64, position: Int) {
+        precondition(sortsInserts, "an entry waits for putPending only when entries are sorted")
+        var entries = EntryScratch.standIn
+        swap(&entries, &scratch)
+        defer { swap(&entries, &scratch) }
+        maintainers.forEachEntry(of: row, key: key, scratch: &entries) { table, _, key, value, check in
+            precondition(check == .none, "an entry a uniqueness constraint checks is put at once, by the transaction's thread")
+            putSorted(value, forKey: key, into: table, row: position)
+        }
+    }
+
+    /// Without the transaction (a ``BulkLoadLane``'s part): sorts the waiting entries and moves those of each table
+    /// the runs hold into them, leaving the rest — entries of tables not held, or that a run cannot keep — for
+    /// ``putPending(in:violation:)`` on the transaction's thread. Only new rows' unchecked entries wait here.
+    mutating func keepHeldInRuns() throws {
+        guard let runs, !pending.isEmpty else { return }
+        precondition(removals.isEmpty, "removals are applied on the transaction's thread")
+        var left: [Pending] = []
+        try bytes.withUnsafeBytes { bytes in
+            let order = EntryOrder.positions(of: pending.map { ($0.table.handle, $0.key, $0.value) }, in: bytes)
+            var start = 0
+            while start < order.count {
+                let table = pending[order[start]].table
+                var end = start + 1
+                while end < order.count && pending[order[end]].table.handle == table.handle { end += 1 }
+                let run = order[start..<end]
+                let kept = try runs.addHeld(table, count: run.count) { index in
+                    let entry = pending[run[run.startIndex + index]]
+                    return (UnsafeRawBufferPointer(rebasing: bytes[entry.key]), UnsafeRawBufferPointer(rebasing: bytes[entry.value]))
+                }
+                if !kept { left += run.map { pending[$0] } }
+                start = end
+            }
+        }
+        // What is left keeps its bytes where they lie; the rest are no longer read.
+        pending = left
     }
 
     /// Puts the entries of a new row (the row under `key`, at `position` in the save) — sorting inserts, as
