@@ -117,7 +117,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         var indexes = IndexUpdates(sortingEntries: true, runs: plan.runs)
         // With a lane: the entries it makes, sorts and keeps for this chunk — the links of held tables, given here,
         // and the moving maintainers', made there from the chunk and each row's to-one references, in field order.
-        var moved = plan.lane == nil ? nil : IndexUpdates(sortingEntries: true, runs: plan.runs)
+        var moved = plan.usesLane ? IndexUpdates(sortingEntries: true, runs: plan.runs) : nil
         var references: [StoredRow.Reference?] = []
         if moved != nil { references.reserveCapacity(chunk.count * plan.referenceFields.count) }
         // The targets found are kept for the next chunks (and for the deferred ones below).
@@ -130,21 +130,15 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             let key = first + UInt64(offset)
             try plan.checkRelationships(of: input)
             var unfilled: [BatchInsertPlan.Unfilled] = [], unfilledMembers: [BatchInsertPlan.UnfilledMember] = []
-            for field in entity.fields.indices {
-                let slot = entity.slotPositions[field]
-                guard entity.referenceFields[field] else {
-                    row.fields[field] = input.attributes[slot].map(RowField.attribute)
-                    continue
-                }
-                row.fields[field] = nil
-                guard let target = input.toOne[slot] else { continue }
+            try BatchInsertPlan.place(input, in: &row, of: entity) { field, slot in
+                guard let target = input.toOne[slot] else { return nil }
                 let (relationship, check) = plan.toOneSlots[slot]!
                 if let reference = try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction,
                                                           deferringBatchRows: true) {
-                    row.fields[field] = .reference(reference)
-                } else {
-                    unfilled.append(BatchInsertPlan.Unfilled(field: field, target: target, slot: relationship, check: check))
+                    return reference
                 }
+                unfilled.append(BatchInsertPlan.Unfilled(field: field, target: target, slot: relationship, check: check))
+                return nil
             }
             try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
                 rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
@@ -175,30 +169,36 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
-        if let lane = plan.lane, let moved, let moving = plan.moving {
+        if let moved, let moving = plan.moving {
             // The last chunk's job is over before this one's starts: one at a time, and what it left is put here.
             try putLeftovers(plan: plan, rows: rows, transaction: transaction)
             // The lane hands the chunk back, so the thread that made it lets it go (see putLeftovers).
             let handoff = ChunkHandoff(chunk)
             let referenceFields = plan.referenceFields
-            lane.submit { [references] in
+            let job = { [references] () throws -> (IndexUpdates, [BatchInsertRow]) in
                 let chunk = handoff.take()
                 var entries = moved
                 var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
                 for (offset, input) in chunk.enumerated() {
                     var next = offset * referenceFields.count
-                    for field in entity.fields.indices {
-                        guard entity.referenceFields[field] else {
-                            row.fields[field] = input.attributes[entity.slotPositions[field]].map(RowField.attribute)
-                            continue
-                        }
-                        row.fields[field] = references[next].map(RowField.reference)
-                        next += 1
+                    BatchInsertPlan.place(input, in: &row, of: entity) { _, _ in
+                        defer { next += 1 }
+                        return references[next]
                     }
                     entries.keepEntries(moving, row: row, key: first + UInt64(offset), position: input.position)
                 }
                 try entries.keepHeldInRuns()
                 return (entries, chunk)
+            }
+            if chunk.count == rows.chunkSize {
+                // A full chunk may have more after it: the lane works on it while this thread reads the next.
+                plan.startedLane().submit(job)
+            } else {
+                // The last chunk (a request of one short chunk starts no thread): nothing to overlap.
+                var (left, _) = try job()
+                try left.putPending(in: transaction) { position, _ in
+                    rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
+                }
             }
         }
         plan.resolver = resolver
@@ -307,11 +307,14 @@ private final class BatchInsertPlan {
     /// Where the entries of tables empty when the request's one transaction began wait to be appended at its end
     /// (`nil` when each chunk commits, and once they are put).
     var runs: AppendRuns?
-    /// The second thread that makes, sorts and keeps the entries of held tables during a bulk load (`nil` without
-    /// one), with the maintainers whose entries it makes and those the transaction's thread keeps.
-    var lane: BulkLoadLane<(IndexUpdates, [BatchInsertRow])>?
-    var moving: EntityMaintainers?
-    var staying: EntityMaintainers?
+    /// Whether the bulk load makes, sorts and keeps the entries of held tables apart from the rows, on a second
+    /// thread for each full chunk (``lane``), with the maintainers whose entries it makes there (`moving`) and those
+    /// the transaction's thread keeps (`staying`).
+    private(set) var usesLane = false
+    private(set) var moving: EntityMaintainers?
+    private(set) var staying: EntityMaintainers?
+    /// The second thread, once a full chunk was handed to it (``startedLane()``).
+    private(set) var lane: BulkLoadLane<(IndexUpdates, [BatchInsertRow])>?
     /// By table handle: whether its entries go to the lane (a table the runs hold at first sight).
     private var movingTables: [UInt32: Bool] = [:]
     /// The entity's to-one fields, in field order.
@@ -326,7 +329,31 @@ private final class BatchInsertPlan {
         let (staying, moving) = try maintainers.split { try runs.holds($0, in: transaction) }
         self.staying = staying
         self.moving = moving
-        lane = BulkLoadLane()
+        usesLane = true
+    }
+
+    /// The bulk load's second thread, started on first use.
+    func startedLane() -> BulkLoadLane<(IndexUpdates, [BatchInsertRow])> {
+        if let lane { return lane }
+        let lane = BulkLoadLane<(IndexUpdates, [BatchInsertRow])>()
+        self.lane = lane
+        return lane
+    }
+
+    /// Sets `row`'s fields from `input`: each attribute as given, each to-one from `reference` (given the field and
+    /// the to-one's position; `nil` for none). The transaction's thread finds the references; the lane reads back
+    /// those it found.
+    @inline(__always)
+    static func place(_ input: BatchInsertRow, in row: inout StoredRow, of entity: StoreLayout.EntityLayout,
+                      reference: (_ field: Int, _ slot: Int) throws -> StoredRow.Reference?) rethrows {
+        for field in entity.fields.indices {
+            let slot = entity.slotPositions[field]
+            guard entity.referenceFields[field] else {
+                row.fields[field] = input.attributes[slot].map(RowField.attribute)
+                continue
+            }
+            row.fields[field] = try reference(field, slot).map(RowField.reference)
+        }
     }
 
     /// Ends the bulk load: waits for the lane's last job (its output dropped: after ``LMDBIncrementalStore``'s
@@ -334,6 +361,7 @@ private final class BatchInsertPlan {
     func endBulkLoad() {
         lane?.close()
         lane = nil
+        usesLane = false
         runs = nil
         staying = nil
         moving = nil
@@ -342,7 +370,7 @@ private final class BatchInsertPlan {
 
     /// Whether `table`'s new entries go to the lane: it has one, and the runs hold the table at first sight.
     private func moves(_ table: Database, in transaction: any KeyValueTransaction) throws -> Bool {
-        guard lane != nil, let runs else { return false }
+        guard usesLane, let runs else { return false }
         if let known = movingTables[table.handle] { return known }
         let held = try runs.holds(table, in: transaction)
         movingTables[table.handle] = held

@@ -35,29 +35,38 @@ extension Workloads {
         // the transaction copies), as an import of this size needs.
         var lmdbOptions = lmdbOptions
         lmdbOptions["mapSize"] = lmdbOptions["mapSize"] ?? String(dataset.employees * 1024 + (256 << 20))
-        let lmdb = try LMDBSide(url: folder.appendingPathComponent("store.lmdb"), options: lmdbOptions)
-        let context = ManagedObjectContext(coordinator: lmdb.coordinator)
-        _ = try context.execute(BatchInsertRequest(entityName: "Department", objects: (1...dataset.departments).map {
-            ["name": .attribute(.string("Department \($0)")), "budget": .attribute(.integer(Int64($0 * 1000)))]
-        }))
-        _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (1...dataset.projects).map { ["code": .attribute(.string("P-\($0)"))] }))
         let employees = dataset.employees, data = dataset
-        var next = 0
-        // The rows by position, as the prepared INSERT on the other side takes them.
-        var request = BatchInsertRequest(entityName: "Employee", properties: ["name", "email", "age", "salary", "hired", "department", "projects"]) { row in
-            guard next < employees else { return true }
-            let e = data.employee(next)
-            row[0] = .attribute(.string(e.name))
-            row[1] = BatchValue(e.email.map(AttributeValue.string))
-            row[2] = .attribute(.integer(Int64(e.age)))
-            row[3] = .attribute(.double(e.salary))
-            row[4] = .attribute(.date(e.hired))
-            row[5] = .object(lmdb.id("Department", e.department))
-            if !e.projects.isEmpty { row[6] = .objects(e.projects.map { lmdb.id("Project", $0) }) }
-            next += 1
-            return false
+        /// A store at `name` holding the departments and projects, with a context on it.
+        func lmdbStore(_ name: String) throws -> (LMDBSide, ManagedObjectContext) {
+            let lmdb = try LMDBSide(url: folder.appendingPathComponent(name), options: lmdbOptions)
+            let context = ManagedObjectContext(coordinator: lmdb.coordinator)
+            _ = try context.execute(BatchInsertRequest(entityName: "Department", objects: (1...dataset.departments).map {
+                ["name": .attribute(.string("Department \($0)")), "budget": .attribute(.integer(Int64($0 * 1000)))]
+            }))
+            _ = try context.execute(BatchInsertRequest(entityName: "Project", objects: (1...dataset.projects).map { ["code": .attribute(.string("P-\($0)"))] }))
+            return (lmdb, context)
         }
-        request.commitsEachChunk = commitsEachChunk
+        /// The import into `lmdb`: the rows by position, as the prepared INSERT on the other side takes them.
+        func employeeRequest(_ lmdb: LMDBSide) -> BatchInsertRequest {
+            var next = 0
+            var request = BatchInsertRequest(entityName: "Employee", properties: ["name", "email", "age", "salary", "hired", "department", "projects"]) { row in
+                guard next < employees else { return true }
+                let e = data.employee(next)
+                row[0] = .attribute(.string(e.name))
+                row[1] = BatchValue(e.email.map(AttributeValue.string))
+                row[2] = .attribute(.integer(Int64(e.age)))
+                row[3] = .attribute(.double(e.salary))
+                row[4] = .attribute(.date(e.hired))
+                row[5] = .object(lmdb.id("Department", e.department))
+                if !e.projects.isEmpty { row[6] = .objects(e.projects.map { lmdb.id("Project", $0) }) }
+                next += 1
+                return false
+            }
+            request.commitsEachChunk = commitsEachChunk
+            return request
+        }
+        let (lmdb, context) = try lmdbStore("store.lmdb")
+        var request = employeeRequest(lmdb)
         // The process's anonymous memory (not the map's file pages) after each chunk: what the import holds.
         let anonymousBefore = anonymousResidentBytes()
         var anonymousPeak = anonymousBefore
@@ -121,6 +130,17 @@ extension Workloads {
         notes.append("Batch insert of \(employees) employees: making the rows' values from the dataset's generator alone (in both imports' time, "
                      + "not in the floor's) takes \(String(format: "%.2f", inputSeconds)) s of LMDBStore's \(String(format: "%.2f", lmdbSeconds)) s; "
                      + "without it the import is \(String(format: "%.2f", (lmdbSeconds - inputSeconds) / rawSeconds))× the floor's time.")
+        if !commitsEachChunk && LMDBIncrementalStore.bulkLoadUsesLane {
+            // The one-transaction import sorts its entries on a second thread (a bulk load's lane); the same import
+            // on one thread, into a store of its own, shows what the second thread is worth.
+            let (alone, aloneContext) = try lmdbStore("alone.lmdb")
+            let aloneStart = clock.now
+            let aloneResult = try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(false) { try aloneContext.execute(employeeRequest(alone)) }
+            let aloneSeconds = seconds(clock.now - aloneStart)
+            try check(name, aloneResult.isComplete && aloneResult.count == employees, "the one-thread import stopped early")
+            notes.append("Batch insert of \(employees) employees on one thread (its entries not sorted on a second): \(String(format: "%.2f", aloneSeconds)) s, "
+                         + "\(String(format: "%.2f", (aloneSeconds - inputSeconds) / rawSeconds))× the floor's time without making the values.")
+        }
 
         // A tenth of the employees: P(age ≥ 58) = 1 - √(40/50) ≈ 10.6 % (ages are 18 + 50u², u uniform).
         let cut = 58
