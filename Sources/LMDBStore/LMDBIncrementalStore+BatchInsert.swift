@@ -118,6 +118,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         // With a lane: the entries it makes, sorts and keeps for this chunk — the links of held tables, given here,
         // and the moving maintainers', made there from the chunk and each row's to-one references, in field order.
         var moved = plan.usesLane ? IndexUpdates(sortingEntries: true, runs: plan.runs) : nil
+        // Sized as the last chunk's were: growing by doubling, a chunk's arrays were copied and freed several times
+        // (each free of a large block makes the allocator sweep its small free blocks).
+        indexes.reserve(entries: plan.lastWaiting.indexes.entries, bytes: plan.lastWaiting.indexes.bytes)
+        moved?.reserve(entries: plan.lastWaiting.moved.entries, bytes: plan.lastWaiting.moved.bytes)
         var references: [StoredRow.Reference?] = []
         if moved != nil { references.reserveCapacity(chunk.count * plan.referenceFields.count) }
         // The targets found are kept for the next chunks (and for the deferred ones below).
@@ -166,6 +170,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             }
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
         }
+        plan.lastWaiting = (indexes.waiting, moved?.waiting ?? (0, 0))
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
@@ -319,6 +324,9 @@ private final class BatchInsertPlan {
     private var movingTables: [UInt32: Bool] = [:]
     /// The entity's to-one fields, in field order.
     let referenceFields: [Int]
+    /// The entries (and their bytes) the last chunk kept for the end of the chunk, and for the lane: what the next
+    /// chunk makes room for at once.
+    var lastWaiting: (indexes: (entries: Int, bytes: Int), moved: (entries: Int, bytes: Int)) = ((0, 0), (0, 0))
 
     /// Starts a one-transaction request's bulk load into `runs`; with `usingLane`, the entries of the tables `runs`
     /// holds that no uniqueness constraint checks go to a ``BulkLoadLane``.

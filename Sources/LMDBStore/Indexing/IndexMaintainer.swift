@@ -74,6 +74,11 @@ final class PendingBytes {
         return start..<count
     }
 
+    /// Makes room for `size` bytes in all, so appending up to them allocates nothing more.
+    func reserve(_ size: Int) {
+        if size > memory.count { grow(toHold: size) }
+    }
+
     private func grow(toHold size: Int) {
         let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, memory.count * 2, 1024), alignment: 8)
         if let old = memory.baseAddress, count > 0 { larger.baseAddress!.copyMemory(from: old, byteCount: count) }
@@ -341,6 +346,17 @@ struct IndexUpdates {
         sortsInserts = sortingEntries || sortingInserts
         precondition(runs == nil || sortingEntries, "entries are kept in runs only when sorting entries")
         self.runs = runs
+    }
+
+    /// How many entries wait, and the bytes they hold: what the next updates of the same shape may
+    /// ``reserve(entries:bytes:)``.
+    var waiting: (entries: Int, bytes: Int) { (pending.count, bytes.count) }
+
+    /// Makes room for `entries` waiting entries of `bytes` bytes in all, so keeping them allocates nothing more (a
+    /// chunk of a batch, sized from the chunk before it).
+    mutating func reserve(entries: Int, bytes: Int) {
+        pending.reserveCapacity(entries)
+        self.bytes.reserve(bytes)
     }
 
     /// Removes the entries of a row's old state (`old`) that its new state (`new`; `nil` for a deleted row) does
