@@ -144,8 +144,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                 unfilled.append(BatchInsertPlan.Unfilled(field: field, target: target, slot: relationship, check: check))
                 return nil
             }
-            try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
-                rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
+            if !maintainers.isEmpty {
+                try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
+                    rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
+                }
             }
             guard try table.write(row, key: key, inserting: true, in: transaction) else {
                 throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
@@ -320,8 +322,9 @@ private final class BatchInsertPlan {
     private(set) var staying: EntityMaintainers?
     /// The second thread, once a full chunk was handed to it (``startedLane()``).
     private(set) var lane: BulkLoadLane<(IndexUpdates, [BatchInsertRow])>?
-    /// By table handle: whether its entries go to the lane (a table the runs hold at first sight).
-    private var movingTables: [UInt32: Bool] = [:]
+    /// By table handle: whether its entries go to the lane (a table the runs hold at first sight). A few tables,
+    /// looked up for each link entry: a scan of them costs less than hashing.
+    private var movingTables: [(handle: UInt32, moves: Bool)] = []
     /// The entity's to-one fields, in field order.
     let referenceFields: [Int]
     /// The entries (and their bytes) the last chunk kept for the end of the chunk, and for the lane: what the next
@@ -373,15 +376,15 @@ private final class BatchInsertPlan {
         runs = nil
         staying = nil
         moving = nil
-        movingTables = [:]
+        movingTables = []
     }
 
     /// Whether `table`'s new entries go to the lane: it has one, and the runs hold the table at first sight.
     private func moves(_ table: Database, in transaction: any KeyValueTransaction) throws -> Bool {
         guard usesLane, let runs else { return false }
-        if let known = movingTables[table.handle] { return known }
+        for known in movingTables where known.handle == table.handle { return known.moves }
         let held = try runs.holds(table, in: transaction)
-        movingTables[table.handle] = held
+        movingTables.append((table.handle, held))
         return held
     }
 
