@@ -140,7 +140,9 @@ public struct BatchProgress: Sendable, Hashable {
 /// whole-request insert whose rows a handler makes cannot start again if the store runs out of room (the LMDB store's
 /// map fills): a large import should commit each chunk, or give the store room for all of it. One transaction can be
 /// the faster way in: the LMDB store loads the index and link tables that were empty when it began as a bulk load
-/// (10 000 000 rows in half the time of chunks committed one by one, into a smaller file).
+/// (10 000 000 rows in half the time of chunks committed one by one, into a smaller file), sorting each chunk's index
+/// entries on a second thread while the next chunk's rows are written. The handler is always called on the thread
+/// that runs the request.
 public struct BatchInsertRequest {
     /// Where the rows come from.
     enum Source {
