@@ -62,7 +62,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                         rows.didWrite(chunk.count, committed: false, objectIDs: ids)
                     }
                     try putLeftovers(plan: plan, rows: rows, transaction: transaction)
-                    try runs.appendAll(in: transaction)
+                    try runs.appendAll(in: transaction, mergingAhead: plan.usesLane)
                     plan.endBulkLoad()
                     try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction)
                 }

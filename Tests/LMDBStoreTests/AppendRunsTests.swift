@@ -130,6 +130,56 @@ struct AppendRunsTests {
         #expect(try environment.checkPages().isEmpty)
     }
 
+    @Test("merged ahead on a second thread, tables in memory come out as merged here; a table that went to the file is merged here")
+    func tablesMergedAhead() throws {
+        let folder = StoreFolder()
+        let environment = try Environment.open(at: folder.file("ahead.lmdb").path)
+        let fixed = try environment.openDatabase(named: "fixed", options: [.dupSort, .dupFixed])
+        let sorted = try environment.openDatabase(named: "sorted", options: [.dupSort])
+        let spilled = try environment.openDatabase(named: "spilled", options: [.dupSort])
+        let third = try environment.openDatabase(named: "third", options: [.dupSort, .dupFixed])
+        let cases = [(fixed, Self.runs(8_000, runs: 9, keyLength: 1...2, valueLength: 10, keys: 40, seed: 17)),
+                     (spilled, Self.runs(3_000, runs: 4, keyLength: 1...12, valueLength: 10, keys: 300, seed: 19)),
+                     (sorted, Self.runs(6_000, runs: 7, keyLength: 1...30, valueLength: 10, keys: 2_000, seed: 23)),
+                     (third, Self.runs(2_000, runs: 3, keyLength: 2...2, valueLength: 10, keys: 30, seed: 29))]
+        try environment.write { transaction in
+            let held = AppendRuns(memoryBudget: 1 << 30, spillFolder: folder.url)
+            for (table, (runs, _)) in cases {
+                #expect(try held.holds(table, in: transaction))
+                for run in runs { try Self.add(run, to: table, held, transaction) }
+            }
+            #expect(held.spilledBytes == 0)
+            try held.appendAll(in: transaction, mergingAhead: true)
+            #expect(held.putInPlace == 0, "every entry was appended")
+        }
+        for (table, (_, expected)) in cases {
+            let stored = try Self.pairs(of: table, in: environment)
+            #expect(stored.count == expected.count)
+            #expect(stored.elementsEqual(expected) { $0.key == $1.key && $0.value == $1.value })
+        }
+        #expect(try environment.checkPages().isEmpty)
+
+        // With a table's runs in the file, that table is merged on this thread and the others ahead.
+        let again = StoreFolder()
+        let second = try Environment.open(at: again.file("ahead.lmdb").path)
+        let tables = try ["a", "b", "c"].map { try second.openDatabase(named: $0, options: [.dupSort, .dupFixed]) }
+        // The first table's runs pass the budget and go to the file; the other two, smaller, stay in memory.
+        let data = (0..<3).map { Self.runs($0 == 0 ? 4_000 : 500, runs: 3, keyLength: 2...2, valueLength: 10, keys: 30, seed: 31 + UInt64($0)) }
+        try second.write { transaction in
+            let held = AppendRuns(memoryBudget: data[0].runs.reduce(0) { $0 + $1.count * 16 } - 1, spillFolder: again.url)
+            for table in tables { #expect(try held.holds(table, in: transaction)) }
+            for run in data[0].runs { try Self.add(run, to: tables[0], held, transaction) }
+            let spilledBefore = held.spilledBytes
+            for index in 1...2 { for run in data[index].runs { try Self.add(run, to: tables[index], held, transaction) } }
+            #expect(spilledBefore > 0 && held.spilledBytes == spilledBefore, "only the first table's runs went to the file")
+            try held.appendAll(in: transaction, mergingAhead: true)
+            #expect(held.putInPlace == 0)
+        }
+        for (table, (_, expected)) in zip(tables, data) {
+            #expect(try Self.pairs(of: table, in: second).elementsEqual(expected) { $0.key == $1.key && $0.value == $1.value })
+        }
+    }
+
     @Test("an entry longer than a run keeps is not held: the table's runs go in, and the caller puts it as before")
     func anEntryTooLongForARun() throws {
         let folder = StoreFolder()

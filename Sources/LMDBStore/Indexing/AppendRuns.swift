@@ -153,17 +153,66 @@ final class AppendRuns: @unchecked Sendable {
         try put(&held[position], in: transaction)
     }
 
-    /// Puts every held run, each table's merged in order, and holds nothing more.
-    func appendAll(in transaction: any KeyValueTransaction) throws {
+    /// Puts every held run, each table's merged in order, and holds nothing more. With `mergingAhead` (a bulk load
+    /// that has a second processor), a ``BulkLoadLane`` merges the next table's runs into one while this thread
+    /// appends the current table's: tables whose runs are all in memory (the lane does not read the spill file).
+    func appendAll(in transaction: any KeyValueTransaction, mergingAhead: Bool = false) throws {
         lock.lock()
         defer { lock.unlock() }
         isClosed = true
-        for position in held.indices { try put(&held[position], in: transaction) }
-        spill = nil
+        defer { spill = nil }
+        let ahead = mergingAhead ? held.indices.filter { !held[$0].runs.isEmpty && held[$0].spilled.isEmpty } : []
+        guard ahead.count > 1 else {
+            for position in held.indices { try put(&held[position], in: transaction) }
+            return
+        }
+        let lane = BulkLoadLane<MergedRun>()
+        // However this ends, the lane's merge is over before the runs it reads can go (`deinit`).
+        defer { lane.close() }
+        func mergeAhead(_ index: Int) {
+            let runs = held[ahead[index]].runs.map(UnsafeRawBufferPointer.init)
+            lane.submit { try MergedRun(runs) }
+        }
+        mergeAhead(0)
+        var next = 0
+        for position in held.indices {
+            guard next < ahead.count, ahead[next] == position, let merged = try lane.finish() else {
+                try put(&held[position], in: transaction)
+                continue
+            }
+            next += 1
+            if next < ahead.count { mergeAhead(next) }
+            try put(&held[position], in: transaction, merged: merged)
+        }
     }
 
-    /// Puts `held`'s entries, merged, into its table (empty but for them), and lets their memory go.
-    private func put(_ held: inout Held, in transaction: any KeyValueTransaction) throws {
+    /// A table's runs merged into one (a pair given twice once), in memory of its own freed with it.
+    private final class MergedRun: @unchecked Sendable {
+        let bytes: UnsafeMutableRawBufferPointer
+        private(set) var count = 0
+
+        /// Merges `runs` (sorted, each in the runs' layout) into one run.
+        init(_ runs: [UnsafeRawBufferPointer]) throws {
+            bytes = .allocate(byteCount: max(runs.reduce(0) { $0 + $1.count }, 1), alignment: 8)
+            var at = bytes.baseAddress!
+            try AppendRuns.merge(runs) { key, value in
+                at.storeBytes(of: UInt16(truncatingIfNeeded: key.count), as: UInt16.self)
+                (at + 2).storeBytes(of: UInt16(truncatingIfNeeded: value.count), as: UInt16.self)
+                at += 4
+                if key.count > 0 { at.copyMemory(from: key.baseAddress!, byteCount: key.count) }
+                at += key.count
+                if value.count > 0 { at.copyMemory(from: value.baseAddress!, byteCount: value.count) }
+                at += value.count
+            }
+            count = at - bytes.baseAddress!
+        }
+
+        deinit { bytes.deallocate() }
+    }
+
+    /// Puts `held`'s entries, merged (here, or already as `merged`), into its table (empty but for them), and lets
+    /// their memory go.
+    private func put(_ held: inout Held, in transaction: any KeyValueTransaction, merged: MergedRun? = nil) throws {
         let runs = held.runs, spilled = held.spilled, table = held.table
         held.runs = []
         held.spilled = []
@@ -174,6 +223,21 @@ final class AppendRuns: @unchecked Sendable {
             }
         }
         guard !runs.isEmpty || !spilled.isEmpty else { return }
+        if let merged {
+            // One run, already merged: each entry after the one before.
+            return try table.withCursor(in: transaction) { cursor in
+                let writer = AppendWriter(cursor: cursor, dupFixed: table.options.contains(.dupFixed))
+                var at = UnsafeRawPointer(merged.bytes.baseAddress!)
+                let end = at + merged.count
+                while at < end {
+                    let entry = Head(at: at, end: end)
+                    try writer.put(UnsafeRawBufferPointer(start: entry.key, count: entry.keyCount), UnsafeRawBufferPointer(start: entry.value, count: entry.valueCount))
+                    at = entry.value + entry.valueCount
+                }
+                try writer.finish()
+                putInPlace += writer.putInPlace
+            }
+        }
         func merge(_ mapped: UnsafeRawBufferPointer?) throws {
             let all = runs.map(UnsafeRawBufferPointer.init) + spilled.map { UnsafeRawBufferPointer(rebasing: mapped![$0]) }
             try table.withCursor(in: transaction) { cursor in
