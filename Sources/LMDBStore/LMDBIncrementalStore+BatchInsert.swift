@@ -179,11 +179,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         if let moved, let moving = plan.moving {
             // The last chunk's job is over before this one's starts: one at a time, and what it left is put here.
             try putLeftovers(plan: plan, rows: rows, transaction: transaction)
-            // The lane hands the chunk back, so the thread that made it lets it go (see putLeftovers).
-            let handoff = ChunkHandoff(chunk)
+            // The lane hands the chunk back (and lets its job go first), so the thread that made the chunk lets it go
+            // (see putLeftovers).
             let referenceFields = plan.referenceFields
             let job = { [references] () throws -> (IndexUpdates, [BatchInsertRow]) in
-                let chunk = handoff.take()
                 var entries = moved
                 var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
                 for (offset, input) in chunk.enumerated() {
@@ -250,20 +249,6 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
         plan.deferred = []
-    }
-}
-
-/// A chunk on its way to a ``BulkLoadLane``: the job takes it out, so the closure that carried it does not hold it
-/// when the lane lets the closure go.
-private final class ChunkHandoff: @unchecked Sendable {
-    private var chunk: [BatchInsertRow]
-
-    init(_ chunk: [BatchInsertRow]) { self.chunk = chunk }
-
-    /// The chunk, once: it is no longer held here.
-    func take() -> [BatchInsertRow] {
-        defer { chunk = [] }
-        return chunk
     }
 }
 

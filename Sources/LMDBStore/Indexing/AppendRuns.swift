@@ -108,18 +108,26 @@ final class AppendRuns: @unchecked Sendable {
         var at = run.baseAddress!
         for index in 0..<count {
             let (key, value) = entry(index)
-            at.storeBytes(of: UInt16(truncatingIfNeeded: key.count), as: UInt16.self)
-            (at + 2).storeBytes(of: UInt16(truncatingIfNeeded: value.count), as: UInt16.self)
-            at += 4
-            if key.count > 0 { at.copyMemory(from: key.baseAddress!, byteCount: key.count) }
-            at += key.count
-            if value.count > 0 { at.copyMemory(from: value.baseAddress!, byteCount: value.count) }
-            at += value.count
+            at = Self.write(key, value, at: at)
         }
         held[position].runs.append(run)
         byteCount += size
         if byteCount > memoryBudget { try spillRuns() }
         return true
+    }
+
+    /// Writes one entry in the runs' layout at `at` (two-byte lengths, the key, the value; ``Head`` reads it back)
+    /// and returns where the next one goes.
+    @inline(__always)
+    private static func write(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, at start: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer {
+        var at = start
+        at.storeBytes(of: UInt16(truncatingIfNeeded: key.count), as: UInt16.self)
+        (at + 2).storeBytes(of: UInt16(truncatingIfNeeded: value.count), as: UInt16.self)
+        at += 4
+        if key.count > 0 { at.copyMemory(from: key.baseAddress!, byteCount: key.count) }
+        at += key.count
+        if value.count > 0 { at.copyMemory(from: value.baseAddress!, byteCount: value.count) }
+        return at + value.count
     }
 
     /// Writes every run in memory to the spill file (made on first use) and lets its memory go.
@@ -195,15 +203,7 @@ final class AppendRuns: @unchecked Sendable {
         init(_ runs: [UnsafeRawBufferPointer]) throws {
             bytes = .allocate(byteCount: max(runs.reduce(0) { $0 + $1.count }, 1), alignment: 8)
             var at = bytes.baseAddress!
-            try AppendRuns.merge(runs) { key, value in
-                at.storeBytes(of: UInt16(truncatingIfNeeded: key.count), as: UInt16.self)
-                (at + 2).storeBytes(of: UInt16(truncatingIfNeeded: value.count), as: UInt16.self)
-                at += 4
-                if key.count > 0 { at.copyMemory(from: key.baseAddress!, byteCount: key.count) }
-                at += key.count
-                if value.count > 0 { at.copyMemory(from: value.baseAddress!, byteCount: value.count) }
-                at += value.count
-            }
+            try AppendRuns.merge(runs) { key, value in at = AppendRuns.write(key, value, at: at) }
             count = at - bytes.baseAddress!
         }
 
