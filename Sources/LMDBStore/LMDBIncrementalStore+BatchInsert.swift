@@ -61,7 +61,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                         let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
                         rows.didWrite(chunk.count, committed: false, objectIDs: ids)
                     }
-                    try putLeftovers(plan: plan, rows: rows, transaction: transaction)
+                    try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction)
                     try runs.appendAll(in: transaction, mergingAhead: plan.usesLane)
                     plan.endBulkLoad()
                     try fillDeferred(plan: plan, rows: rows, state: state, transaction: transaction)
@@ -87,15 +87,26 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// processor. Bound in a task, it lets a test or a benchmark compare the two ways.
     @_spi(Benchmarks) @TaskLocal public static var bulkLoadUsesLane = ProcessInfo.processInfo.activeProcessorCount > 1
 
-    /// Puts what the lane's last job could not keep in the runs (entries of tables no longer held), after waiting
-    /// for it: the transaction's thread writes them.
-    private func putLeftovers(plan: BatchInsertPlan, rows: BatchInsertRows, transaction: any KeyValueTransaction) throws {
-        guard var (left, _) = try plan.lane?.finish() else { return }
-        // The chunk the lane read is let go here, on the thread that made it: memory freed on another thread than
-        // the one that allocated it waits for the allocator's lock.
-        try left.putPending(in: transaction) { position, _ in
+    /// Puts what the lane's last job made for the transaction's thread, after waiting for it: its chunk's rows,
+    /// encoded there (when it encoded them), then the entries of tables no longer held.
+    private func putLeftovers(plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState, transaction: any KeyValueTransaction) throws {
+        guard var output = try plan.lane?.finish() else { return }
+        if let encoded = output.rows {
+            let table = state.rows(of: plan.entity)
+            try encoded.withRows { offset, key, bytes in
+                guard try table.insert(encoded: bytes, key: key, in: transaction) else {
+                    throw rows.rowError(.constraintViolation, output.chunk[offset].position,
+                                        "the key \(key) its sequence gave is taken: the store's \(plan.entity.root) sequence is behind its rows")
+                }
+            }
+            plan.spareRows = encoded
+            plan.unputFrom = nil
+        }
+        try output.entries.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
+        // The chunk the lane read is let go here, on the thread that made it: memory freed on another thread than
+        // the one that allocated it waits for the allocator's lock.
     }
 
     /// The folder a batch insert's entries go to past ``appendRunsMemoryBudget``: the data file's.
@@ -118,6 +129,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         // With a lane: the entries it makes, sorts and keeps for this chunk — the links of held tables, given here,
         // and the moving maintainers', made there from the chunk and each row's to-one references, in field order.
         var moved = plan.usesLane ? IndexUpdates(sortingEntries: true, runs: plan.runs) : nil
+        // A full chunk's rows are encoded there too, and put here when its job is taken, after this thread has read
+        // the next chunk. Rows written here follow those, in key order.
+        let rowsOnLane = moved != nil && chunk.count == rows.chunkSize
+        if moved != nil && !rowsOnLane { try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction) }
         // Sized as the last chunk's were: growing by doubling, a chunk's arrays were copied and freed several times
         // (each free of a large block makes the allocator sweep its small free blocks).
         indexes.reserve(entries: plan.lastWaiting.indexes.entries, bytes: plan.lastWaiting.indexes.bytes)
@@ -128,13 +143,17 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         var resolver = plan.resolver
         var ids: [ManagedObjectID] = []
         if rows.resultType == .objectIDs { ids.reserveCapacity(chunk.count) }
-        // One row's fields, every one of them set again for each row: no allocation a row.
-        var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
+        // One row's fields, every one of them set again for each row: no allocation a row. Not needed here when the
+        // lane writes the rows and no entry of them is made here: only their to-ones are found.
+        let placesRows = !rowsOnLane || !maintainers.isEmpty
+        var row = StoredRow(entityTag: entity.tag, version: 1, fields: placesRows ? entity.newFields() : [])
         for (offset, input) in chunk.enumerated() {
             let key = first + UInt64(offset)
             try plan.checkRelationships(of: input)
+            // The rows before this one that the lane has yet to encode are the batch's all the same.
+            if rowsOnLane { resolver.unput = (plan.unputFrom ?? first)..<key }
             var unfilled: [BatchInsertPlan.Unfilled] = [], unfilledMembers: [BatchInsertPlan.UnfilledMember] = []
-            try BatchInsertPlan.place(input, in: &row, of: entity) { field, slot in
+            func target(_ field: Int, _ slot: Int) throws -> StoredRow.Reference? {
                 guard let target = input.toOne[slot] else { return nil }
                 let (relationship, check) = plan.toOneSlots[slot]!
                 if let reference = try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction,
@@ -144,15 +163,22 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                 unfilled.append(BatchInsertPlan.Unfilled(field: field, target: target, slot: relationship, check: check))
                 return nil
             }
-            if !maintainers.isEmpty {
-                try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
-                    rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
+            if placesRows {
+                try BatchInsertPlan.place(input, in: &row, of: entity, reference: target)
+                if !maintainers.isEmpty {
+                    try indexes.insertSorted(maintainers, row: row, key: key, position: input.position, in: transaction) { position, constraint in
+                        rows.rowError(.constraintViolation, position, "\(takenValues(entity, constraint: constraint, row)) is already taken")
+                    }
                 }
+                if !rowsOnLane {
+                    guard try table.write(row, key: key, inserting: true, in: transaction) else {
+                        throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
+                    }
+                }
+                if moved != nil { for field in plan.referenceFields { references.append(row.reference(field)) } }
+            } else {
+                for field in plan.referenceFields { references.append(try target(field, entity.slotPositions[field])) }
             }
-            guard try table.write(row, key: key, inserting: true, in: transaction) else {
-                throw rows.rowError(.constraintViolation, input.position, "the key \(key) its sequence gave is taken: the store's \(entity.root) sequence is behind its rows")
-            }
-            if moved != nil { for field in plan.referenceFields { references.append(row.reference(field)) } }
             // Links wait with the index entries: the row's own go after every other (its key is new), and the
             // inverse's after each member's others.
             for (index, link) in plan.links.enumerated() {
@@ -172,18 +198,21 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             }
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
         }
+        resolver.unput = nil
         plan.lastWaiting = (indexes.waiting, moved?.waiting ?? (0, 0))
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
         if let moved, let moving = plan.moving {
-            // The last chunk's job is over before this one's starts: one at a time, and what it left is put here.
-            try putLeftovers(plan: plan, rows: rows, transaction: transaction)
+            // The last chunk's job is over before this one's starts: one at a time, and what it left (its rows, then
+            // entries) is put here.
+            try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction)
             // The lane hands the chunk back (and lets its job go first), so the thread that made the chunk lets it go
-            // (see putLeftovers).
+            // (see putLeftovers); and the bytes of its rows, which the job after it writes into again.
             let referenceFields = plan.referenceFields
-            let job = { [references] () throws -> (IndexUpdates, [BatchInsertRow]) in
-                var entries = moved
+            let encoded: EncodedRows? = rowsOnLane ? plan.takeSpareRows(firstKey: first) : nil
+            let job = { [references] () throws -> BatchInsertPlan.LaneOutput in
+                var entries = moved, encoded = encoded
                 var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
                 for (offset, input) in chunk.enumerated() {
                     var next = offset * referenceFields.count
@@ -192,17 +221,19 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                         return references[next]
                     }
                     entries.keepEntries(moving, row: row, key: first + UInt64(offset), position: input.position)
+                    encoded?.append(row)
                 }
                 try entries.keepHeldInRuns()
-                return (entries, chunk)
+                return BatchInsertPlan.LaneOutput(entries: entries, chunk: chunk, rows: encoded)
             }
-            if chunk.count == rows.chunkSize {
+            if rowsOnLane {
                 // A full chunk may have more after it: the lane works on it while this thread reads the next.
                 plan.startedLane().submit(job)
+                if plan.unputFrom == nil { plan.unputFrom = first }
             } else {
                 // The last chunk (a request of one short chunk starts no thread): nothing to overlap.
-                var (left, _) = try job()
-                try left.putPending(in: transaction) { position, _ in
+                var output = try job()
+                try output.entries.putPending(in: transaction) { position, _ in
                     rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
                 }
             }
@@ -306,7 +337,7 @@ private final class BatchInsertPlan {
     private(set) var moving: EntityMaintainers?
     private(set) var staying: EntityMaintainers?
     /// The second thread, once a full chunk was handed to it (``startedLane()``).
-    private(set) var lane: BulkLoadLane<(IndexUpdates, [BatchInsertRow])>?
+    private(set) var lane: BulkLoadLane<LaneOutput>?
     /// By table handle: whether its entries go to the lane (a table the runs hold at first sight). A few tables,
     /// looked up for each link entry: a scan of them costs less than hashing.
     private var movingTables: [(handle: UInt32, moves: Bool)] = []
@@ -329,11 +360,30 @@ private final class BatchInsertPlan {
     }
 
     /// The bulk load's second thread, started on first use.
-    func startedLane() -> BulkLoadLane<(IndexUpdates, [BatchInsertRow])> {
+    func startedLane() -> BulkLoadLane<LaneOutput> {
         if let lane { return lane }
-        let lane = BulkLoadLane<(IndexUpdates, [BatchInsertRow])>()
+        let lane = BulkLoadLane<LaneOutput>()
         self.lane = lane
         return lane
+    }
+
+    /// What a lane's job hands back: the entries it could not keep in the runs, the chunk it read (let go by the
+    /// thread that made it) and, for a full chunk, its rows encoded.
+    struct LaneOutput {
+        var entries: IndexUpdates
+        let chunk: [BatchInsertRow]
+        var rows: EncodedRows?
+    }
+
+    /// The key of the first row a lane's job encoded and the transaction's thread has not put yet (`nil`: none).
+    var unputFrom: UInt64?
+    /// The memory of the last rows the lane encoded, once they are put: the next job's.
+    var spareRows: EncodedRows?
+
+    /// Rows to encode from `firstKey` on, in the memory the last job's used.
+    func takeSpareRows(firstKey: UInt64) -> EncodedRows {
+        defer { spareRows = nil }
+        return EncodedRows(firstKey: firstKey, reusing: spareRows)
     }
 
     /// Sets `row`'s fields from `input`: each attribute as given, each to-one from `reference` (given the field and
@@ -357,6 +407,8 @@ private final class BatchInsertPlan {
     func endBulkLoad() {
         lane?.close()
         lane = nil
+        unputFrom = nil
+        spareRows = nil
         usesLane = false
         runs = nil
         staying = nil
@@ -486,6 +538,9 @@ private struct TargetResolver {
     var byUniqueValue: [String: [AttributeValue: StoredRow.Reference]] = [:]
     /// By relationship name: where its unique values are looked up.
     var lookups: [String: UniqueLookup] = [:]
+    /// The keys of the batch's rows written but not yet put (a bulk load's lane encodes them): a row pointing at one
+    /// by object ID finds it here, not in the store.
+    var unput: Range<UInt64>?
     private var scratch = EntryScratch()
 
     init(store: LMDBIncrementalStore, state: LMDBIncrementalStore.OpenState, entity: StoreLayout.EntityLayout) {
@@ -518,6 +573,14 @@ private struct TargetResolver {
             // A target found before costs a lookup (the save's check, without naming an owner for its errors).
             if let tag = references.known[id], check.accepts(tag) {
                 return StoredRow.Reference(entityTag: tag, key: try store.key(of: id))
+            }
+            if let unput, id.storeIdentifier == state.storeIdentifier, state.entity(of: id)?.tag == entity.tag,
+               let key = try? store.key(of: id), unput.contains(key) {
+                // A row of this batch, named as its entity: found without reading it.
+                guard check.accepts(entity.tag) else {
+                    throw rows.rowError(.wrongValueType, row, "\(entity.name).\(slot.name) points at \(id), which is not a \(check.destinationEntityName)")
+                }
+                return StoredRow.Reference(entityTag: entity.tag, key: key)
             }
             let owner = ManagedObjectID(entityName: entity.name, storeIdentifier: state.storeIdentifier, referenceObject: .string("batch row \(row)"))
             do {
@@ -569,5 +632,42 @@ private struct TargetResolver {
         let lookup = UniqueLookup(destination: destination, field: field, type: key.type, maintainer: maintainer)
         lookups[slot.name] = lookup
         return lookup
+    }
+}
+
+/// Rows encoded one after the other (``RowCodec``'s bytes) under keys that follow one another: a bulk load's lane
+/// encodes a chunk's rows into it, and the transaction's thread puts them.
+struct EncodedRows {
+    private(set) var firstKey: UInt64
+    private let bytes: PendingBytes
+    /// Where each row's bytes end.
+    private var ends: [Int]
+
+    /// Rows from `firstKey` on, in the memory of `old` when given (emptied).
+    init(firstKey: UInt64, reusing old: EncodedRows? = nil) {
+        self.firstKey = firstKey
+        bytes = old?.bytes ?? PendingBytes()
+        bytes.removeAll()
+        ends = old?.ends ?? []
+        ends.removeAll(keepingCapacity: true)
+    }
+
+    var count: Int { ends.count }
+
+    /// Encodes `row` after the others, under the next key.
+    mutating func append(_ row: StoredRow) {
+        let size = RowCodec.encodedSize(row)
+        ends.append(bytes.append(count: size.bytes) { RowCodec.write(row, size: size, into: $0) }.upperBound)
+    }
+
+    /// Lends `body` each row in turn: its offset among the rows, its key and its bytes.
+    func withRows(_ body: (_ offset: Int, _ key: UInt64, _ bytes: UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try bytes.withUnsafeBytes { all in
+            var start = 0
+            for (offset, end) in ends.enumerated() {
+                try body(offset, firstKey + UInt64(offset), UnsafeRawBufferPointer(rebasing: all[start..<end]))
+                start = end
+            }
+        }
     }
 }

@@ -9,10 +9,10 @@ import Testing
 /// way writes them, byte for byte; a request that fails or stops meanwhile must write nothing and leave no thread.
 @Suite("A second thread for a bulk load's entries")
 struct BulkLoadLaneTests {
-    /// Every pair of each of the Employee tables a batch insert writes (rows, index, uniqueness, to-one and link
-    /// tables, and the projects' inverse links), by table name.
-    private static func tables(of store: LMDBIncrementalStore) throws -> [String: [[UInt8]]] {
-        let (environment, tables) = try store.batchInsertTablesForBenchmark(entity: "Employee")
+    /// Every pair of each of the `entity` tables a batch insert writes (rows, index, uniqueness, to-one and link
+    /// tables, and the inverse links), by table name.
+    private static func tables(of store: LMDBIncrementalStore, entity: String = "Employee") throws -> [String: [[UInt8]]] {
+        let (environment, tables) = try store.batchInsertTablesForBenchmark(entity: entity)
         return try environment.read { transaction in
             var contents: [String: [[UInt8]]] = [:]
             for (name, table) in tables {
@@ -66,6 +66,106 @@ struct BulkLoadLaneTests {
         // Every kind of table held something: the rows, the age index and the to-one (the lane's), the email
         // constraint (this thread's), the links both ways (the lane's).
         #expect(alone.values.filter { !$0.isEmpty }.count >= 5, "\(alone.mapValues(\.count))")
+    }
+
+    /// People who point at one another: a mentor (a to-one whose inverse is a to-many), friends (a many-to-many with
+    /// itself) and a pet of another entity; an index on age and no uniqueness constraint, so that every entry of a
+    /// bulk load is made on the second thread, which also encodes the rows of each full chunk.
+    private static let peopleModel: ManagedObjectModel = try! ManagedObjectModel {
+        EntityDescription("Person") {
+            AttributeDescription("name", .string)
+            AttributeDescription("age", .integer16)
+            RelationshipDescription("mentor", destination: "Person", inverse: "mentees")
+            RelationshipDescription("mentees", destination: "Person", inverse: "mentor", toMany: true)
+            RelationshipDescription("friends", destination: "Person", inverse: "friendOf", toMany: true)
+            RelationshipDescription("friendOf", destination: "Person", inverse: "friends", toMany: true)
+            RelationshipDescription("pet", destination: "Pet", inverse: "owners")
+            FetchIndexDescription("byAge", properties: ["age"])
+        }
+        EntityDescription("Pet") {
+            AttributeDescription("name", .string)
+            RelationshipDescription("owners", destination: "Person", inverse: "pet", toMany: true)
+        }
+    }
+
+    /// A request for `count` people by position, in chunks of 300, each pointing by object ID at people before it
+    /// in the same batch — in its own chunk or in one before — unless `values` says otherwise for a row.
+    private static func people(_ count: Int, in store: LMDBIncrementalStore,
+                               values: @escaping (Int, inout BatchRowValues) -> Void = { _, _ in }) -> BatchInsertRequest {
+        func person(_ key: Int) -> ManagedObjectID {
+            ManagedObjectID(entityName: "Person", storeIdentifier: store.identifier, referenceObject: .integer(Int64(key)))
+        }
+        var next = 0
+        var request = BatchInsertRequest(entityName: "Person", properties: ["name", "age", "mentor", "friends", "pet"]) { row in
+            guard next < count else { return true }
+            let n = next, key = n + 1  // the store is new: row n gets key n + 1
+            row[0] = .attribute(.string("P\(n)"))
+            row[1] = .attribute(.integer(Int64(20 + (n * 7919) % 50)))
+            if n > 0 { row[2] = .object(person(key / 2)) }
+            row[3] = .objects([key - 1, key - 299, key - 640].filter { $0 >= 1 }.map(person))
+            if n % 5 == 0 { row[4] = .object(ManagedObjectID(entityName: "Pet", storeIdentifier: store.identifier, referenceObject: .integer(Int64(1 + n % 3)))) }
+            values(n, &row)
+            next += 1
+            return false
+        }
+        request.chunkSize = 300
+        return request
+    }
+
+    @Test("rows pointing by object ID at rows before them in the same batch find them while the second thread still holds their chunk")
+    func objectIDsOfRowsTheLaneHolds() throws {
+        let folder = StoreFolder()
+        var written: [[String: [[UInt8]]]] = []
+        for (name, usesLane) in [("lane.lmdb", true), ("alone.lmdb", false)] {
+            try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(usesLane) {
+                let (coordinator, store) = try folder.coordinator(Self.peopleModel, name)
+                let context = ManagedObjectContext(coordinator: coordinator)
+                _ = try context.execute(BatchInsertRequest(entityName: "Pet", objects: (0..<3).map { ["name": .attribute(.string("Pet \($0)"))] }))
+                #expect(try context.execute(Self.people(2_500, in: store)).count == 2_500)
+                #expect(try store.verify().isEmpty)
+                written.append(try Self.tables(of: store, entity: "Person"))
+                // Person 1 001 (key 1 002) has mentor 501 and friends 1 001, 703 and 362 (by key).
+                let person = try #require(try context.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "name == 'P1001'"))).first)
+                let mentor = try #require(person.value(forKey: "mentor") as? ManagedObject)
+                #expect(mentor.value(forKey: "name") as? String == "P500")
+                let friends = person.relatedObjects(forKey: "friends").compactMap { $0.value(forKey: "name") as? String }.sorted()
+                #expect(friends == ["P1000", "P361", "P702"])
+                #expect(try context.count(for: FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "mentor.name == 'P500'"))) == 2)
+            }
+        }
+        let lane = written[0], alone = written[1]
+        #expect(lane.keys.sorted() == alone.keys.sorted())
+        for (table, pairs) in alone {
+            let same = lane[table] == pairs
+            #expect(same, "\(table): \(lane[table]?.count ?? 0) pairs with the lane, \(pairs.count) without")
+        }
+    }
+
+    @Test("a row pointing by object ID at a row not written yet, or at one of the batch's rows for another entity, is refused the same way with the second thread")
+    func objectIDsOfRowsNotWritten() throws {
+        for usesLane in [true, false] {
+            try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(usesLane) {
+                let folder = StoreFolder()
+                let (coordinator, store) = try folder.coordinator(Self.peopleModel)
+                let context = ManagedObjectContext(coordinator: coordinator)
+                _ = try context.execute(BatchInsertRequest(entityName: "Pet", objects: (0..<3).map { ["name": .attribute(.string("Pet \($0)"))] }))
+                func person(_ key: Int) -> BatchValue {
+                    .object(ManagedObjectID(entityName: "Person", storeIdentifier: store.identifier, referenceObject: .integer(Int64(key))))
+                }
+                // Row 1 000 (key 1 001, in the fourth chunk) names key 1 001 — itself, not written yet — as mentor.
+                let ahead = try #require(throws: ManagedObjectContextError.self) {
+                    try context.execute(Self.people(2_000, in: store) { n, row in if n == 1_000 { row[2] = person(1_001) } })
+                }
+                #expect(ahead.code == .objectNotFound && ahead.message.contains("row 1000") && ahead.message.contains("not in the store"), "\(ahead.message)")
+                // Row 950 names person 900 (written, in the lane's hands) as its pet.
+                let notAPet = try #require(throws: ManagedObjectContextError.self) {
+                    try context.execute(Self.people(2_000, in: store) { n, row in if n == 950 { row[4] = person(901) } })
+                }
+                #expect(notAPet.code == .wrongValueType && notAPet.message.contains("row 950"), "\(notAPet.message)")
+                #expect(try context.count(for: FetchRequest(entityName: "Person")) == 0)
+                #expect(try store.verify().isEmpty)
+            }
+        }
     }
 
     @Test("a request that fails while the second thread holds a chunk writes nothing, names the row, and the next request runs")

@@ -74,6 +74,16 @@ final class PendingBytes {
         return start..<count
     }
 
+    /// Lets `write` fill `size` new bytes after the others (no copy from elsewhere); returns where they lie.
+    @inline(__always)
+    func append(count size: Int, _ write: (UnsafeMutableRawBufferPointer) -> Void) -> Range<Int> {
+        let start = count
+        if start + size > memory.count { grow(toHold: start + size) }
+        write(UnsafeMutableRawBufferPointer(rebasing: memory[start..<(start + size)]))
+        count = start + size
+        return start..<count
+    }
+
     /// Makes room for `size` bytes in all, so appending up to them allocates nothing more.
     func reserve(_ size: Int) {
         if size > memory.count { grow(toHold: size) }

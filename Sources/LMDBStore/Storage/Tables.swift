@@ -71,6 +71,20 @@ struct RowTable {
             try put([])
             return true
         }
+        return try Self.insert(put)
+    }
+
+    /// Writes the new row `encoded` (``RowCodec``'s bytes, made elsewhere) under `key` as ``write(_:key:inserting:in:)``
+    /// writes a new row: appended when its key is above every other; `false`, writing nothing, when the key is taken.
+    func insert(encoded: UnsafeRawBufferPointer, key: UInt64, in transaction: any KeyValueTransaction) throws -> Bool {
+        try Self.insert { options in
+            try withUnsafeBytes(of: key.bigEndian) { try database.put(encoded, forKey: $0, in: transaction, options: options) }
+        }
+    }
+
+    /// Puts a new row with `put`: appended, or — when a key above it is in the table — put where it belongs; `false`
+    /// when its key is taken.
+    private static func insert(_ put: (PutOptions) throws -> Void) throws -> Bool {
         do {
             try put(.append)
         } catch LMDBError.keyExists {
