@@ -154,7 +154,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             if rowsOnLane { resolver.unput = (plan.unputFrom ?? first)..<key }
             var unfilled: [BatchInsertPlan.Unfilled] = [], unfilledMembers: [BatchInsertPlan.UnfilledMember] = []
             func target(_ field: Int, _ slot: Int) throws -> StoredRow.Reference? {
-                guard let target = input.toOne[slot] else { return nil }
+                guard let target = input.toOne(slot) else { return nil }
                 let (relationship, check) = plan.toOneSlots[slot]!
                 if let reference = try resolver.reference(target, relationship, check, row: input.position, rows: rows, transaction: transaction,
                                                           deferringBatchRows: true) {
@@ -182,7 +182,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             // Links wait with the index entries: the row's own go after every other (its key is new), and the
             // inverse's after each member's others.
             for (index, link) in plan.links.enumerated() {
-                guard let members = input.toMany[link.slot.position] else { continue }
+                guard let members = input.toMany(link.slot.position) else { continue }
                 for (position, target) in members.enumerated() {
                     if let member = try resolver.reference(target, link.slot, link.check, row: input.position, rows: rows, transaction: transaction,
                                                            deferringBatchRows: true) {
@@ -395,7 +395,7 @@ private final class BatchInsertPlan {
         for field in entity.fields.indices {
             let slot = entity.slotPositions[field]
             guard entity.referenceFields[field] else {
-                row.fields[field] = input.attributes[slot].map(RowField.attribute)
+                row.fields[field] = input.attribute(slot).map(RowField.attribute)
                 continue
             }
             row.fields[field] = try reference(field, slot).map(RowField.reference)
@@ -460,7 +460,7 @@ private final class BatchInsertPlan {
 
     /// Throws the refusal of a relationship `row` gives that the batch cannot write.
     func checkRelationships(of row: BatchInsertRow) throws {
-        for refusal in refusals where refusal.kind == .toOne ? row.toOne[refusal.position] != nil : row.toMany[refusal.position]?.isEmpty == false {
+        for refusal in refusals where refusal.kind == .toOne ? row.toOne(refusal.position) != nil : row.toMany(refusal.position)?.isEmpty == false {
             throw refusal.error
         }
     }

@@ -10,26 +10,45 @@ public enum BatchTarget: Sendable, Hashable {
 }
 
 /// One row of a batch insert as a store receives it: checked against the model (every value of its property's
-/// type, required values present, validation rules kept), defaults applied.
+/// type, required values present, validation rules kept), defaults applied. Its values lie in its chunk's
+/// (``BatchInsertColumns``), beside the other rows'.
 public struct BatchInsertRow: Sendable {
     /// The row's position in the request, from 0: what an error about the row names.
     public let position: Int
-    /// The persistent attribute values in the entity's attribute positions.
-    package var attributes: AttributeSlots
-    /// The to-one targets in the entity's to-one positions.
-    package var toOne: ContiguousArray<BatchTarget?>
-    /// The to-many targets in the entity's to-many positions; `nil` where the row gives none.
-    package var toMany: ContiguousArray<[BatchTarget]?>
-    let entity: ManagedObjectModel.EntityHandle
+    /// The values of the row's chunk.
+    package let columns: BatchInsertColumns
+    /// The row's place in its chunk.
+    package let index: Int
+
+    /// The value of the persistent attribute at `position` among the entity's attributes (`nil`: NULL).
+    @inline(__always)
+    package func attribute(_ position: Int) -> AttributeValue? {
+        columns.attributes[index &* columns.attributeCount &+ position]
+    }
+
+    /// The target of the to-one at `position` among the entity's to-ones (`nil`: none).
+    @inline(__always)
+    package func toOne(_ position: Int) -> BatchTarget? {
+        columns.toOne[index &* columns.toOneCount &+ position]
+    }
+
+    /// The members of the to-many at `position` among the entity's to-manys; `nil` where the row gives none.
+    @inline(__always)
+    package func toMany(_ position: Int) -> [BatchTarget]? {
+        columns.toMany[index &* columns.toManyCount &+ position]
+    }
 
     /// The attribute values by name (absent: NULL).
-    public var attributeValues: [String: AttributeValue] { entity.attributeDictionary(attributes) }
+    public var attributeValues: [String: AttributeValue] {
+        let first = index * columns.attributeCount
+        return columns.entity.attributeDictionary(AttributeSlots(columns.attributes[first..<(first + columns.attributeCount)]))
+    }
 
     /// The to-one targets by name (absent: no object).
     public var toOneTargets: [String: BatchTarget] {
         var targets: [String: BatchTarget] = [:]
-        for slot in entity.toOneSlots where slot.isPersistent {
-            if let target = toOne[slot.position] { targets[slot.name] = target }
+        for slot in columns.entity.toOneSlots where slot.isPersistent {
+            if let target = toOne(slot.position) { targets[slot.name] = target }
         }
         return targets
     }
@@ -37,10 +56,72 @@ public struct BatchInsertRow: Sendable {
     /// The to-many targets by name, for the relationships the row gives.
     public var toManyTargets: [String: [BatchTarget]] {
         var targets: [String: [BatchTarget]] = [:]
-        for slot in entity.relationshipSlots where slot.kind == .toMany && slot.isPersistent {
-            if let members = toMany[slot.position] { targets[slot.name] = members }
+        for slot in columns.entity.relationshipSlots where slot.kind == .toMany && slot.isPersistent {
+            if let members = toMany(slot.position) { targets[slot.name] = members }
         }
         return targets
+    }
+}
+
+/// The values of a chunk's rows, row after row in three arrays — attributes, to-one targets, to-many members —, each
+/// row's in its entity's positions: a chunk of ten thousand rows is three allocations, not thirty thousand, and is let
+/// go at once.
+package final class BatchInsertColumns: Sendable {
+    let entity: ManagedObjectModel.EntityHandle
+    /// Each row's number of attributes, to-ones and to-manys: the entity's.
+    let attributeCount: Int, toOneCount: Int, toManyCount: Int
+    let attributes: AttributeSlots
+    let toOne: ContiguousArray<BatchTarget?>
+    let toMany: ContiguousArray<[BatchTarget]?>
+
+    fileprivate init(_ builder: consuming Builder) {
+        entity = builder.entity
+        attributeCount = builder.defaults.count
+        toOneCount = builder.toOneCount
+        toManyCount = builder.toManyCount
+        attributes = builder.attributes
+        toOne = builder.toOne
+        toMany = builder.toMany
+    }
+
+    /// A chunk's values as its rows are prepared: each new row starts at the defaults, with no targets.
+    fileprivate struct Builder {
+        let entity: ManagedObjectModel.EntityHandle
+        let defaults: AttributeSlots
+        let toOneCount: Int, toManyCount: Int
+        var attributes = AttributeSlots()
+        var toOne = ContiguousArray<BatchTarget?>()
+        var toMany = ContiguousArray<[BatchTarget]?>()
+        /// The rows added so far.
+        private(set) var count = 0
+
+        init(_ entity: ManagedObjectModel.EntityHandle, capacity: Int) {
+            self.entity = entity
+            defaults = entity.defaultValues
+            toOneCount = entity.emptyToOne.count
+            toManyCount = entity.toManyCount
+            attributes.reserveCapacity(capacity * defaults.count)
+            toOne.reserveCapacity(capacity * toOneCount)
+            toMany.reserveCapacity(capacity * toManyCount)
+        }
+
+        /// Adds a row of defaults and no targets; returns where its values start in each array.
+        mutating func addRow() -> (attributes: Int, toOne: Int, toMany: Int) {
+            let starts = (attributes.count, toOne.count, toMany.count)
+            for value in defaults { attributes.append(value) }
+            for _ in 0..<toOneCount { toOne.append(nil) }
+            for _ in 0..<toManyCount { toMany.append(nil) }
+            count += 1
+            return starts
+        }
+
+        /// Takes the last row out again (one whose values broke the rules).
+        mutating func removeLastRow() {
+            attributes.removeLast(defaults.count)
+            toOne.removeLast(toOneCount)
+            toMany.removeLast(toManyCount)
+            count -= 1
+        }
     }
 }
 
@@ -81,9 +162,6 @@ public final class BatchInsertRows {
     private var columns: [ManagedObjectModel.Slot] = []
     /// The values a values handler fills, kept between rows.
     private var rowValues = BatchRowValues(count: 0)
-    /// A row's to-one and to-many positions before it sets any, copied for each row.
-    private let noTargets: ContiguousArray<BatchTarget?>
-    private let noMembers: ContiguousArray<[BatchTarget]?>
     /// The stored properties whose rules a row's values may break (``check(_:)``), in the entity's order: a required
     /// value, an attribute with validation rules or of a type that holds NaN, a to-many with bounds. An optional
     /// string without rules cannot fail, and is not looked at.
@@ -109,8 +187,6 @@ public final class BatchInsertRows {
         self.progressHandler = request.progressHandler
         self.rowName = request.rowName
         if case .rows(let rows) = request.source { total = rows.count } else { total = nil }
-        noTargets = Self.nils(entity.emptyToOne.count)
-        noMembers = Self.nils(entity.toManyCount)
         checkedSlots = entity.persistentSlots.filter { slot in
             switch slot.kind {
             case .attribute: !slot.isOptional || slot.hasRules || ![.integer16, .integer32, .integer64, .string, .boolean, .binaryData, .uuid, .uri].contains(slot.type)
@@ -157,28 +233,33 @@ public final class BatchInsertRows {
             isStopped = true
             throw Stopped()
         }
-        var chunk: [BatchInsertRow] = []
         // Room for a whole chunk at once — an array's rows, as many as are left; a handler's, up to 16 384 (it may
-        // stop at any row) —: grown by doubling, the array was copied and freed a dozen times a chunk.
+        // stop at any row) —: grown by doubling, the arrays were copied and freed a dozen times a chunk.
+        let capacity: Int
         if case .rows(let rows) = source {
-            chunk.reserveCapacity(min(chunkSize, max(rows.count - nextPosition, 0)))
+            capacity = min(chunkSize, max(rows.count - nextPosition, 0))
         } else {
-            chunk.reserveCapacity(min(chunkSize, 16_384))
+            capacity = min(chunkSize, 16_384)
         }
+        var builder = BatchInsertColumns.Builder(entity, capacity: capacity)
+        let first = nextPosition
         if case .valuesHandler(_, let handler) = source {
-            while chunk.count < chunkSize, !exhausted {
+            while builder.count < chunkSize, !exhausted {
                 rowValues.clear()
                 if try fill(&rowValues, with: handler) { break }
-                chunk.append(try prepare(rowValues, position: nextPosition))
+                try prepare(&rowValues, position: nextPosition, into: &builder)
                 nextPosition += 1
             }
         } else {
-            while chunk.count < chunkSize, let values = try nextValues() {
-                chunk.append(try prepare(values, position: nextPosition))
+            while builder.count < chunkSize, let values = try nextValues() {
+                try prepare(values, position: nextPosition, into: &builder)
                 nextPosition += 1
             }
         }
-        return chunk.isEmpty ? nil : chunk
+        guard builder.count > 0 else { return nil }
+        let count = builder.count
+        let columns = BatchInsertColumns(builder)
+        return (0..<count).map { BatchInsertRow(position: first + $0, columns: columns, index: $0) }
     }
 
     /// The next row's values from the array or the handler; `nil` at the end. A handler's error is passed on, saying
@@ -275,69 +356,74 @@ public final class BatchInsertRows {
 
     // MARK: - Checking a row
 
-    /// A row with every value at its default, no objects and no members.
-    private func emptyRow(_ position: Int) -> BatchInsertRow {
-        BatchInsertRow(position: position, attributes: entity.newDefaultValues(), toOne: noTargets, toMany: noMembers, entity: entity)
-    }
-
-    private func prepare(_ values: [String: BatchValue], position: Int) throws(ManagedObjectContextError) -> BatchInsertRow {
-        var row = emptyRow(position)
-        for (name, value) in values {
-            guard let slot = entity.slot(named: name) else {
-                throw rowError(.unknownName, position, "\(entityName) has no property \"\(name)\"")
+    private func prepare(_ values: [String: BatchValue], position: Int, into chunk: inout BatchInsertColumns.Builder) throws(ManagedObjectContextError) {
+        let row = chunk.addRow()
+        do throws(ManagedObjectContextError) {
+            for (name, value) in values {
+                guard let slot = entity.slot(named: name) else {
+                    throw rowError(.unknownName, position, "\(entityName) has no property \"\(name)\"")
+                }
+                guard slot.isPersistent else {
+                    throw rowError(.unknownName, position, "\(entityName).\(name) is transient or fetched: a batch insert writes stored properties only")
+                }
+                try set(value, of: slot, at: row, position: position, in: &chunk)
             }
-            guard slot.isPersistent else {
-                throw rowError(.unknownName, position, "\(entityName).\(name) is transient or fetched: a batch insert writes stored properties only")
-            }
-            try set(value, of: slot, in: &row)
+            try check(row, position: position, in: chunk)
+        } catch {
+            chunk.removeLastRow()
+            throw error
         }
-        try check(row)
-        return row
     }
 
-    /// A values handler's row: each position's value set on the property it stands for.
-    private func prepare(_ values: BatchRowValues, position: Int) throws(ManagedObjectContextError) -> BatchInsertRow {
+    /// A values handler's row: each position's value set on the property it stands for, and taken out of `values`
+    /// (moved, not copied: the handler's values are let go with the chunk).
+    private func prepare(_ values: inout BatchRowValues, position: Int, into chunk: inout BatchInsertColumns.Builder) throws(ManagedObjectContextError) {
         if let outside = values.outsidePosition {
             throw rowError(.unknownName, position, "a value is set at position \(outside), but the request lists \(columns.count) properties")
         }
-        var row = emptyRow(position)
-        for (index, slot) in columns.enumerated() {
-            if let value = values.values[index] { try set(value, of: slot, in: &row) }
+        let row = chunk.addRow()
+        do throws(ManagedObjectContextError) {
+            for (index, slot) in columns.enumerated() {
+                if let value = values.values[index].take() { try set(value, of: slot, at: row, position: position, in: &chunk) }
+            }
+            try check(row, position: position, in: chunk)
+        } catch {
+            chunk.removeLastRow()
+            throw error
         }
-        try check(row)
-        return row
     }
 
-    /// Sets the value given for the stored property in `slot` on `row`, checked against its kind and converted to
-    /// its type.
-    private func set(_ value: BatchValue, of slot: ManagedObjectModel.Slot, in row: inout BatchInsertRow) throws(ManagedObjectContextError) {
-        let name = slot.name, position = row.position
+    /// Sets the value given for the stored property in `slot` on the row (at `position` in the request) whose values
+    /// start at `row` in `chunk`, checked against its kind and converted to its type.
+    private func set(_ value: BatchValue, of slot: ManagedObjectModel.Slot, at row: (attributes: Int, toOne: Int, toMany: Int), position: Int,
+                     in chunk: inout BatchInsertColumns.Builder) throws(ManagedObjectContextError) {
+        let name = slot.name
         switch slot.kind {
         case .attribute:
             switch value {
-            case .null: row.attributes[slot.position] = nil
+            case .null: chunk.attributes[row.attributes + slot.position] = nil
             case .attribute(let given):
                 guard let converted = given.converted(to: slot.type) else {
                     throw rowError(.wrongValueType, position, "\(entityName).\(name) is \(slot.type.coreDataName), but the value is \(given.kindName) \(given)")
                 }
-                row.attributes[slot.position] = converted
+                chunk.attributes[row.attributes + slot.position] = converted
             default:
                 throw rowError(.wrongValueType, position, "\(entityName).\(name) is an attribute; it takes a value, not \(Self.describe(value))")
             }
         case .toOne:
             switch value {
-            case .null: row.toOne[slot.position] = nil
-            case .object(let id): row.toOne[slot.position] = .object(id)
-            case .uniqueValue(let key): row.toOne[slot.position] = .uniqueValue(key)
+            case .null: chunk.toOne[row.toOne + slot.position] = nil
+            case .object(let id): chunk.toOne[row.toOne + slot.position] = .object(id)
+            case .uniqueValue(let key): chunk.toOne[row.toOne + slot.position] = .uniqueValue(key)
             default:
                 throw rowError(.wrongValueType, position,
                                "\(entityName).\(name) is a to-one relationship; it takes an object ID or a unique value, not \(Self.describe(value))")
             }
         case .toMany:
             switch value {
-            case .null: row.toMany[slot.position] = []
-            case .objects(let ids): row.toMany[slot.position] = ids.map(BatchTarget.object)
-            case .uniqueValues(let keys): row.toMany[slot.position] = keys.map(BatchTarget.uniqueValue)
+            case .null: chunk.toMany[row.toMany + slot.position] = []
+            case .objects(let ids): chunk.toMany[row.toMany + slot.position] = ids.map(BatchTarget.object)
+            case .uniqueValues(let keys): chunk.toMany[row.toMany + slot.position] = keys.map(BatchTarget.uniqueValue)
             default:
                 throw rowError(.wrongValueType, position,
                                "\(entityName).\(name) is a to-many relationship; it takes object IDs or unique values, not \(Self.describe(value))")
@@ -347,22 +433,23 @@ public final class BatchInsertRows {
         }
     }
 
-    /// The model's rules for a prepared row: required values, each attribute's rules, to-many counts.
-    private func check(_ row: BatchInsertRow) throws(ManagedObjectContextError) {
+    /// The model's rules for a prepared row (whose values start at `row` in `chunk`): required values, each
+    /// attribute's rules, to-many counts.
+    private func check(_ row: (attributes: Int, toOne: Int, toMany: Int), position: Int, in chunk: BatchInsertColumns.Builder) throws(ManagedObjectContextError) {
         var failures: [String] = []
         for slot in checkedSlots {
             switch slot.kind {
             case .attribute:
-                guard let value = row.attributes[slot.position] else {
+                guard let value = chunk.attributes[row.attributes + slot.position] else {
                     if !slot.isOptional { failures.append("\(slot.name): a value is required") }
                     continue
                 }
                 slot.ruleFailures(of: value) { failures.append("\(slot.name): \($0)") }
             case .toOne:
-                if row.toOne[slot.position] == nil, !slot.isOptional { failures.append("\(slot.name): an object is required") }
+                if chunk.toOne[row.toOne + slot.position] == nil, !slot.isOptional { failures.append("\(slot.name): an object is required") }
             case .toMany:
                 let relationship = slot.relationship!
-                let count = row.toMany[slot.position]?.count ?? 0
+                let count = chunk.toMany[row.toMany + slot.position]?.count ?? 0
                 if count == 0 && relationship.isOptional { continue }
                 if relationship.minimumCount > 0 && count < relationship.minimumCount {
                     failures.append("\(slot.name): holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
@@ -374,7 +461,7 @@ public final class BatchInsertRows {
                 break
             }
         }
-        guard failures.isEmpty else { throw rowError(.validation, row.position, failures.joined(separator: "; ")) }
+        guard failures.isEmpty else { throw rowError(.validation, position, failures.joined(separator: "; ")) }
     }
 
     private static func describe(_ value: BatchValue) -> String {
@@ -386,13 +473,6 @@ public final class BatchInsertRows {
         case .uniqueValue(let value): "the unique value \(value)"
         case .uniqueValues(let values): "\(values.count) unique values"
         }
-    }
-
-    private static func nils<Element>(_ count: Int) -> ContiguousArray<Element?> {
-        var values = ContiguousArray<Element?>()
-        values.reserveCapacity(count)
-        for _ in 0..<count { values.append(nil) }
-        return values
     }
 }
 

@@ -205,12 +205,12 @@ extension ManagedObjectContext {
             let start = inserted.count
             for row in chunk {
                 let object = try context.insertNewObject(forEntityName: rows.entityName)
-                for slot in rows.entity.attributeSlots where slot.isPersistent { object.setAttribute(row.attributes[slot.position], in: slot) }
+                for slot in rows.entity.attributeSlots where slot.isPersistent { object.setAttribute(row.attribute(slot.position), in: slot) }
                 for slot in rows.entity.toOneSlots where slot.isPersistent {
-                    if let target = row.toOne[slot.position] { try object.setValue(try resolve(target, slot, row: row.position), in: slot) }
+                    if let target = row.toOne(slot.position) { try object.setValue(try resolve(target, slot, row: row.position), in: slot) }
                 }
                 for slot in rows.entity.relationshipSlots where slot.kind == .toMany && slot.isPersistent {
-                    if let members = row.toMany[slot.position] {
+                    if let members = row.toMany(slot.position) {
                         try object.setValue(try members.map { try resolve($0, slot, row: row.position) }, in: slot)
                     }
                 }
