@@ -16,8 +16,8 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// A request in one transaction loads the index and link tables that were empty when it began as a bulk load:
     /// their entries wait, sorted a chunk at a time (in memory up to 256 MiB, then in a file beside the store that
     /// is removed from its folder at once), and are appended merged at the end, which fills their pages. With more
-    /// than one processor, a second thread makes, sorts and keeps each chunk's entries for those tables while this
-    /// one writes the next chunk's rows; it never touches the transaction.
+    /// than one processor, a second thread makes, sorts and keeps each full chunk's entries for those tables and
+    /// encodes its rows while this one reads the next chunk, then puts them; it never touches the transaction.
     ///
     /// A to-one or a to-many member given by unique value may point at a row later in the same batch (an employee's
     /// manager, listed after the employee; a person's friends): the row is written without it, and the reference is
@@ -147,11 +147,13 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         // lane writes the rows and no entry of them is made here: only their to-ones are found.
         let placesRows = !rowsOnLane || !maintainers.isEmpty
         var row = StoredRow(entityTag: entity.tag, version: 1, fields: placesRows ? entity.newFields() : [])
+        // The first of the batch's rows not put yet, when the lane puts this chunk's.
+        let unputFrom = plan.unputFrom ?? first
         for (offset, input) in chunk.enumerated() {
             let key = first + UInt64(offset)
             try plan.checkRelationships(of: input)
             // The rows before this one that the lane has yet to encode are the batch's all the same.
-            if rowsOnLane { resolver.unput = (plan.unputFrom ?? first)..<key }
+            if rowsOnLane { resolver.unput = unputFrom..<key }
             var unfilled: [BatchInsertPlan.Unfilled] = [], unfilledMembers: [BatchInsertPlan.UnfilledMember] = []
             func target(_ field: Int, _ slot: Int) throws -> StoredRow.Reference? {
                 guard let target = input.toOne(slot) else { return nil }
