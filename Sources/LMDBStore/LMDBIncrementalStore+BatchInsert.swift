@@ -39,7 +39,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             if rows.commitsEachChunk {
                 while let chunk = try rows.nextChunk() {
                     let ids = try state.environment.write { transaction in
-                        try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
+                        try insert(chunk, full: rows.chunkSize, plan: plan, rows: rows, state: state, transaction: transaction)
                     }
                     rows.didWrite(chunk.count, committed: true, objectIDs: ids)
                 }
@@ -57,10 +57,19 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                     try plan.startBulkLoad(runs, maintainers: state.maintainers(of: entity), usingLane: Self.bulkLoadUsesLane, in: transaction)
                     // However the request ends, the lane's last job is over before the runs and the transaction go.
                     defer { plan.endBulkLoad() }
-                    while let chunk = try rows.nextChunk() {
-                        let ids = try insert(chunk, plan: plan, rows: rows, state: state, transaction: transaction)
-                        rows.didWrite(chunk.count, committed: false, objectIDs: ids)
+                    // Progress is reported a whole chunk at a time, however many reads the chunk took.
+                    var unreported = (count: 0, ids: [ManagedObjectID]())
+                    var size = plan.nextReadSize(chunkSize: rows.chunkSize)
+                    while let chunk = try rows.nextChunk(atMost: size) {
+                        unreported.ids += try insert(chunk, full: size, plan: plan, rows: rows, state: state, transaction: transaction)
+                        unreported.count += chunk.count
+                        if plan.readsAWholeChunk {
+                            rows.didWrite(unreported.count, committed: false, objectIDs: unreported.ids)
+                            unreported = (0, [])
+                        }
+                        size = plan.nextReadSize(chunkSize: rows.chunkSize)
                     }
+                    if unreported.count > 0 { rows.didWrite(unreported.count, committed: false, objectIDs: unreported.ids) }
                     try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction)
                     try runs.appendAll(in: transaction, mergingAhead: plan.usesLane)
                     plan.endBulkLoad()
@@ -91,11 +100,11 @@ extension LMDBIncrementalStore: BatchInsertingStore {
     /// encoded there (when it encoded them), then the entries of tables no longer held.
     private func putLeftovers(plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState, transaction: any KeyValueTransaction) throws {
         guard var output = try plan.lane?.finish() else { return }
-        if let encoded = output.rows {
+        if let encoded = output.encoded {
             let table = state.rows(of: plan.entity)
             try encoded.withRows { offset, key, bytes in
                 guard try table.insert(encoded: bytes, key: key, in: transaction) else {
-                    throw rows.rowError(.constraintViolation, output.chunk[offset].position,
+                    throw rows.rowError(.constraintViolation, output.rows[output.rows.startIndex + offset].position,
                                         "the key \(key) its sequence gave is taken: the store's \(plan.entity.root) sequence is behind its rows")
                 }
             }
@@ -105,8 +114,8 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         try output.entries.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
-        // The chunk the lane read is let go here, on the thread that made it: memory freed on another thread than
-        // the one that allocated it waits for the allocator's lock.
+        // The rows the lane read are let go here (with the chunk, after its last part), on the thread that made
+        // them: memory freed on another thread than the one that allocated it waits for the allocator's lock.
     }
 
     /// The folder a batch insert's entries go to past ``appendRunsMemoryBudget``: the data file's.
@@ -115,8 +124,9 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         return url.map { $0.deletingLastPathComponent() } ?? FileManager.default.temporaryDirectory
     }
 
-    /// Writes one chunk in `transaction`: returns the new objects' IDs when the request wants them.
-    private func insert(_ chunk: [BatchInsertRow], plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState,
+    /// Writes one chunk in `transaction` — `full` rows were asked for, fewer at the end —: returns the new objects'
+    /// IDs when the request wants them.
+    private func insert(_ chunk: [BatchInsertRow], full: Int, plan: BatchInsertPlan, rows: BatchInsertRows, state: OpenState,
                         transaction: any KeyValueTransaction) throws -> [ManagedObjectID] {
         let entity = plan.entity
         let table = state.rows(of: entity), maintainers = plan.staying ?? state.maintainers(of: entity)
@@ -131,7 +141,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         var moved = plan.usesLane ? IndexUpdates(sortingEntries: true, runs: plan.runs) : nil
         // A full chunk's rows are encoded there too, and put here when its job is taken, after this thread has read
         // the next chunk. Rows written here follow those, in key order.
-        let rowsOnLane = moved != nil && chunk.count == rows.chunkSize
+        let rowsOnLane = moved != nil && chunk.count == full
         if moved != nil && !rowsOnLane { try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction) }
         // Sized as the last chunk's were: growing by doubling, a chunk's arrays were copied and freed several times
         // (each free of a large block makes the allocator sweep its small free blocks).
@@ -206,35 +216,18 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
         if let moved, let moving = plan.moving {
-            // The last chunk's job is over before this one's starts: one at a time, and what it left (its rows, then
-            // entries) is put here.
-            try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction)
-            // The lane hands the chunk back (and lets its job go first), so the thread that made the chunk lets it go
-            // (see putLeftovers); and the bytes of its rows, which the job after it writes into again.
-            let referenceFields = plan.referenceFields
-            let encoded: EncodedRows? = rowsOnLane ? plan.takeSpareRows(firstKey: first) : nil
-            let job = { [references] () throws -> BatchInsertPlan.LaneOutput in
-                var entries = moved, encoded = encoded
-                var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
-                for (offset, input) in chunk.enumerated() {
-                    var next = offset * referenceFields.count
-                    BatchInsertPlan.place(input, in: &row, of: entity) { _, _ in
-                        defer { next += 1 }
-                        return references[next]
-                    }
-                    entries.keepEntries(moving, row: row, key: first + UInt64(offset), position: input.position)
-                    encoded?.append(row)
-                }
-                try entries.keepHeldInRuns()
-                return BatchInsertPlan.LaneOutput(entries: entries, chunk: chunk, rows: encoded)
-            }
             if rowsOnLane {
-                // A full chunk may have more after it: the lane works on it while this thread reads the next.
-                plan.startedLane().submit(job)
+                // A full chunk may have more after it: the lane works on it while this thread reads the next. The
+                // last chunk's job is over before this one's starts (one at a time), and what it left (its rows,
+                // then entries) is put here first; its rows' memory is this job's.
+                try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction)
+                plan.startedLane().submit(plan.laneJob(chunk[...], firstKey: first, references: references, entries: moved, moving: moving,
+                                                       encodingRows: true))
                 if plan.unputFrom == nil { plan.unputFrom = first }
             } else {
                 // The last chunk (a request of one short chunk starts no thread): nothing to overlap.
-                var output = try job()
+                var output = try plan.laneJob(chunk[...], firstKey: first, references: references, entries: moved, moving: moving,
+                                              encodingRows: false)()
                 try output.entries.putPending(in: transaction) { position, _ in
                     rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
                 }
@@ -369,12 +362,58 @@ private final class BatchInsertPlan {
         return lane
     }
 
-    /// What a lane's job hands back: the entries it could not keep in the runs, the chunk it read (let go by the
-    /// thread that made it) and, for a full chunk, its rows encoded.
+    /// What a lane's job hands back: the entries it could not keep in the runs, the rows it read (let go by the
+    /// thread that made them) and, for a full chunk, those rows encoded.
     struct LaneOutput {
         var entries: IndexUpdates
-        let chunk: [BatchInsertRow]
-        var rows: EncodedRows?
+        let rows: ArraySlice<BatchInsertRow>
+        var encoded: EncodedRows?
+    }
+
+    /// How many of the request's first chunks a bulk load with a lane reads in parts, and in how many: a request of a
+    /// chunk or a few would otherwise have the lane wait while this thread reads a whole chunk, then wait for the
+    /// lane. Later chunks are read whole (each part is a run of its own to merge at the end).
+    static let chunksInParts = 4, partsOfAChunk = 4
+    /// The parts read so far, and whether the last read ends a chunk.
+    private var partsRead = 0
+    private(set) var readsAWholeChunk = true
+
+    /// How many rows to read next.
+    func nextReadSize(chunkSize: Int) -> Int {
+        let parts = Self.partsOfAChunk
+        guard usesLane, chunkSize >= parts, partsRead < Self.chunksInParts * parts else {
+            readsAWholeChunk = true
+            return chunkSize
+        }
+        let part = partsRead % parts
+        partsRead += 1
+        readsAWholeChunk = part == parts - 1
+        return chunkSize * (part + 1) / parts - chunkSize * part / parts
+    }
+
+    /// The lane's work on `rows` (keys from `firstKey` on), whose to-one `references` this thread found, in field
+    /// order: each row placed again, the moving maintainers' entries made into `entries` (holding the links already
+    /// given), sorted and kept in the runs, and — with `encodingRows` — the rows encoded, in the memory the last
+    /// job's used. It never touches the transaction.
+    func laneJob(_ rows: ArraySlice<BatchInsertRow>, firstKey: UInt64, references: [StoredRow.Reference?], entries: IndexUpdates,
+                 moving: EntityMaintainers, encodingRows: Bool) -> () throws -> LaneOutput {
+        let entity = entity, referenceFields = referenceFields
+        let encoded: EncodedRows? = encodingRows ? takeSpareRows(firstKey: firstKey) : nil
+        return {
+            var entries = entries, encoded = encoded
+            var row = StoredRow(entityTag: entity.tag, version: 1, fields: entity.newFields())
+            for (offset, input) in rows.enumerated() {
+                var next = offset * referenceFields.count
+                BatchInsertPlan.place(input, in: &row, of: entity) { _, _ in
+                    defer { next += 1 }
+                    return references[next]
+                }
+                entries.keepEntries(moving, row: row, key: firstKey + UInt64(offset), position: input.position)
+                encoded?.append(row)
+            }
+            try entries.keepHeldInRuns()
+            return LaneOutput(entries: entries, rows: rows, encoded: encoded)
+        }
     }
 
     /// The key of the first row a lane's job encoded and the transaction's thread has not put yet (`nil`: none).
@@ -409,6 +448,8 @@ private final class BatchInsertPlan {
     func endBulkLoad() {
         lane?.close()
         lane = nil
+        partsRead = 0
+        readsAWholeChunk = true
         unputFrom = nil
         spareRows = nil
         usesLane = false

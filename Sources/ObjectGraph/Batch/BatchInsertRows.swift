@@ -229,6 +229,13 @@ public final class BatchInsertRows {
     ///   unknown or transient property, required value missing, a validation rule), or an error that stops the
     ///   request when its progress handler returned `false` or its task was cancelled.
     public func nextChunk() throws -> [BatchInsertRow]? {
+        try nextChunk(atMost: chunkSize)
+    }
+
+    /// The next chunk of at most `limit` rows (and at most ``chunkSize``), as ``nextChunk()`` reads it: for a store
+    /// that reads a chunk in parts, to start on one part while it reads the next.
+    package func nextChunk(atMost limit: Int) throws -> [BatchInsertRow]? {
+        let chunkSize = max(1, min(limit, self.chunkSize))
         if isStopped || (nextPosition > 0 && Task.isCancelled) {
             isStopped = true
             throw Stopped()
