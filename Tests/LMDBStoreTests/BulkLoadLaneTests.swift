@@ -168,6 +168,26 @@ struct BulkLoadLaneTests {
         }
     }
 
+    @Test("the first chunks read in parts for the second thread still report progress a whole chunk at a time", arguments: [true, false])
+    func progressByWholeChunks(usesLane: Bool) throws {
+        try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(usesLane) {
+            let folder = StoreFolder()
+            let (coordinator, store) = try folder.coordinator(Self.peopleModel)
+            let context = ManagedObjectContext(coordinator: coordinator)
+            _ = try context.execute(BatchInsertRequest(entityName: "Pet", objects: (0..<3).map { ["name": .attribute(.string("Pet \($0)"))] }))
+            var request = Self.people(1_000, in: store)
+            var written: [Int] = []
+            request.progressHandler = { progress in
+                written.append(progress.written)
+                return true
+            }
+            #expect(try context.execute(request).count == 1_000)
+            #expect(written == [300, 600, 900, 1_000])
+            #expect(try context.count(for: FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "mentor.name == 'P10'"))) == 2)
+            #expect(try store.verify().isEmpty)
+        }
+    }
+
     @Test("a request that fails while the second thread holds a chunk writes nothing, names the row, and the next request runs")
     func aFailureWhileTheLaneWorks() throws {
         try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(true) {
