@@ -104,7 +104,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             let table = state.rows(of: plan.entity)
             try encoded.withRows { offset, key, bytes in
                 guard try table.insert(encoded: bytes, key: key, in: transaction) else {
-                    throw rows.rowError(.constraintViolation, output.rows[output.rows.startIndex + offset].position,
+                    throw rows.rowError(.constraintViolation, output.rows[offset].position,
                                         "the key \(key) its sequence gave is taken: the store's \(plan.entity.root) sequence is behind its rows")
                 }
             }
@@ -114,8 +114,8 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         try output.entries.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
-        // The rows the lane read are let go here (with the chunk, after its last part), on the thread that made
-        // them: memory freed on another thread than the one that allocated it waits for the allocator's lock.
+        // The rows the lane read are let go here, on the thread that made them: memory freed on another thread than
+        // the one that allocated it waits for the allocator's lock.
     }
 
     /// The folder a batch insert's entries go to past ``appendRunsMemoryBudget``: the data file's.
@@ -221,12 +221,12 @@ extension LMDBIncrementalStore: BatchInsertingStore {
                 // last chunk's job is over before this one's starts (one at a time), and what it left (its rows,
                 // then entries) is put here first; its rows' memory is this job's.
                 try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction)
-                plan.startedLane().submit(plan.laneJob(chunk[...], firstKey: first, references: references, entries: moved, moving: moving,
+                plan.startedLane().submit(plan.laneJob(chunk, firstKey: first, references: references, entries: moved, moving: moving,
                                                        encodingRows: true))
                 if plan.unputFrom == nil { plan.unputFrom = first }
             } else {
                 // The last chunk (a request of one short chunk starts no thread): nothing to overlap.
-                var output = try plan.laneJob(chunk[...], firstKey: first, references: references, entries: moved, moving: moving,
+                var output = try plan.laneJob(chunk, firstKey: first, references: references, entries: moved, moving: moving,
                                               encodingRows: false)()
                 try output.entries.putPending(in: transaction) { position, _ in
                     rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
@@ -366,7 +366,7 @@ private final class BatchInsertPlan {
     /// thread that made them) and, for a full chunk, those rows encoded.
     struct LaneOutput {
         var entries: IndexUpdates
-        let rows: ArraySlice<BatchInsertRow>
+        let rows: [BatchInsertRow]
         var encoded: EncodedRows?
     }
 
@@ -395,7 +395,7 @@ private final class BatchInsertPlan {
     /// order: each row placed again, the moving maintainers' entries made into `entries` (holding the links already
     /// given), sorted and kept in the runs, and — with `encodingRows` — the rows encoded, in the memory the last
     /// job's used. It never touches the transaction.
-    func laneJob(_ rows: ArraySlice<BatchInsertRow>, firstKey: UInt64, references: [StoredRow.Reference?], entries: IndexUpdates,
+    func laneJob(_ rows: [BatchInsertRow], firstKey: UInt64, references: [StoredRow.Reference?], entries: IndexUpdates,
                  moving: EntityMaintainers, encodingRows: Bool) -> () throws -> LaneOutput {
         let entity = entity, referenceFields = referenceFields
         let encoded: EncodedRows? = encodingRows ? takeSpareRows(firstKey: firstKey) : nil
