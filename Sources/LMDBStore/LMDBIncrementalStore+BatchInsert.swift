@@ -145,8 +145,10 @@ extension LMDBIncrementalStore: BatchInsertingStore {
         if moved != nil && !rowsOnLane { try putLeftovers(plan: plan, rows: rows, state: state, transaction: transaction) }
         // Sized as the last chunk's were: growing by doubling, a chunk's arrays were copied and freed several times
         // (each free of a large block makes the allocator sweep its small free blocks).
-        indexes.reserve(entries: plan.lastWaiting.indexes.entries, bytes: plan.lastWaiting.indexes.bytes)
-        moved?.reserve(entries: plan.lastWaiting.moved.entries, bytes: plan.lastWaiting.moved.bytes)
+        // Scaled to this chunk's rows: the first chunks are read in quarters.
+        let waiting = plan.lastWaiting.scaled(to: chunk.count)
+        indexes.reserve(entries: waiting.indexes.entries, bytes: waiting.indexes.bytes)
+        moved?.reserve(entries: waiting.moved.entries, bytes: waiting.moved.bytes)
         var references: [StoredRow.Reference?] = []
         if moved != nil { references.reserveCapacity(chunk.count * plan.referenceFields.count) }
         // The targets found are kept for the next chunks (and for the deferred ones below).
@@ -211,7 +213,7 @@ extension LMDBIncrementalStore: BatchInsertingStore {
             if rows.resultType == .objectIDs { ids.append(objectID(entityTag: entity.tag, key: key, in: state)) }
         }
         resolver.unput = nil
-        plan.lastWaiting = (indexes.waiting, moved?.waiting ?? (0, 0))
+        plan.lastWaiting = BatchInsertPlan.Waiting(rows: chunk.count, indexes: indexes.waiting, moved: moved?.waiting ?? (0, 0))
         try indexes.putPending(in: transaction) { position, _ in
             rows.rowError(.constraintViolation, position, "an index entry of the row is already in the store")
         }
@@ -340,7 +342,21 @@ private final class BatchInsertPlan {
     let referenceFields: [Int]
     /// The entries (and their bytes) the last chunk kept for the end of the chunk, and for the lane: what the next
     /// chunk makes room for at once.
-    var lastWaiting: (indexes: (entries: Int, bytes: Int), moved: (entries: Int, bytes: Int)) = ((0, 0), (0, 0))
+    var lastWaiting = Waiting(rows: 0, indexes: (0, 0), moved: (0, 0))
+
+    /// The entries (and their bytes) a chunk of `rows` rows kept for its end and for the lane.
+    struct Waiting {
+        var rows: Int
+        var indexes: (entries: Int, bytes: Int)
+        var moved: (entries: Int, bytes: Int)
+
+        /// As many for a chunk of `count` rows.
+        func scaled(to count: Int) -> Waiting {
+            guard rows > 0, rows != count else { return self }
+            func scale(_ kept: (entries: Int, bytes: Int)) -> (entries: Int, bytes: Int) { (kept.entries * count / rows, kept.bytes * count / rows) }
+            return Waiting(rows: count, indexes: scale(indexes), moved: scale(moved))
+        }
+    }
 
     /// Starts a one-transaction request's bulk load into `runs`; with `usingLane`, the entries of the tables `runs`
     /// holds that no uniqueness constraint checks go to a ``BulkLoadLane``.
@@ -423,8 +439,10 @@ private final class BatchInsertPlan {
 
     /// Rows to encode from `firstKey` on, in the memory the last job's used.
     func takeSpareRows(firstKey: UInt64) -> EncodedRows {
-        defer { spareRows = nil }
-        return EncodedRows(firstKey: firstKey, reusing: spareRows)
+        // Taken out, so that emptying it keeps its memory rather than copying what the plan still held.
+        guard var rows = spareRows.take() else { return EncodedRows(firstKey: firstKey) }
+        rows.restart(at: firstKey)
+        return rows
     }
 
     /// Sets `row`'s fields from `input`: each attribute as given, each to-one from `reference` (given the field and
@@ -686,16 +704,19 @@ struct EncodedRows {
     /// Where each row's bytes end.
     private var ends: [Int]
 
-    /// Rows from `firstKey` on, in the memory of `old` when given (emptied).
-    init(firstKey: UInt64, reusing old: EncodedRows? = nil) {
+    /// No rows yet, from `firstKey` on.
+    init(firstKey: UInt64) {
         self.firstKey = firstKey
-        bytes = old?.bytes ?? PendingBytes()
-        bytes.removeAll()
-        ends = old?.ends ?? []
-        ends.removeAll(keepingCapacity: true)
+        bytes = PendingBytes()
+        ends = []
     }
 
-    var count: Int { ends.count }
+    /// Forgets every row, keeping the memory, for rows from `firstKey` on.
+    mutating func restart(at firstKey: UInt64) {
+        self.firstKey = firstKey
+        bytes.removeAll()
+        ends.removeAll(keepingCapacity: true)
+    }
 
     /// Encodes `row` after the others, under the next key.
     mutating func append(_ row: StoredRow) {

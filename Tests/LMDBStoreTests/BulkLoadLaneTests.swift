@@ -30,6 +30,29 @@ struct BulkLoadLaneTests {
         }
     }
 
+    /// Runs `load` on a new store over `model` with the second thread and on another without it, expects the
+    /// `entity` tables the two wrote to be the same, byte for byte, and returns them.
+    private static func sameTablesWithAndWithoutLane(_ model: ManagedObjectModel, entity: String,
+                                                     _ load: (ManagedObjectContext, LMDBIncrementalStore) throws -> Void) throws -> [String: [[UInt8]]] {
+        let folder = StoreFolder()
+        var written: [[String: [[UInt8]]]] = []
+        for (name, usesLane) in [("lane.lmdb", true), ("alone.lmdb", false)] {
+            try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(usesLane) {
+                let (coordinator, store) = try folder.coordinator(model, name)
+                try load(ManagedObjectContext(coordinator: coordinator), store)
+                #expect(try store.verify().isEmpty)
+                written.append(try tables(of: store, entity: entity))
+            }
+        }
+        let lane = written[0], alone = written[1]
+        #expect(lane.keys.sorted() == alone.keys.sorted())
+        for (table, pairs) in alone {
+            let same = lane[table] == pairs
+            #expect(same, "\(table): \(lane[table]?.count ?? 0) pairs with the lane, \(pairs.count) without")
+        }
+        return alone
+    }
+
     /// Employee `n`: a unique email (every seventh has none), a department by unique name (every eleventh none),
     /// zero to three projects by unique code.
     private static func employee(_ n: Int) -> [String: BatchValue] {
@@ -43,25 +66,11 @@ struct BulkLoadLaneTests {
 
     @Test("a bulk load whose entries a second thread makes and sorts writes every table as the single-thread way does, byte for byte")
     func theLaneWritesWhatOneThreadWrites() throws {
-        let folder = StoreFolder()
-        var written: [[String: [[UInt8]]]] = []
-        for (name, usesLane) in [("lane.lmdb", true), ("alone.lmdb", false)] {
-            try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(usesLane) {
-                let (coordinator, store) = try folder.coordinator(batchModel, name)
-                let context = ManagedObjectContext(coordinator: coordinator)
-                try seed(context, departments: 5, projects: 7)
-                var request = BatchInsertRequest(entityName: "Employee", objects: (0..<4_000).map(Self.employee))
-                request.chunkSize = 300
-                #expect(try context.execute(request).count == 4_000)
-                #expect(try store.verify().isEmpty)
-                written.append(try Self.tables(of: store))
-            }
-        }
-        let lane = written[0], alone = written[1]
-        #expect(lane.keys.sorted() == alone.keys.sorted())
-        for (table, pairs) in alone {
-            let same = lane[table] == pairs
-            #expect(same, "\(table): \(lane[table]?.count ?? 0) pairs with the lane, \(pairs.count) without")
+        let alone = try Self.sameTablesWithAndWithoutLane(batchModel, entity: "Employee") { context, _ in
+            try seed(context, departments: 5, projects: 7)
+            var request = BatchInsertRequest(entityName: "Employee", objects: (0..<4_000).map(Self.employee))
+            request.chunkSize = 300
+            #expect(try context.execute(request).count == 4_000)
         }
         // Every kind of table held something: the rows, the age index and the to-one (the lane's), the email
         // constraint (this thread's), the links both ways (the lane's).
@@ -114,30 +123,16 @@ struct BulkLoadLaneTests {
 
     @Test("rows pointing by object ID at rows before them in the same batch find them while the second thread still holds their chunk")
     func objectIDsOfRowsTheLaneHolds() throws {
-        let folder = StoreFolder()
-        var written: [[String: [[UInt8]]]] = []
-        for (name, usesLane) in [("lane.lmdb", true), ("alone.lmdb", false)] {
-            try LMDBIncrementalStore.$bulkLoadUsesLane.withValue(usesLane) {
-                let (coordinator, store) = try folder.coordinator(Self.peopleModel, name)
-                let context = ManagedObjectContext(coordinator: coordinator)
-                _ = try context.execute(BatchInsertRequest(entityName: "Pet", objects: (0..<3).map { ["name": .attribute(.string("Pet \($0)"))] }))
-                #expect(try context.execute(Self.people(2_500, in: store)).count == 2_500)
-                #expect(try store.verify().isEmpty)
-                written.append(try Self.tables(of: store, entity: "Person"))
-                // Person 1 001 (key 1 002) has mentor 501 and friends 1 001, 703 and 362 (by key).
-                let person = try #require(try context.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "name == 'P1001'"))).first)
-                let mentor = try #require(person.value(forKey: "mentor") as? ManagedObject)
-                #expect(mentor.value(forKey: "name") as? String == "P500")
-                let friends = person.relatedObjects(forKey: "friends").compactMap { $0.value(forKey: "name") as? String }.sorted()
-                #expect(friends == ["P1000", "P361", "P702"])
-                #expect(try context.count(for: FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "mentor.name == 'P500'"))) == 2)
-            }
-        }
-        let lane = written[0], alone = written[1]
-        #expect(lane.keys.sorted() == alone.keys.sorted())
-        for (table, pairs) in alone {
-            let same = lane[table] == pairs
-            #expect(same, "\(table): \(lane[table]?.count ?? 0) pairs with the lane, \(pairs.count) without")
+        _ = try Self.sameTablesWithAndWithoutLane(Self.peopleModel, entity: "Person") { context, store in
+            _ = try context.execute(BatchInsertRequest(entityName: "Pet", objects: (0..<3).map { ["name": .attribute(.string("Pet \($0)"))] }))
+            #expect(try context.execute(Self.people(2_500, in: store)).count == 2_500)
+            // Person 1 001 (key 1 002) has mentor 501 and friends 1 001, 703 and 362 (by key).
+            let person = try #require(try context.fetch(FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "name == 'P1001'"))).first)
+            let mentor = try #require(person.value(forKey: "mentor") as? ManagedObject)
+            #expect(mentor.value(forKey: "name") as? String == "P500")
+            let friends = person.relatedObjects(forKey: "friends").compactMap { $0.value(forKey: "name") as? String }.sorted()
+            #expect(friends == ["P1000", "P361", "P702"])
+            #expect(try context.count(for: FetchRequest(entityName: "Person", predicate: try FetchPredicate(format: "mentor.name == 'P500'"))) == 2)
         }
     }
 
